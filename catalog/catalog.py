@@ -1,0 +1,219 @@
+"""The catalog on one engine: topic registry, policies, snapshots. Engine-neutral: every statement is a tree
+that the adapter runs, through the small ``Executor`` protocol below."""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import sqlglot
+from sqlglot import exp
+
+from seqdedup.errors import CatalogError, TopicError
+from seqdedup.udfs import Policies
+
+from . import policies as policy
+from .schema import CATALOG_TABLES, CATALOG_VERSION, SYSTEM_COLUMNS, catalog_table, create_table
+from .state import SnapshotHeader, last_position_query, last_snapshot_query, literal, snapshot_insert
+
+
+class Executor(Protocol):
+    DEFAULT_NAMESPACE: str
+    DATABASE: str | None
+
+    def execute(self, statement: exp.Expression) -> None: ...
+    def fetchall(self, query: exp.Expression) -> list[tuple]: ...
+    def columns(self, table: exp.Table) -> list[tuple[str, str]]: ...
+    def create_namespace(self, name: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class TopicRef:
+    """A topic's identity: its namespace and name, normalized as the engine stores unquoted names."""
+
+    namespace: str
+    name: str
+    database: str | None = None   # the engine's catalog (DuckDB: the attached database), to qualify fully
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TopicRef) and (self.namespace, self.name) == (other.namespace, other.name)
+
+    def __hash__(self) -> int:
+        return hash((self.namespace, self.name))
+
+    @property
+    def key(self) -> str:
+        """The topic's name in the catalog tables: ``namespace.name``."""
+        return f"{self.namespace}.{self.name}"
+
+    @property
+    def table(self) -> exp.Table:
+        # Fully qualified: in DuckDB a namespace named like the database file would otherwise be ambiguous.
+        return exp.table_(exp.to_identifier(self.name, quoted=True), db=exp.to_identifier(self.namespace, quoted=True),
+                          catalog=exp.to_identifier(self.database, quoted=True) if self.database else None)
+
+
+def topic_ref(name: str | exp.Table, default_namespace: str, namespace: str | None = None,
+              database: str | None = None) -> TopicRef:
+    """The TopicRef of a name as a user wrote it (``events``, ``ns.events``, ``"odd name"``)."""
+    if isinstance(name, str):
+        try:
+            table = exp.to_table(name, dialect="spark")
+        except sqlglot.errors.ParseError:
+            table = None
+        if table is None or table.catalog or not table.name:
+            raise TopicError(f"{name!r} is not a topic name; write namespace.name, and quote parts with backticks "
+                             "if they hold spaces, dots or other symbols")
+    else:
+        table = name
+
+    def part(identifier: exp.Identifier | None, fallback: str) -> str:
+        if identifier is None:
+            return fallback
+        return identifier.this if identifier.quoted else identifier.this.lower()
+
+    return TopicRef(namespace=namespace or part(table.args.get("db"), default_namespace),
+                    name=part(table.this, ""), database=database)
+
+
+@dataclass
+class Topic:
+    """A registered topic with its columns and policies."""
+
+    ref: TopicRef
+    user_columns: list[tuple[str, str]]          # the user's columns (name, type), in order
+    settings: dict[str, dict[str, str]] = field(default_factory=dict)   # scope -> policy -> value as set
+    applied: Policies = field(default_factory=Policies)
+
+
+class Catalog:
+    """Reads and writes the catalog tables through an executor."""
+
+    def __init__(self, executor: Executor):
+        self.executor = executor
+
+    # --- set-up ----------------------------------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        return bool(self.executor.columns(catalog_table("seqdedup_meta")))
+
+    def check_version(self) -> None:
+        if not self.exists():
+            return
+        rows = self.executor.fetchall(
+            exp.select("value").from_(catalog_table("seqdedup_meta")).where(exp.column("key").eq(literal("catalog_version"))))
+        if not rows:
+            raise CatalogError("the seqdedup catalog has no version row; it is damaged: restore it, or run "
+                               "`seqdedup init` on a new database")
+        version = int(rows[0][0])
+        if version > CATALOG_VERSION:
+            raise CatalogError(f"this catalog was written by a newer seqdedup (catalog version {version}, this "
+                               f"seqdedup reads up to {CATALOG_VERSION}); upgrade seqdedup to use it")
+        for name, columns in CATALOG_TABLES.items():
+            present = {c for c, _ in self.executor.columns(catalog_table(name))}
+            if not set(columns) <= present:
+                raise CatalogError(f"the catalog table {catalog_table(name).sql()} is missing or lacks columns "
+                                   f"{sorted(set(columns) - present)}; restore it from a backup")
+
+    def create(self) -> None:
+        """Create the catalog tables (idempotent)."""
+        for name, columns in CATALOG_TABLES.items():
+            self.executor.execute(create_table(catalog_table(name), columns))
+        if not self.executor.fetchall(exp.select("key").from_(catalog_table("seqdedup_meta"))):
+            self.executor.execute(exp.insert(
+                exp.select(literal("catalog_version"), literal(str(CATALOG_VERSION))), catalog_table("seqdedup_meta")))
+
+    # --- topics ----------------------------------------------------------------------------------------------
+
+    def topics(self) -> list[TopicRef]:
+        rows = self.executor.fetchall(exp.select("namespace", "name").from_(catalog_table("seqdedup_topics")).order_by("topic"))
+        return [TopicRef(ns, name, self.executor.DATABASE) for ns, name in rows]
+
+    def topic(self, ref: TopicRef) -> Topic:
+        """The registered topic, or a TopicError naming it and how to create it."""
+        rows = self.executor.fetchall(
+            exp.select("topic").from_(catalog_table("seqdedup_topics")).where(exp.column("topic").eq(literal(ref.key))))
+        if not rows:
+            raise TopicError(f"unknown topic {ref.key}; create it first (seqdedup topic create {ref.key} ..., or "
+                             "CREATE TABLE ... TBLPROPERTIES ('seqdedup.deduplication_enabled' = 'true'))")
+        columns = self.executor.columns(ref.table)
+        if not columns:
+            raise CatalogError(f"topic {ref.key} is registered but its table is missing; restore the table or "
+                               "drop the topic")
+        settings = self.settings(ref)
+        return Topic(ref=ref, user_columns=[c for c in columns if c[0] not in SYSTEM_COLUMNS], settings=settings,
+                     applied=policy.resolve(settings))
+
+    def register(self, ref: TopicRef, columns: dict[str, exp.DataType], now: dt.datetime) -> None:
+        clash = sorted(set(columns) & set(SYSTEM_COLUMNS))
+        if clash:
+            raise TopicError(f"column names {clash} are reserved for seqdedup's system columns; rename them")
+        if not columns:
+            raise TopicError(f"topic {ref.key} needs at least one column of its own")
+        if self.executor.columns(ref.table):
+            raise TopicError(f"a table {ref.key} already exists; pick another topic name or drop the table")
+        self.executor.create_namespace(ref.namespace)
+        self.executor.execute(create_table(ref.table, {**columns, **SYSTEM_COLUMNS}, exists=False))
+        self.executor.execute(exp.insert(
+            exp.select(literal(ref.key), literal(ref.namespace), literal(ref.name), literal(now)),
+            catalog_table("seqdedup_topics")))
+
+    # --- policies (R9) ---------------------------------------------------------------------------------------
+
+    def settings(self, ref: TopicRef) -> dict[str, dict[str, str]]:
+        """The policy values set at each scope that applies to the topic (unset ones left out)."""
+        scopes = {"topic": ref.key, "namespace": ref.namespace, "global": ""}
+        where = exp.or_(*[exp.and_(exp.column("scope").eq(literal(s)), exp.column("target").eq(literal(t)))
+                          for s, t in scopes.items()])
+        latest = (
+            exp.select("scope", "key", "value").from_(catalog_table("seqdedup_policies")).where(where)
+            .qualify("row_number() OVER (PARTITION BY scope, target, key ORDER BY version DESC) = 1")
+        )
+        settings: dict[str, dict[str, str]] = {scope: {} for scope in scopes}
+        for scope, key, value in self.executor.fetchall(latest):
+            if value is not None:
+                settings[scope][key] = value
+        return settings
+
+    def set_policies(self, scope: str, target: str, values: dict[str, object], now: dt.datetime) -> None:
+        """Record settings (``None`` unsets) at one scope, as new rows; validates every value first."""
+        rows = [policy.normalize(k, v) for k, v in values.items()]
+        if not rows:
+            return
+        version = exp.select(exp.func("coalesce", exp.Max(this=exp.column("version")), literal(0))).from_(
+            catalog_table("seqdedup_policies"))
+        base = self.executor.fetchall(version)[0][0]
+        selects = [
+            exp.select(literal(scope), literal(target), literal(key),
+                       exp.cast(literal(value), "text") if value is not None else exp.cast(exp.null(), "text"),
+                       literal(base + i + 1), literal(now))
+            for i, (key, value) in enumerate(rows)
+        ]
+        body = selects[0]
+        for select in selects[1:]:
+            body = exp.union(body, select, distinct=False)
+        self.executor.execute(exp.insert(body, catalog_table("seqdedup_policies")))
+
+    # --- snapshots (R7, R8, R10, R11) ------------------------------------------------------------------------
+
+    def last_snapshot(self, ref: TopicRef) -> SnapshotHeader:
+        rows = self.executor.fetchall(last_snapshot_query(ref.key))
+        if not rows:
+            raise CatalogError(f"topic {ref.key} has no complete snapshot row in producer_sequences; "
+                               "the catalog is damaged: run `seqdedup recover` to write a new one")
+        return SnapshotHeader(*rows[0])
+
+    def last_position(self, ref: TopicRef, header: SnapshotHeader) -> int:
+        return self.executor.fetchall(last_position_query(ref.table, header.position))[0][0]
+
+    def write_snapshot(self, ref: TopicRef, marks: exp.Expression | None, *, header: SnapshotHeader | None,
+                       position: int, kind: str, now: dt.datetime, max_producers: int | None = None) -> int:
+        """Write a snapshot of ``marks`` (None: an empty one) at ``position``; returns its id."""
+        snapshot_id = header.next_snapshot_id if header else 1
+        if marks is None:
+            marks = exp.select(exp.alias_(exp.cast(exp.null(), "text"), "producer"),
+                               exp.alias_(exp.cast(exp.null(), "bigint"), "sequence_id"),
+                               exp.alias_(exp.cast(exp.null(), "timestamp"), "last_publish_time")).where(exp.false())
+        self.executor.execute(snapshot_insert(ref.key, marks, snapshot_id=snapshot_id, position=position, kind=kind,
+                                              now=now, max_producers=max_producers))
+        return snapshot_id

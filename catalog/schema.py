@@ -1,0 +1,92 @@
+"""The catalog's tables, as data: every DDL statement and read is generated from these dictionaries.
+
+The catalog lives in the same engine as the topics, in the session's default namespace: ``producer_sequences``
+beside ``seqdedup_topics``, ``seqdedup_policies``, ``seqdedup_statements`` and ``seqdedup_meta``. (Not in a
+namespace of its own: DuckDB names a database after its file, so a ``seqdedup`` schema inside the default
+``seqdedup.duckdb`` would make every ``seqdedup.x`` ambiguous.) Tables are append-only so that an engine without
+transactions never overwrites anything in place.
+"""
+from __future__ import annotations
+
+from sqlglot import exp
+
+#: Version of the catalog layout this code writes; a catalog marked with a higher one is refused.
+CATALOG_VERSION = 1
+
+
+def _types(**columns: str) -> dict[str, exp.DataType]:
+    return {name: exp.DataType.build(kind) for name, kind in columns.items()}
+
+
+#: Snapshot rows (R7, R8). A snapshot is one header row (producer NULL, ``producers`` = how many producer rows
+#: it has) plus one row per producer. A snapshot counts only when all its rows are there ("complete").
+PRODUCER_SEQUENCES = _types(
+    topic="text",                 # the topic's qualified name, namespace.name
+    snapshot_id="bigint",         # 1, 2, 3 ... per topic, in the order snapshots were taken
+    position="bigint",            # the snapshot covers every entry of the topic with _position <= position
+    producer="text",              # NULL on the header row
+    sequence_id="bigint",         # the producer's persisted high-water mark; NULL on the header row
+    last_publish_time="timestamp",  # the producer's last write, for the inactivity purge (R11)
+    producers="bigint",           # header row only: the number of producer rows of this snapshot
+    kind="text",                  # enabled | disabled | snapshot | purge: why the snapshot was taken
+    taken_at="timestamp",         # when the snapshot was taken (time-based cadence, R8)
+)
+
+#: The topic registry.
+TOPICS = _types(topic="text", namespace="text", name="text", created_at="timestamp")
+
+#: Policy settings (R9), append-only: the row with the highest version per (scope, target, key) is in force;
+#: a NULL value means unset.
+POLICIES = _types(scope="text", target="text", key="text", value="text", version="bigint", set_at="timestamp")
+
+#: The run log: what each statement wrote and dropped, per producer (R5).
+STATEMENTS = _types(
+    statement_id="text", topic="text", producer="text", written="bigint", duplicates="bigint",
+    first_position="bigint", last_position="bigint", executed_at="timestamp",
+)
+
+#: Facts about the catalog itself (its layout version).
+META = _types(key="text", value="text")
+
+CATALOG_TABLES = {
+    "producer_sequences": PRODUCER_SEQUENCES,
+    "seqdedup_topics": TOPICS,
+    "seqdedup_policies": POLICIES,
+    "seqdedup_statements": STATEMENTS,
+    "seqdedup_meta": META,
+}
+
+#: Columns seqdedup adds to every topic, after the user's own.
+SYSTEM_COLUMNS = _types(
+    _producer="text",             # the producer name
+    _sequence_id="bigint",        # the entry's (lowest) sequence id
+    _highest_sequence_id="bigint",  # max(highest_sequence_id, sequence_id): equal to _sequence_id for a single message
+    _position="bigint",           # the message id: dense, strictly increasing in commit order, from 1
+    _publish_time="timestamp",    # when the statement that wrote the entry ran
+)
+
+
+def catalog_table(name: str) -> exp.Table:
+    """The table of a catalog table, by its name in CATALOG_TABLES.
+
+    Example:
+        >>> catalog_table("producer_sequences").sql()
+        'producer_sequences'
+    """
+    if name not in CATALOG_TABLES:
+        raise KeyError(name)
+    return exp.table_(name)
+
+
+def create_table(table: exp.Table, columns: dict[str, exp.DataType], *, exists: bool = True) -> exp.Create:
+    """``CREATE TABLE [IF NOT EXISTS] table (columns...)`` as a tree.
+
+    Example:
+        >>> create_table(catalog_table("seqdedup_meta"), META).sql("duckdb")
+        'CREATE TABLE IF NOT EXISTS seqdedup_meta (key TEXT, value TEXT)'
+    """
+    schema = exp.Schema(
+        this=table.copy(),
+        expressions=[exp.ColumnDef(this=exp.to_identifier(n), kind=t.copy()) for n, t in columns.items()],
+    )
+    return exp.Create(this=schema, kind="TABLE", exists=exists)

@@ -1,0 +1,82 @@
+"""What an engine adapter gives the engine-neutral core: run trees, read rows, describe tables, commit atomically.
+
+Engine differences are capability flags on the adapter class, never ``if engine == ...`` in the core.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+from sqlglot import exp
+
+
+class EngineAdapter:
+    """One connection to one engine. Subclasses set the flags and implement the primitives."""
+
+    #: sqlglot dialect the adapter's SQL is generated in.
+    DIALECT: str = ""
+    #: Namespace a topic lands in when its name has none.
+    DEFAULT_NAMESPACE: str = ""
+    #: One transaction can cover the topic insert, the snapshot and the run log (else the adapter publishes atomically its own way).
+    SUPPORTS_TRANSACTIONS: bool = False
+    #: Type names (upper case, parameters dropped) a producer name and a sequence id may have.
+    STRING_TYPES: frozenset[str] = frozenset()
+    INTEGER_TYPES: frozenset[str] = frozenset()
+
+    read_only: bool = False
+    #: The engine catalog topics are qualified with, when the engine needs it (DuckDB: the attached database).
+    DATABASE: str | None = None
+
+    def execute(self, statement: exp.Expression | str) -> None:
+        raise NotImplementedError
+
+    def fetchall(self, query: exp.Expression | str) -> list[tuple]:
+        raise NotImplementedError
+
+    def execute_count(self, statement: exp.Expression) -> int | None:
+        """Run a write; the number of rows it wrote, when the engine says."""
+        self.execute(statement)
+        return None
+
+    def query_columns(self, query: exp.Expression) -> list[tuple[str, str]]:
+        """(name, type) of the columns a query returns, without running it."""
+        raise NotImplementedError
+
+    def columns(self, table: exp.Table) -> list[tuple[str, str]]:
+        """(name, type) of a table's columns, in order; [] when the table does not exist."""
+        raise NotImplementedError
+
+    def temp_table(self, name: str) -> exp.Table:
+        """The table a temporary result called ``name`` is read from."""
+        return exp.table_(name)
+
+    def create_temp_table(self, name: str, query: exp.Expression) -> exp.Table:
+        raise NotImplementedError
+
+    def drop_temp_table(self, name: str) -> None:
+        raise NotImplementedError
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Everything inside commits together or not at all."""
+        raise NotImplementedError
+
+    def register_functions(self) -> None:
+        """Register the function set on the connection: guards for the rewritten functions, real ones for the rest."""
+        raise NotImplementedError
+
+    def file_rows(self, path: str, fmt: str, row_column: str) -> exp.Select:
+        """A query of a file's rows (json lines, csv or parquet), numbered from 1 in file order as ``row_column``."""
+        raise NotImplementedError
+
+    def create_namespace(self, name: str) -> None:
+        database = exp.to_identifier(self.DATABASE, quoted=True) if self.DATABASE else None
+        self.execute(exp.Create(this=exp.Table(this=exp.to_identifier(name, quoted=True), db=database), kind="SCHEMA",
+                                exists=True))
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def sql(self, tree: exp.Expression) -> str:
+        """The text the engine runs for ``tree``."""
+        return tree.sql(dialect=self.DIALECT)

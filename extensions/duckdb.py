@@ -1,0 +1,149 @@
+"""The DuckDB engine: a database file (``seqdedup.duckdb`` unless told otherwise), one transaction per statement."""
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+from typing import Iterator
+
+import duckdb
+import sqlglot
+from sqlglot import exp
+
+from seqdedup.errors import EngineError
+from seqdedup.udfs.guards import SIGNATURES, guard_message
+
+from .base import EngineAdapter
+
+DEFAULT_DATABASE = "seqdedup.duckdb"
+
+
+def _friendly(error: duckdb.Error, path: str) -> EngineError:
+    """An EngineError that names the problem and the fix for the DuckDB errors users meet most."""
+    text = str(error)
+    if "Could not set lock on file" in text:
+        holder = re.search(r"PID (\d+)", text)
+        who = f"process {holder.group(1)}" if holder else "another process"
+        return EngineError(f"the database {path} is in use by {who}; DuckDB allows one writing process per file: "
+                           "stop the other process, or open the file read-only")
+    if "read-only" in text.lower() or "read only" in text.lower():
+        return EngineError(f"the database {path} is open read-only, so nothing can be written; open it writable "
+                           f"(DuckDB said: {text.splitlines()[0]})")
+    return EngineError(f"DuckDB: {text}")
+
+
+class DuckDBAdapter(EngineAdapter):
+    DIALECT = "duckdb"
+    DEFAULT_NAMESPACE = "main"
+    SUPPORTS_TRANSACTIONS = True
+
+    #: Type names (upper case, without parameters) that hold producer names and sequence ids.
+    STRING_TYPES = frozenset({"VARCHAR"})
+    INTEGER_TYPES = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
+                               "UINTEGER", "UBIGINT", "UHUGEINT"})
+
+    def __init__(self, database: str | duckdb.DuckDBPyConnection = DEFAULT_DATABASE, *, read_only: bool = False):
+        if isinstance(database, duckdb.DuckDBPyConnection):
+            self.path, self.connection = "(connection)", database
+        else:
+            self.path = str(database)
+            try:
+                self.connection = duckdb.connect(self.path, read_only=read_only)
+            except duckdb.Error as error:
+                raise _friendly(error, self.path) from None
+        self.read_only = read_only
+        # DuckDB connections are not thread-safe: each thread works through its own cursor on the same database
+        # (temporary tables and macros are per cursor, so each gets the function set).
+        self._local = threading.local()
+        self.DATABASE = self.fetchall("SELECT current_database()")[0][0]
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        cursor = getattr(self._local, "cursor", None)
+        if cursor is None:
+            cursor = self._local.cursor = self.connection.cursor()
+            self._register(cursor)
+        return cursor
+
+    def execute(self, statement: exp.Expression | str) -> None:
+        self._run(statement)
+
+    def execute_count(self, statement: exp.Expression) -> int | None:
+        return self._run(statement).fetchall()[0][0]
+
+    def query_columns(self, query: exp.Expression) -> list[tuple[str, str]]:
+        return [(row[0], row[1]) for row in self.fetchall(exp.Describe(this=query.copy()))]
+
+    def fetchall(self, query: exp.Expression | str) -> list[tuple]:
+        return self._run(query).fetchall()
+
+    def _run(self, statement: exp.Expression | str):
+        text = statement if isinstance(statement, str) else self.sql(statement)
+        try:
+            return self.cursor().execute(text)
+        except duckdb.Error as error:
+            raise _friendly(error, self.path) from error
+
+    def columns(self, table: exp.Table) -> list[tuple[str, str]]:
+        # A catalog query, not DESCRIBE: a failed statement would abort the surrounding transaction.
+        database = exp.Literal.string(table.catalog) if table.catalog else exp.func("current_database")
+        query = (
+            exp.select("column_name", "data_type").from_(exp.Table(this=exp.Anonymous(this="duckdb_columns")))
+            .where(exp.column("database_name").eq(database))
+            .where(exp.column("schema_name").eq(exp.Literal.string(table.db or self.DEFAULT_NAMESPACE)))
+            .where(exp.column("table_name").eq(exp.Literal.string(table.name)))
+            .order_by("column_index")
+        )
+        return [(name, kind) for name, kind in self.fetchall(query)]
+
+    def temp_table(self, name: str) -> exp.Table:
+        return exp.table_(name, db="main", catalog="temp")
+
+    def create_temp_table(self, name: str, query: exp.Expression) -> exp.Table:
+        table = self.temp_table(name)
+        create = exp.Create(this=table.copy(), kind="TABLE", expression=query, replace=True,
+                            properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
+        self.execute(create)
+        return table
+
+    def drop_temp_table(self, name: str) -> None:
+        self.execute(exp.Drop(tables=[self.temp_table(name)], kind="TABLE", exists=True))
+
+    def file_rows(self, path: str, fmt: str, row_column: str) -> exp.Select:
+        reader = {"json": "read_json_auto", "csv": "read_csv_auto", "parquet": "read_parquet"}[fmt]
+        # DuckDB keeps the file's order (preserve_insertion_order is on), so row_number() OVER () numbers rows in it.
+        source = exp.Table(this=exp.Anonymous(this=reader, expressions=[exp.Literal.string(path)]))
+        return exp.select("*", exp.alias_(exp.Window(this=exp.RowNumber()), row_column)).from_(source)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        # A COMMIT after an error silently rolls back in DuckDB: roll back explicitly on any error.
+        self.execute("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            with contextlib.suppress(duckdb.Error):
+                self.cursor().execute("ROLLBACK")
+            raise
+        self.execute("COMMIT")
+
+    def register_functions(self) -> None:
+        self._register(self.cursor())
+
+    @staticmethod
+    def _register(cursor: duckdb.DuckDBPyConnection) -> None:
+        """Temporary macros on a connection: guards that fail loudly, and kafka_producer_name."""
+        for name, signatures in SIGNATURES.items():
+            message = exp.func("error", exp.Literal.string(guard_message(name)))
+            overloads = ", ".join(
+                f"({', '.join(args)}) AS {message.sql('duckdb')}" for args in signatures
+            )
+            cursor.execute(f"CREATE OR REPLACE TEMPORARY MACRO {name}{overloads}")
+        name = exp.func("concat", exp.Literal.string("KOP-PID-PREFIX-"), exp.column("producer_id"),
+                        exp.Literal.string("-"), exp.column("producer_epoch"))
+        cursor.execute(f"CREATE OR REPLACE TEMPORARY MACRO kafka_producer_name(producer_id, producer_epoch) AS "
+                       f"{name.sql('duckdb')}")
+
+    def close(self) -> None:
+        with contextlib.suppress(duckdb.Error):
+            self.connection.close()
+        self._local = threading.local()

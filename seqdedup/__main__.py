@@ -1,0 +1,5 @@
+import sys
+
+from seqdedup.cli import main
+
+sys.exit(main())

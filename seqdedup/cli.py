@@ -1,0 +1,223 @@
+"""The seqdedup command line: ``seqdedup init | topic | sql | ingest | state | snapshot | recover | stats | demo``.
+
+Errors print as one line on stderr and exit 1; ``--json`` prints machine-readable output; ``--debug`` re-raises.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import sys
+from pathlib import Path
+
+import sqlglot
+
+from seqdedup.errors import SeqdedupError
+
+
+def _session(args):
+    import seqdedup
+
+    return seqdedup.connect(args.database, engine=args.engine, dialect=getattr(args, "dialect", "spark"))
+
+
+def _emit(args, value, text: str | None = None) -> None:
+    if args.json:
+        print(json.dumps(value, default=str, indent=2))
+    elif text is not None:
+        print(text)
+
+
+def _table(columns, rows) -> str:
+    cells = [[str(c) for c in columns]] + [["NULL" if v is None else str(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))] if columns else []
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
+    if lines:
+        lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _result_text(result) -> str:
+    from seqdedup.results import Done, QueryResult, StatementResult
+
+    if isinstance(result, StatementResult):
+        lines = [f"{result.topic}: wrote {result.written}, dropped {result.duplicates} duplicates"
+                 + (f", snapshot {result.snapshot_id}" if result.snapshot_id else "")]
+        lines += [f"  {p.producer}: wrote {p.written}, dropped {p.duplicates}" for p in result.producers]
+        return "\n".join(lines)
+    if isinstance(result, QueryResult):
+        return _table(result.columns, result.rows)
+    if isinstance(result, Done):
+        return result.message
+    return "" if result is None else str(result)
+
+
+def cmd_init(args) -> None:
+    with _session(args) as s:
+        _emit(args, {"database": args.database, "topics": s.topics()}, f"catalog ready in {args.database}")
+
+
+def _policies(pairs: list[str] | None) -> dict[str, object]:
+    policies = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SeqdedupError(f"policy {pair!r} must be written key=value (an empty value unsets it)")
+        policies[key.strip()] = value.strip() or None
+    return policies
+
+
+def cmd_topic(args) -> None:
+    with _session(args) as s:
+        if args.action == "create":
+            columns = {}
+            for spec in args.column or []:
+                name, sep, kind = spec.partition(":")
+                if not sep:
+                    raise SeqdedupError(f"column {spec!r} must be written name:TYPE, for example payload:STRING")
+                columns[name] = kind
+            s.create_topic(args.name, columns, **_policies(args.policy))
+        elif args.action == "alter":
+            s.alter_topic(args.name, **_policies(args.policy))
+        topic = s.topic(args.name)
+        info = {"topic": topic.ref.key, "columns": dict(topic.user_columns), "settings": topic.settings,
+                "applied": vars(topic.applied)}
+        text = [f"topic {topic.ref.key}", "columns: " + ", ".join(f"{n} {t}" for n, t in topic.user_columns),
+                "policies (applied, and where set):"]
+        for key, value in vars(topic.applied).items():
+            origin = next((scope for scope in ("topic", "namespace", "global") if key in topic.settings[scope]), "default")
+            text.append(f"  {key} = {value}  ({origin})")
+        _emit(args, info, "\n".join(text))
+
+
+def cmd_sql(args) -> None:
+    text = Path(args.file).read_text() if args.file else args.statement
+    if not text:
+        raise SeqdedupError("give a statement, or --file with statements")
+    with _session(args) as s:
+        results = s.sql_all(text, dialect=args.dialect)
+        _emit(args, [r.to_dict() for r in results], "\n".join(_result_text(r) for r in results))
+
+
+def cmd_ingest(args) -> None:
+    from seqdedup.ingest import ingest
+
+    with _session(args) as s:
+        result = ingest(s, args.topic, args.path, producer=args.producer_column, sequence_id=args.sequence_column,
+                        highest_sequence_id=args.highest_column, order_by=args.order_by, fmt=args.format,
+                        batch_rows=args.batch_rows, progress=not args.json and not args.no_progress)
+        _emit(args, result, f"{args.topic}: wrote {result['written']}, dropped {result['duplicates']} duplicates "
+                            f"in {result['statements']} statement(s)")
+
+
+def cmd_state(args) -> None:
+    with _session(args) as s:
+        state = s.producer_state(args.topic)
+        _emit(args, state.to_dict(), _table(state.columns, state.rows))
+
+
+def cmd_snapshot(args) -> None:
+    with _session(args) as s:
+        snapshot_id = s.snapshot(args.topic)
+        _emit(args, {"snapshot_id": snapshot_id},
+              f"snapshot {snapshot_id} taken" if snapshot_id else "nothing new since the last snapshot")
+
+
+def cmd_recover(args) -> None:
+    from seqdedup.recovery import recover
+
+    with _session(args) as s:
+        report = recover(s, args.topic)
+        _emit(args, report, f"{report['topic']}: {report['producers']} producers recovered from snapshot "
+                            f"{report['snapshot_id']} and {report['replayed']} replayed entries; "
+                            f"matches a full replay of the log: {report['matches_full_replay']}")
+
+
+def cmd_stats(args) -> None:
+    with _session(args) as s:
+        stats = s.stats(args.topic)
+        lines = [f"{k}: {v}" for k, v in stats.items() if k != "producers"]
+        lines += [f"  {p}: wrote {c['written']}, dropped {c['duplicates']}" for p, c in stats["producers"].items()]
+        _emit(args, stats, "\n".join(lines))
+
+
+def cmd_demo(args) -> None:
+    from seqdedup.demo import run_demo
+
+    report = run_demo(args.database, engine=args.engine, producers=args.producers, messages=args.messages,
+                      seed=args.seed, progress=not args.json)
+    _emit(args, report, report["text"])
+    if not report["ok"]:
+        raise SystemExit(1)
+
+
+def parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--database", "-d", default="seqdedup.duckdb",
+                        help="DuckDB database file (default: seqdedup.duckdb in the working folder)")
+    common.add_argument("--engine", default="duckdb", help="engine: duckdb (default)")
+    common.add_argument("--json", action="store_true", help="print JSON for scripts")
+    common.add_argument("--debug", action="store_true", help="show the full traceback on errors")
+
+    top = argparse.ArgumentParser(prog="seqdedup", description="Effectively-once ingestion for tables, as SQL.")
+    sub = top.add_subparsers(dest="command", required=True)
+    sub.add_parser("init", parents=[common], help="create the catalog").set_defaults(func=cmd_init)
+
+    topic = sub.add_parser("topic", parents=[common], help="create, alter or show a topic")
+    topic.add_argument("action", choices=["create", "alter", "show"])
+    topic.add_argument("name")
+    topic.add_argument("--column", "-c", action="append", help="name:TYPE (Spark SQL type), repeatable")
+    topic.add_argument("--policy", "-p", action="append",
+                       help="policy=value, repeatable; an empty value unsets (deduplication_enabled, "
+                            "snapshot_interval_entries, snapshot_interval_seconds, producer_inactivity_timeout, "
+                            "max_producers_in_snapshot)")
+    topic.set_defaults(func=cmd_topic)
+
+    sql = sub.add_parser("sql", parents=[common], help="run SQL statements (Spark SQL by default)")
+    sql.add_argument("statement", nargs="?")
+    sql.add_argument("--file", "-f")
+    sql.add_argument("--dialect", default="spark", choices=["spark", "duckdb"])
+    sql.set_defaults(func=cmd_sql)
+
+    ingest = sub.add_parser("ingest", parents=[common], help="ingest JSON lines, CSV or Parquet into a topic")
+    ingest.add_argument("topic")
+    ingest.add_argument("path")
+    ingest.add_argument("--producer-column", required=True)
+    ingest.add_argument("--sequence-column", required=True)
+    ingest.add_argument("--highest-column")
+    ingest.add_argument("--order-by", help="arrival order column (default: producer, sequence id)")
+    ingest.add_argument("--format", choices=["json", "csv", "parquet"], help="default: from the file name")
+    ingest.add_argument("--batch-rows", type=int, default=1_000_000, help="rows per statement")
+    ingest.add_argument("--no-progress", action="store_true")
+    ingest.set_defaults(func=cmd_ingest)
+
+    for name, func, text in (("state", cmd_state, "show the recovered producer marks of a topic"),
+                             ("snapshot", cmd_snapshot, "take a snapshot now (and purge idle producers)"),
+                             ("recover", cmd_recover, "rebuild a topic's state and check it against the log"),
+                             ("stats", cmd_stats, "what a topic holds and what was dropped")):
+        command = sub.add_parser(name, parents=[common], help=text)
+        command.add_argument("topic")
+        command.set_defaults(func=func)
+
+    demo = sub.add_parser("demo", parents=[common], help="producers that retry, crash and restart; each message lands once")
+    demo.add_argument("--producers", type=int, default=4)
+    demo.add_argument("--messages", type=int, default=1000, help="messages per producer")
+    demo.add_argument("--seed", type=int, default=7)
+    demo.set_defaults(func=cmd_demo, database="seqdedup-demo.duckdb")
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        args.func(args)
+    except (SeqdedupError, sqlglot.errors.SqlglotError, OSError) as error:
+        if args.debug:
+            raise
+        print(f"seqdedup: error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""The one error tree of seqdedup.
+
+Every error says what is wrong and how to fix it. Errors about the user's SQL carry the line and column of the
+offending expression when sqlglot knows them. This module imports nothing, so every layer may raise these.
+"""
+from __future__ import annotations
+
+
+class SeqdedupError(Exception):
+    """Root of every error seqdedup raises on purpose."""
+
+
+class InvalidEntryError(SeqdedupError):
+    """An entry's producer or ids are invalid (NULL, negative, highest below lowest); nothing was written."""
+
+
+class RewriteError(SeqdedupError):
+    """User SQL cannot be rewritten: is_not_dup in a place it cannot mean anything, wrong arity, no INSERT target."""
+
+
+class TopicError(SeqdedupError):
+    """A topic is unknown, already exists, or has a shape that does not fit the statement."""
+
+
+class PolicyError(SeqdedupError):
+    """A policy name or value is not valid."""
+
+
+class CatalogError(SeqdedupError):
+    """The catalog tables are missing, damaged, or written by a newer seqdedup."""
+
+
+class EngineError(SeqdedupError):
+    """The engine refused or failed the work (locked file, read-only database, engine error)."""
+
+
+class NotRewrittenError(SeqdedupError):
+    """A seqdedup function reached the engine without the rewrite; run the statement through seqdedup."""
+
+
+def at(expression) -> str:
+    """' at line L, column C' for a sqlglot expression that remembers where it was parsed, else ''."""
+    meta = getattr(expression, "meta", None) or {}
+    if "line" in meta and "col" in meta:
+        return f" at line {meta['line']}, column {meta['col']}"
+    return ""

@@ -1,0 +1,37 @@
+"""Recovery (R7): rebuild a topic's state from its last complete snapshot plus a replay, check it, and take a
+fresh snapshot at the log's end so that the next start replays nothing."""
+from __future__ import annotations
+
+from sqlglot import exp
+
+from seqdedup.catalog.schema import catalog_table
+from seqdedup.catalog.state import literal
+
+
+def full_replay(session, topic: str, after: int) -> dict[str, int]:
+    """The marks recomputed from every entry after ``after``: the slow, obviously right answer."""
+    ref = session.ref(topic)
+    query = (exp.select("_producer", exp.Max(this=exp.column("_highest_sequence_id")))
+             .from_(ref.table).where(exp.column("_position") > literal(after)).group_by("_producer"))
+    return dict(session.adapter.fetchall(query))
+
+
+def recover(session, topic: str) -> dict:
+    ref = session.ref(topic)
+    session.topic(ref)
+    header = session.catalog.last_snapshot(ref)
+    last = session.catalog.last_position(ref, header)
+    state = {p: s for p, s, _ in session.producer_state(topic).rows}
+    # The current enablement began at the last "enabled" snapshot; with no purge since, a replay of the whole log
+    # from there must give the same marks as the snapshot plus the short replay.
+    kinds = session.adapter.fetchall(
+        exp.select("kind", exp.Max(this=exp.column("position"))).from_(catalog_table("producer_sequences"))
+        .where(exp.and_(exp.column("topic").eq(literal(ref.key)), exp.column("producer").is_(exp.null())))
+        .group_by("kind"))
+    positions = dict(kinds)
+    comparable = header.enabled and positions.get("purge", -1) < positions.get("enabled", 0)
+    matches = (full_replay(session, topic, positions.get("enabled", 0)) == state) if comparable else None
+    snapshot_id = session.snapshot(topic)
+    return {"topic": ref.key, "snapshot_id": header.snapshot_id, "snapshot_position": header.position,
+            "replayed": last - header.position, "producers": len(state), "last_position": last,
+            "matches_full_replay": matches, "new_snapshot_id": snapshot_id}

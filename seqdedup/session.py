@@ -1,0 +1,445 @@
+"""A seqdedup session: one engine connection, the catalog on it, and the statements users run through it."""
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import uuid
+from typing import Callable, Iterable
+
+import sqlglot
+from sqlglot import exp
+
+from seqdedup.catalog.catalog import Catalog, Topic, TopicRef, topic_ref
+from seqdedup.catalog.schema import SYSTEM_COLUMNS, catalog_table
+from seqdedup.catalog.state import SnapshotHeader, literal, producer_state_query
+from seqdedup.errors import EngineError, InvalidEntryError, RewriteError, SeqdedupError, TopicError
+from seqdedup.extensions.base import EngineAdapter
+from seqdedup.sql import rewrite, statements
+from seqdedup.sql.dialects import read_dialect
+from seqdedup.sql.functions import expand_state_functions
+from seqdedup.udfs import DupStatus
+
+from .results import Done, ProducerCount, QueryResult, StatementResult
+
+MAX_ID = 2**63 - 1
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+class PushedMarks:
+    """R6: ids accepted by statements that have not committed yet, per topic and producer.
+
+    Pulsar's ``highestSequencedPushed`` minus its persisted twin: while a statement is in flight its ids are
+    UNKNOWN to everyone else; when it commits they are persisted, and when it fails they fall back (are dropped).
+    """
+
+    def __init__(self) -> None:
+        self._marks: dict[str, dict[str, int]] = {}   # topic -> producer -> highest id claimed, uncommitted
+        self._lock = threading.Lock()
+
+    def claim(self, topic: str, marks: dict[str, int]) -> None:
+        with self._lock:
+            self._marks[topic] = dict(marks)
+
+    def release(self, topic: str) -> None:
+        with self._lock:
+            self._marks.pop(topic, None)
+
+    def get(self, topic: str, producer: str) -> int | None:
+        with self._lock:
+            return self._marks.get(topic, {}).get(producer)
+
+
+class Session:
+    """seqdedup on one engine. Create it with ``seqdedup.connect(...)``."""
+
+    def __init__(self, adapter: EngineAdapter, *, clock: Callable[[], dt.datetime] = utcnow, dialect: str = "spark"):
+        self.adapter = adapter
+        self.clock = clock            # the time statements, snapshots and purges see; tests move it
+        self.dialect = dialect        # the dialect statements are read in unless sql() is told otherwise
+        self.catalog = Catalog(adapter)
+        self.pushed = PushedMarks()
+        self._lock = threading.RLock()   # one writer at a time in this process (R14 within a process)
+        self.catalog.check_version()
+        if not adapter.read_only:
+            with adapter.transaction():
+                self.catalog.create()
+
+    # --- names ---------------------------------------------------------------------------------------------------
+
+    def ref(self, topic: str | exp.Table, namespace: str | None = None) -> TopicRef:
+        return topic_ref(topic, self.adapter.DEFAULT_NAMESPACE, namespace, self.adapter.DATABASE)
+
+    def topic(self, topic: str | TopicRef) -> Topic:
+        return self.catalog.topic(topic if isinstance(topic, TopicRef) else self.ref(topic))
+
+    def topics(self) -> list[str]:
+        return [r.key for r in self.catalog.topics()]
+
+    # --- topics and policies (R9, R10) ---------------------------------------------------------------------------
+
+    def create_topic(self, name: str, columns: dict[str, str] | Iterable[tuple[str, str]], *,
+                     namespace: str | None = None, if_not_exists: bool = False, **policies: object) -> Topic:
+        """Create a topic with the user's columns (name -> Spark SQL type) and topic-level policies."""
+        ref = self.ref(name, namespace)
+        columns = dict(columns)
+        types = {}
+        for column, kind in columns.items():
+            try:
+                types[column] = kind if isinstance(kind, exp.DataType) else exp.DataType.build(kind, dialect="spark")
+            except (sqlglot.errors.ParseError, ValueError):
+                raise TopicError(f"column {column!r} has an unknown type {kind!r}; use a Spark SQL type such as "
+                                 "STRING, BIGINT, DOUBLE, TIMESTAMP") from None
+        with self._lock:
+            if if_not_exists and ref.key in self.topics():
+                return self.topic(ref)
+            now = self.clock()
+            with self.adapter.transaction():
+                self.catalog.register(ref, types, now)
+                self.catalog.set_policies("topic", ref.key, policies, now)
+                applied = self.catalog.topic(ref).applied
+                kind = "enabled" if applied.deduplication_enabled else "disabled"
+                self.catalog.write_snapshot(ref, None, header=None, position=0, kind=kind, now=now)
+        return self.topic(ref)
+
+    def alter_topic(self, name: str, **policies: object) -> Topic:
+        """Set topic policies; a value of ``None`` unsets one (then the namespace or global value applies)."""
+        ref = self.ref(name)
+        self.topic(ref)
+        self._set_policies("topic", ref.key, policies)
+        return self.topic(ref)
+
+    def set_namespace_policy(self, namespace: str, **policies: object) -> None:
+        self._set_policies("namespace", namespace, policies)
+
+    def set_global_policy(self, **policies: object) -> None:
+        self._set_policies("global", "", policies)
+
+    def _set_policies(self, scope: str, target: str, policies: dict[str, object]) -> None:
+        with self._lock:
+            now = self.clock()
+            with self.adapter.transaction():
+                self.catalog.set_policies(scope, target, policies, now)
+                for ref in self.catalog.topics():
+                    if scope == "global" or (scope == "namespace" and ref.namespace == target) or ref.key == target:
+                        self._sync_status(self.catalog.topic(ref), now)
+
+    def _sync_status(self, topic: Topic, now: dt.datetime) -> SnapshotHeader:
+        """Make the state follow the applied policy: disabling forgets, enabling starts empty at the log's end (R10)."""
+        header = self.catalog.last_snapshot(topic.ref)
+        if header.enabled != topic.applied.deduplication_enabled:
+            kind = "enabled" if topic.applied.deduplication_enabled else "disabled"
+            position = self.catalog.last_position(topic.ref, header)
+            self.catalog.write_snapshot(topic.ref, None, header=header, position=position, kind=kind, now=now)
+            header = self.catalog.last_snapshot(topic.ref)
+        return header
+
+    # --- statements ----------------------------------------------------------------------------------------------
+
+    def sql(self, text: str, *, dialect: str | None = None):
+        """Run one or more statements; returns the result of the last one (see ``sql_all``)."""
+        results = self.sql_all(text, dialect=dialect)
+        return results[-1] if results else None
+
+    def sql_all(self, text: str, *, dialect: str | None = None) -> list:
+        trees = statements.parse(text, read_dialect(dialect or self.dialect))
+        return [self.run(tree) for tree in trees]
+
+    def run(self, tree: exp.Expression):
+        """Run one parsed statement."""
+        if rewrite.calls(tree, "is_not_dup"):
+            return self._dedup_insert(tree)
+        command = statements.catalog_command(tree)
+        if command is not None:
+            return self._catalog_command(command)
+        if isinstance(tree, exp.Insert):
+            target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
+            if isinstance(target, exp.Table) and self.ref(target).key in self.topics():
+                raise RewriteError(f"INSERT INTO topic {self.ref(target).key} must filter with "
+                                   "WHERE is_not_dup(producer, sequence_id): seqdedup assigns its positions")
+        tree = expand_state_functions(tree, self._state_for, self._pushed_for)
+        with self._lock:
+            cursor_rows = self.adapter.fetchall(tree) if isinstance(tree, exp.Query) else self._execute(tree)
+        columns = [s.alias_or_name for s in tree.selects] if isinstance(tree, exp.Query) else []
+        return QueryResult(columns=columns, rows=cursor_rows)
+
+    def _execute(self, tree: exp.Expression) -> list[tuple]:
+        self.adapter.execute(tree)
+        return []
+
+    def _catalog_command(self, command: statements.CatalogCommand) -> Done:
+        if command.action == "create_topic":
+            self.create_topic(command.target, command.columns, if_not_exists=command.if_not_exists,
+                              **command.policies)
+            return Done(f"created topic {self.ref(command.target).key}")
+        if command.scope == "topic":
+            self.alter_topic(command.target, **command.policies)
+        elif command.scope == "namespace":
+            self.set_namespace_policy(command.target, **command.policies)
+        else:
+            self.set_global_policy(**command.policies)
+        return Done(f"set {command.scope} policies {sorted(command.policies)}")
+
+    def _dedup_insert(self, tree: exp.Expression) -> StatementResult:
+        plan = rewrite.expand_is_not_dup(tree)
+        ref = self.ref(plan.target)
+        with self._lock:
+            temps: list[str] = []
+            try:
+                with self.adapter.transaction():
+                    return self._dedup_transaction(ref, plan, temps)
+            finally:
+                self.pushed.release(ref.key)
+                for name in temps:
+                    self.adapter.drop_temp_table(name)
+
+    def _temp(self, temps: list[str], name: str, query: exp.Expression) -> exp.Table:
+        temps.append(name)
+        return self.adapter.create_temp_table(name, query)
+
+    def _dedup_transaction(self, ref: TopicRef, plan: rewrite.DedupInsert, temps: list[str]) -> StatementResult:
+        adapter, catalog = self.adapter, self.catalog
+        topic = catalog.topic(ref)
+        now = self.clock()
+        header = self._sync_status(topic, now)
+        base = catalog.last_position(ref, header)
+
+        keys = self._temp(temps, "__sd_keys", plan.keys)
+        self._check_keys(keys)
+        targets, values = self._check_values(topic, plan)
+        batches = self._validate_entries(keys)
+
+        state = None
+        if header.enabled:
+            state = self._temp(temps, "__sd_state", producer_state_query(ref.key, ref.table, header))
+            header, state = self._purge_expired(topic, header, state, base, now, temps)
+
+        def round_(previous, first):
+            return rewrite.decision_round(previous, plan.key_columns, plan.order, batches=batches, first=first)
+
+        decisions = self._temp(temps, "__sd_decisions_0", round_(rewrite.first_decisions(keys, state, plan.key_columns), True))
+        rounds = 1
+        while batches and adapter.fetchall(rewrite.undecided(decisions))[0][0]:
+            decisions = self._temp(temps, f"__sd_decisions_{rounds % 2}", round_(decisions, False))
+            rounds += 1
+        accepted = self._temp(temps, "__sd_accepted",
+                              rewrite.accepted_entries(decisions, plan.key_columns, plan.arrival, base))
+        total, ties = adapter.fetchall(exp.select(
+            exp.Count(this=exp.Star()),
+            exp.func("coalesce", exp.func("max", exp.column(rewrite.PEERS)), literal(1)) > 1).from_(accepted.copy()))[0]
+        inserted = adapter.execute_count(rewrite.insert_accepted(
+            ref.table, targets, values, plan.values, plan.key_columns, accepted, literal(now), ties=bool(ties)))
+        if inserted is not None and inserted != total:
+            raise EngineError(
+                f"the statement's SELECT gave other rows when read a second time ({inserted} matched {total} new "
+                "entries): its source or expressions are not deterministic; materialize it into a table first")
+
+        counts_query = rewrite.producer_counts(decisions, accepted)
+        counts = adapter.fetchall(counts_query)
+        statement_id = str(uuid.uuid4())
+        if counts:
+            log = exp.select(literal(statement_id), literal(ref.key), "producer", "written", "duplicates",
+                             "first_position", "last_position", literal(now)).from_(counts_query.subquery("c"))
+            adapter.execute(exp.insert(log, catalog_table("seqdedup_statements")))
+        # R6: the accepted ids are pushed, not yet persisted, until the transaction commits.
+        self.pushed.claim(ref.key, {p: h for p, w, _, _, _, h in counts if w})
+        snapshot_id = self._snapshot_if_due(topic, header, state, accepted, base + total, now)
+        return StatementResult(
+            topic=ref.key, statement_id=statement_id, snapshot_id=snapshot_id, rounds=rounds,
+            producers=[ProducerCount(p, w, d, first, last) for p, w, d, first, last, _ in counts],
+        )
+
+    def _check_keys(self, keys: exp.Table) -> None:
+        """Producers are strings and ids integers; anything else is an error that says how to cast."""
+        types = {name: kind.split("(")[0].upper() for name, kind in self.adapter.columns(keys)}
+        checks = ((rewrite.PRODUCER, "producer", self.adapter.STRING_TYPES, "a string: CAST it to STRING"),
+                  (rewrite.SEQUENCE_ID, "sequence_id", self.adapter.INTEGER_TYPES, "an integer: CAST it to BIGINT"),
+                  (rewrite.HIGHEST, "highest_sequence_id", self.adapter.INTEGER_TYPES, "an integer: CAST it to BIGINT"))
+        for column, role, allowed, fix in checks:
+            if types[column] not in allowed | {"NULL"}:
+                raise InvalidEntryError(f"is_not_dup's {role} argument has type {types[column]}; it must be {fix}")
+
+    def _check_values(self, topic: Topic, plan: rewrite.DedupInsert) -> tuple[list[str], list[str]]:
+        """The topic columns written and the SELECT's columns that fill them; TopicError when they do not fit."""
+        values = [name for name, _ in self.adapter.query_columns(plan.values) if name not in plan.key_columns]
+        user_columns = [name for name, _ in topic.user_columns]
+        if plan.columns is None:
+            targets = user_columns
+        else:
+            lowered = {c.lower(): c for c in user_columns}
+            unknown = [c for c in plan.columns if c.lower() not in lowered]
+            if unknown:
+                raise TopicError(f"topic {topic.ref.key} has no columns {unknown}; its columns are {user_columns} "
+                                 f"(system columns {list(SYSTEM_COLUMNS)} are written by seqdedup)")
+            targets = [lowered[c.lower()] for c in plan.columns]
+        if len(values) != len(targets):
+            raise TopicError(f"the SELECT gives {len(values)} values per entry but topic {topic.ref.key} takes "
+                             f"{len(targets)} ({', '.join(targets)}); list the columns to write, in order")
+        return targets, values
+
+    def _validate_entries(self, keys: exp.Table) -> bool:
+        """R4: NULL producer or ids, negative ids, highest below lowest: an error naming the first such entry.
+
+        Returns whether the statement has batch entries (highest above lowest), which need more than one round.
+        """
+        p, s, h = (exp.column(c) for c in (rewrite.PRODUCER, rewrite.SEQUENCE_ID, rewrite.HIGHEST))
+        problems = [
+            (p.is_(exp.null()), "a NULL producer", "give every entry a producer name"),
+            (s.is_(exp.null()), "a NULL sequence_id", "give every entry a sequence id"),
+            (exp.or_(s < 0, h < 0), "a negative sequence id", "sequence ids are 0 or more (64-bit signed)"),
+            (exp.or_(s > MAX_ID, h > MAX_ID), "a sequence id above 9223372036854775807",
+             "sequence ids are signed 64-bit"),
+            (h < s, "highest_sequence_id below sequence_id",
+             "a batch entry's highest id must be at least its lowest id"),
+        ]
+        counted = [cond for cond, _, _ in problems] + [h > s]
+        counts = exp.select(*[exp.func("sum", exp.Case(ifs=[exp.If(this=cond.copy(), true=literal(1))],
+                                                        default=literal(0))) for cond in counted])
+        *row, batches = self.adapter.fetchall(counts.from_(keys.copy()))[0]
+        for (condition, what, fix), count in zip(problems, row):
+            if count:
+                example = self.adapter.fetchall(
+                    exp.select(p, s, h).from_(keys.copy()).where(condition).order_by(p, s).limit(1))[0]
+                raise InvalidEntryError(
+                    f"{count} entr{'y has' if count == 1 else 'ies have'} {what} (first: producer={example[0]!r}, "
+                    f"sequence_id={example[1]}, highest_sequence_id={example[2]}); {fix}. Nothing was written")
+        return bool(batches)
+
+    def _purge_expired(self, topic: Topic, header: SnapshotHeader, state: exp.Table, position: int,
+                       now: dt.datetime, temps: list[str]) -> tuple[SnapshotHeader, exp.Table]:
+        """R11: producers idle longer than the timeout leave the state, and a snapshot records it."""
+        cutoff = now - dt.timedelta(minutes=topic.applied.producer_inactivity_timeout)
+        expired = exp.column("last_publish_time") < literal(cutoff)
+        if not self.adapter.fetchall(exp.select(exp.Count(this=exp.Star())).from_(state.copy()).where(expired))[0][0]:
+            return header, state
+        kept = exp.select("*").from_(state.copy()).where(exp.not_(expired.copy()))
+        self.catalog.write_snapshot(topic.ref, kept, header=header, position=position, kind="purge", now=now,
+                                    max_producers=topic.applied.max_producers_in_snapshot)
+        header = self.catalog.last_snapshot(topic.ref)
+        return header, self._temp(temps, "__sd_state_kept", kept)
+
+    def _snapshot_if_due(self, topic: Topic, header: SnapshotHeader, state: exp.Table | None,
+                         accepted: exp.Table, last_position: int, now: dt.datetime) -> int | None:
+        """R8: every snapshot_interval_entries entries, or snapshot_interval_seconds after the last snapshot."""
+        policies = topic.applied
+        since = last_position - header.position
+        seconds = (now - header.taken_at).total_seconds()
+        due = since >= policies.snapshot_interval_entries or (
+            policies.snapshot_interval_seconds > 0 and since > 0 and seconds >= policies.snapshot_interval_seconds)
+        if not due:
+            return None
+        if state is None:
+            return self.catalog.write_snapshot(topic.ref, None, header=header, position=last_position,
+                                               kind="disabled", now=now)
+        new = (exp.select(exp.alias_(exp.column(rewrite.PRODUCER), "producer"),
+                          exp.alias_(exp.Max(this=exp.column(rewrite.HIGHEST)), "sequence_id"),
+                          exp.alias_(literal(now), "last_publish_time"))
+               .from_(accepted.copy()).group_by(rewrite.PRODUCER))
+        both = exp.union(exp.select("producer", "sequence_id", "last_publish_time").from_(state.copy()), new,
+                         distinct=False)
+        marks = (exp.select("producer", exp.alias_(exp.Max(this=exp.column("sequence_id")), "sequence_id"),
+                            exp.alias_(exp.Max(this=exp.column("last_publish_time")), "last_publish_time"))
+                 .from_(both.subquery("m")).group_by("producer"))
+        return self.catalog.write_snapshot(topic.ref, marks, header=header, position=last_position,
+                                           kind="snapshot", now=now,
+                                           max_producers=policies.max_producers_in_snapshot)
+
+    # --- state (R7, R11, R13, R6) --------------------------------------------------------------------------------
+
+    def _state_for(self, topic: str) -> exp.Query:
+        """The producer_state query of a topic, as it stands now."""
+        ref = self.ref(topic)
+        self.topic(ref)
+        header = self.catalog.last_snapshot(ref)
+        return producer_state_query(ref.key, ref.table, header)
+
+    def _pushed_for(self, topic: str, producer: str) -> int | None:
+        return self.pushed.get(self.ref(topic).key, producer)
+
+    def producer_state(self, topic: str) -> QueryResult:
+        """Every producer the topic's state knows, with its mark and last write, recovered from snapshot + replay."""
+        query = exp.select("*").from_(self._state_for(topic).subquery("s")).order_by("producer")
+        return QueryResult(["producer", "sequence_id", "last_publish_time"], self.adapter.fetchall(query))
+
+    def last_sequence_id(self, topic: str, producer: str) -> int:
+        """R13: the producer's persisted mark, or -1 when it has none (or deduplication is disabled)."""
+        query = exp.select(exp.Max(this=exp.column("sequence_id"))).from_(self._state_for(topic).subquery("s")).where(
+            exp.column("producer").eq(literal(producer)))
+        mark = self.adapter.fetchall(query)[0][0]
+        return -1 if mark is None else mark
+
+    def dup_status(self, topic: str, producer: str, sequence_id: int,
+                   highest_sequence_id: int | None = None) -> DupStatus:
+        """R6: DUP, NOT_DUP, or UNKNOWN while an uncommitted statement claims the id."""
+        if producer is None or sequence_id is None or sequence_id < 0:
+            raise InvalidEntryError("dup_status needs a producer and a sequence id >= 0")
+        mark = self.last_sequence_id(topic, producer)
+        pushed = self._pushed_for(topic, producer)
+        if pushed is not None and sequence_id <= pushed and sequence_id > mark:
+            return DupStatus.UNKNOWN
+        return DupStatus.DUP if mark >= 0 and sequence_id <= mark else DupStatus.NOT_DUP
+
+    def snapshot(self, topic: str) -> int | None:
+        """Take a snapshot now (and purge idle producers) when anything changed since the last one."""
+        ref = self.ref(topic)
+        with self._lock:
+            temps: list[str] = []
+            try:
+                with self.adapter.transaction():
+                    t = self.topic(ref)
+                    now = self.clock()
+                    header = self._sync_status(t, now)
+                    position = self.catalog.last_position(ref, header)
+                    if not header.enabled:
+                        return None
+                    state = self._temp(temps, "__sd_state", producer_state_query(ref.key, ref.table, header))
+                    purged_header, state = self._purge_expired(t, header, state, header.position, now, temps)
+                    if position == purged_header.position:
+                        return purged_header.snapshot_id if purged_header is not header else None
+                    return self.catalog.write_snapshot(
+                        ref, exp.select("*").from_(state.copy()), header=purged_header, position=position,
+                        kind="snapshot", now=now, max_producers=t.applied.max_producers_in_snapshot)
+            finally:
+                for name in temps:
+                    self.adapter.drop_temp_table(name)
+
+    def purge_inactive(self, topic: str) -> int | None:
+        """R11 on demand: drop producers idle past the timeout; same as ``snapshot``."""
+        return self.snapshot(topic)
+
+    def stats(self, topic: str) -> dict:
+        """What the topic holds and what its statements wrote and dropped."""
+        ref = self.ref(topic)
+        t = self.topic(ref)
+        header = self.catalog.last_snapshot(ref)
+        last = self.catalog.last_position(ref, header)
+        log = (exp.select("producer", exp.alias_(exp.func("sum", exp.column("written")), "written"),
+                          exp.alias_(exp.func("sum", exp.column("duplicates")), "duplicates"))
+               .from_(catalog_table("seqdedup_statements")).where(exp.column("topic").eq(literal(ref.key)))
+               .group_by("producer").order_by("producer"))
+        rows = self.adapter.fetchall(log)
+        return {
+            "topic": ref.key,
+            "deduplication_enabled": t.applied.deduplication_enabled,
+            "entries": last,
+            "last_snapshot": {"snapshot_id": header.snapshot_id, "position": header.position, "kind": header.kind,
+                              "taken_at": header.taken_at.isoformat()},
+            "entries_since_snapshot": last - header.position,
+            "written": sum(r[1] for r in rows),
+            "duplicates": sum(r[2] for r in rows),
+            "producers": {r[0]: {"written": r[1], "duplicates": r[2]} for r in rows},
+        }
+
+    def close(self) -> None:
+        self.adapter.close()
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+__all__ = ["Session", "PushedMarks", "SeqdedupError"]

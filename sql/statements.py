@@ -1,0 +1,126 @@
+"""Parsing user SQL, and the catalog statements seqdedup understands besides INSERT ... is_not_dup.
+
+Topics and policies are set with Spark's own DDL, so a Spark SQL user needs nothing new:
+
+- ``CREATE TABLE events (payload STRING) TBLPROPERTIES ('seqdedup.deduplication_enabled' = 'true')`` creates a topic
+  (any ``seqdedup.*`` property makes the table a topic);
+- ``ALTER TABLE events SET TBLPROPERTIES ('seqdedup.snapshot_interval_entries' = '3')`` and
+  ``ALTER TABLE events UNSET TBLPROPERTIES ('seqdedup.deduplication_enabled')`` set and unset topic policies;
+- ``ALTER {DATABASE|SCHEMA|NAMESPACE} ns SET|UNSET DBPROPERTIES (...)`` the namespace's;
+- ``SET seqdedup.deduplication_enabled = false`` and ``RESET seqdedup.deduplication_enabled`` the global ones.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.tokens import Tokenizer, TokenType
+
+from seqdedup.catalog.policies import PROPERTY_PREFIX
+from seqdedup.errors import RewriteError
+
+
+def parse(text: str, read) -> list[exp.Expression]:
+    """The statements of ``text``; a RewriteError pointing at the line and column sqlglot could not parse."""
+    try:
+        trees = sqlglot.parse(text, read=read)
+    except sqlglot.errors.ParseError as error:
+        first = error.errors[0] if error.errors else {}
+        where = f" at line {first.get('line')}, column {first.get('col')}" if first else ""
+        raise RewriteError(f"cannot parse the SQL{where}: {first.get('description', error)}") from None
+    except sqlglot.errors.TokenError as error:
+        raise RewriteError(f"cannot read the SQL: {error}") from None
+    trees = [t for t in trees if t is not None]
+    if not trees:
+        raise RewriteError("no SQL statement given")
+    return trees
+
+
+@dataclass
+class CatalogCommand:
+    """A topic creation or a policy change, read from DDL."""
+
+    action: str                                  # create_topic | set_policies
+    scope: str                                   # topic | namespace | global
+    target: str                                  # topic name as written, namespace name, or "" for global
+    policies: dict[str, object] = field(default_factory=dict)   # policy -> value (None unsets)
+    columns: dict[str, exp.DataType] = field(default_factory=dict)
+    if_not_exists: bool = False
+
+
+def _properties(properties: exp.Properties | None) -> dict[str, object]:
+    found = {}
+    for prop in (properties.expressions if properties else []):
+        if isinstance(prop, exp.Property):
+            key = prop.name if isinstance(prop.this, exp.Literal) else prop.this.sql()
+            value = prop.args.get("value")
+            found[key] = value.name if isinstance(value, exp.Literal) else (value.sql() if value else None)
+    return found
+
+
+def _ours(properties: dict[str, object]) -> dict[str, object]:
+    return {k: v for k, v in properties.items() if k.lower().startswith(PROPERTY_PREFIX)}
+
+
+def catalog_command(tree: exp.Expression) -> CatalogCommand | None:
+    """The catalog command a statement is, or None when it is an ordinary statement."""
+    if isinstance(tree, exp.Create) and tree.kind == "TABLE" and isinstance(tree.this, exp.Schema):
+        ours = _ours(_properties(tree.args.get("properties")))
+        if ours:
+            columns = {c.name: c.args["kind"] for c in tree.this.expressions if isinstance(c, exp.ColumnDef)}
+            return CatalogCommand("create_topic", "topic", tree.this.this.sql("spark"), ours, columns,
+                                  bool(tree.args.get("exists")))
+    if isinstance(tree, exp.Alter) and tree.args.get("kind") == "TABLE":
+        for action in tree.args.get("actions") or []:
+            if isinstance(action, exp.AlterSet):
+                ours = {}
+                for props in action.expressions:
+                    ours.update(_ours(_properties(props)) if isinstance(props, exp.Properties) else {})
+                if ours:
+                    return CatalogCommand("set_policies", "topic", tree.this.sql("spark"), ours)
+    if isinstance(tree, exp.Set):
+        ours = {}
+        for item in tree.expressions:
+            eq = item.this if isinstance(item, exp.SetItem) else None
+            if isinstance(eq, exp.EQ) and eq.this.sql().lower().startswith(PROPERTY_PREFIX):
+                value = eq.expression
+                ours[eq.this.sql().lower()] = value.name if isinstance(value, (exp.Literal, exp.Column)) else value.sql()
+        if ours:
+            return CatalogCommand("set_policies", "global", "", ours)
+    if isinstance(tree, exp.Command):
+        return _command(tree)
+    return None
+
+
+def _command(tree: exp.Command) -> CatalogCommand | None:
+    """UNSET TBLPROPERTIES, SET/UNSET DBPROPERTIES and RESET: sqlglot keeps these as raw commands; read their tokens."""
+    tokens = Tokenizer(dialect="spark").tokenize(f"{tree.this} {tree.expression.sql() if isinstance(tree.expression, exp.Expression) else tree.expression or ''}")
+    words = [t.text.upper() if t.token_type not in (TokenType.STRING,) else None for t in tokens]
+    if words[:1] == ["RESET"]:
+        keys = "".join(t.text for t in tokens[1:])
+        return CatalogCommand("set_policies", "global", "", {keys: None}) if keys.lower().startswith(PROPERTY_PREFIX) else None
+    if words[:1] != ["ALTER"] or len(tokens) < 4:
+        return None
+    kind = words[1]
+    # the name runs until SET or UNSET
+    end = next((i for i, w in enumerate(words) if w in ("SET", "UNSET") and i > 2), None)
+    if end is None or end + 1 >= len(words) or words[end + 1] not in ("TBLPROPERTIES", "DBPROPERTIES", "PROPERTIES"):
+        return None
+    name = "".join(t.text if t.token_type != TokenType.IDENTIFIER else f"`{t.text}`" for t in tokens[2:end])
+    unset = words[end] == "UNSET"
+    literals = [t.text for t in tokens[end + 2:] if t.token_type == TokenType.STRING]
+    if unset:
+        policies = {k: None for k in literals}
+    else:
+        if len(literals) % 2:
+            raise RewriteError("properties must be given as 'key' = 'value' pairs")
+        policies = dict(zip(literals[::2], literals[1::2]))
+    ours = _ours(policies)
+    if not ours:
+        return None
+    if kind == "TABLE":
+        return CatalogCommand("set_policies", "topic", name, ours)
+    if kind in ("DATABASE", "SCHEMA", "NAMESPACE"):
+        return CatalogCommand("set_policies", "namespace", name.strip("`"), ours)
+    return None

@@ -1,0 +1,33 @@
+"""One behaviour suite, every engine: the ``engine`` and ``dedup`` fixtures, and gaps written as data.
+
+A known gap is ``@pytest.mark.notyet(["spark"], reason="...")`` on the test: on those engines the test becomes a
+strict expected failure, so a gap that closes is noticed. Nothing here skips an engine.
+"""
+from __future__ import annotations
+
+import duckdb
+import pytest
+import sqlglot
+
+from .engines import ENGINES, Harness
+
+
+def pytest_report_header(config):
+    return [f"seqdedup engines: {', '.join(e.name for e in ENGINES)}; duckdb {duckdb.__version__}, "
+            f"sqlglot {sqlglot.__version__}"]
+
+
+@pytest.fixture(params=[pytest.param(e, marks=getattr(pytest.mark, e.name), id=e.name) for e in ENGINES])
+def engine(request):
+    marker = request.node.get_closest_marker("notyet")
+    if marker is not None and request.param.name in marker.args[0]:
+        request.applymarker(pytest.mark.xfail(reason=marker.kwargs.get("reason", "known gap"), strict=True,
+                                              raises=marker.kwargs.get("raises")))
+    return request.param
+
+
+@pytest.fixture
+def dedup(engine, tmp_path):
+    harness = Harness(engine, str(tmp_path / "seqdedup.duckdb"))
+    yield harness
+    harness.close()

@@ -1,0 +1,93 @@
+"""The engines the behaviour suite runs on: the only place in the tests that names them."""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+import seqdedup
+from seqdedup.catalog.state import literal
+
+
+@dataclass(frozen=True)
+class EngineUnderTest:
+    name: str                       # the engine's name for seqdedup.connect and the pytest marker
+
+
+ENGINES = [EngineUnderTest("duckdb")]
+
+
+class Clock:
+    """A clock tests move by hand (purges and time-based snapshots)."""
+
+    def __init__(self, start: dt.datetime = dt.datetime(2026, 1, 1, 12, 0, 0)):
+        self.now = start
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += dt.timedelta(**delta)
+
+
+@dataclass
+class Harness:
+    """A fresh database on one engine, and the few moves the behaviour tests make."""
+
+    engine: EngineUnderTest
+    database: str
+    clock: Clock = field(default_factory=Clock)
+
+    def __post_init__(self) -> None:
+        self.session = self.connect()
+
+    def connect(self):
+        return seqdedup.connect(self.database, engine=self.engine.name, clock=self.clock)
+
+    def restart(self) -> None:
+        """A new session on the same database: state comes back from the catalog alone."""
+        self.session.close()
+        self.session = self.connect()
+
+    def topic(self, name: str = "events", **policies) -> str:
+        self.session.create_topic(name, {"payload": "STRING"}, **policies)
+        return name
+
+    def stage(self, rows: list[tuple], name: str = "staging") -> None:
+        """A temporary view of entries: (producer, seq) or (producer, seq, highest), numbered in arrival order."""
+        padded = [(r[0], r[1], r[2] if len(r) > 2 else None, i, f"{r[0]}/{r[1]}") for i, r in enumerate(rows)]
+        values = exp.values([tuple(literal(v) if v is not None else exp.null() for v in row) for row in padded],
+                            alias="t", columns=["producer", "seq", "highest", "arrival", "payload"])
+        select = exp.select(exp.cast(exp.column("producer"), "string").as_("producer"),
+                            exp.cast(exp.column("seq"), "bigint").as_("seq"),
+                            exp.cast(exp.column("highest"), "bigint").as_("highest"),
+                            "arrival", "payload").from_(values)
+        self.session.run(exp.Create(this=exp.table_(name), kind="VIEW", replace=True, expression=select,
+                                    properties=exp.Properties(expressions=[exp.TemporaryProperty()])))
+
+    def send(self, rows: list[tuple], topic: str = "events", ordered: bool = True):
+        """One statement with these entries, in this arrival order (or the default order when not ordered)."""
+        self.stage(rows)
+        order = " ORDER BY arrival" if ordered else ""
+        return self.session.sql(f"INSERT INTO {topic} SELECT payload FROM staging "
+                                f"WHERE is_not_dup(producer, seq, highest){order}")
+
+    def entries(self, topic: str = "events") -> list[tuple]:
+        """(producer, sequence_id, highest_sequence_id) of the topic's entries, in position order."""
+        return [tuple(r) for r in self.session.sql(
+            f"SELECT _producer, _sequence_id, _highest_sequence_id FROM {topic} ORDER BY _position").rows]
+
+    def ids(self, producer: str, topic: str = "events") -> list[int]:
+        return [s for p, s, _ in self.entries(topic) if p == producer]
+
+    def last(self, producer: str, topic: str = "events") -> int:
+        return self.session.last_sequence_id(topic, producer)
+
+    def snapshot_rows(self, topic: str = "events") -> list[tuple]:
+        return [tuple(r) for r in self.session.sql(
+            "SELECT snapshot_id, position, producer, sequence_id, kind FROM producer_sequences "
+            f"WHERE topic = 'main.{topic}' ORDER BY snapshot_id, producer NULLS FIRST").rows]
+
+    def close(self) -> None:
+        self.session.close()

@@ -1,0 +1,78 @@
+"""The command line, run as users run it: a separate process per command, on a real database file."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def seqdedup(*args: str, cwd, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run([sys.executable, "-m", "seqdedup", *args], cwd=cwd, capture_output=True, text=True,
+                            timeout=120)
+    if check and result.returncode != 0:
+        raise AssertionError(f"seqdedup {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def test_topic_sql_state_stats_snapshot_recover(tmp_path):
+    seqdedup("init", cwd=tmp_path)
+    assert (tmp_path / "seqdedup.duckdb").exists()
+    seqdedup("topic", "create", "events", "-c", "payload:STRING", "-p", "snapshot_interval_entries=2", cwd=tmp_path)
+    shown = json.loads(seqdedup("topic", "show", "events", "--json", cwd=tmp_path).stdout)
+    assert shown["applied"]["snapshot_interval_entries"] == 2 and shown["settings"]["topic"] == {
+        "snapshot_interval_entries": "2"}
+    statements = tmp_path / "load.sql"
+    statements.write_text(
+        "CREATE TEMPORARY VIEW staging AS SELECT * FROM VALUES ('p1', 0, 'a'), ('p1', 0, 'a'), ('p1', 1, 'b'), "
+        "('p2', 7, 'c') AS t(producer, seq, payload);\n"
+        "INSERT INTO events SELECT payload FROM staging WHERE is_not_dup(producer, seq);\n")
+    out = json.loads(seqdedup("sql", "--file", str(statements), "--json", cwd=tmp_path).stdout)
+    assert (out[-1]["written"], out[-1]["duplicates"]) == (3, 1)
+    # a new process sees the same state
+    state = json.loads(seqdedup("state", "events", "--json", cwd=tmp_path).stdout)
+    assert [row[:2] for row in state["rows"]] == [["p1", 1], ["p2", 7]]
+    again = json.loads(seqdedup("sql", "--file", str(statements), "--json", cwd=tmp_path).stdout)
+    assert (again[-1]["written"], again[-1]["duplicates"]) == (0, 4)
+    stats = json.loads(seqdedup("stats", "events", "--json", cwd=tmp_path).stdout)
+    assert (stats["entries"], stats["written"], stats["duplicates"]) == (3, 3, 5)
+    recovered = json.loads(seqdedup("recover", "events", "--json", cwd=tmp_path).stdout)
+    assert recovered["matches_full_replay"] is True and recovered["producers"] == 2
+    seqdedup("sql", "SELECT last_sequence_id('events', 'p1') AS p1", cwd=tmp_path)
+    query = json.loads(seqdedup("sql", "SELECT last_sequence_id('events', 'p1') AS p1", "--json", cwd=tmp_path).stdout)
+    assert query[0]["rows"] == [[1]]
+
+
+def test_ingest_files_of_every_format(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{"producer": "p", "seq": s, "payload": f"m{s}"} for s in [0, 1, 1, 2, 0, 3]]
+    (tmp_path / "in.jsonl").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    (tmp_path / "in.csv").write_text("producer,seq,payload\n" + "".join(f"{r['producer']},{r['seq']},{r['payload']}\n" for r in rows))
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "in.parquet")
+    seqdedup("topic", "create", "events", "-c", "payload:STRING", cwd=tmp_path)
+    for name, written in (("in.jsonl", 4), ("in.csv", 0), ("in.parquet", 0)):
+        out = json.loads(seqdedup("ingest", "events", name, "--producer-column", "producer", "--sequence-column",
+                                  "seq", "--batch-rows", "4", "--json", cwd=tmp_path).stdout)
+        assert (out["rows"], out["written"], out["statements"]) == (6, written, 2)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["state", "nowhere"], "unknown topic main.nowhere"),
+    (["sql", "INSERT INTO t SELECT a FROM s WHERE is_not_dup(a, b) OR b > 1"], "not inside OR"),
+    (["topic", "create", "t", "-c", "payload"], "name:TYPE"),
+    (["ingest", "t", "missing.csv", "--producer-column", "p", "--sequence-column", "s"], "no file missing.csv"),
+])
+def test_errors_are_one_clear_line_and_a_nonzero_exit(tmp_path, args, message):
+    result = seqdedup(*args, cwd=tmp_path, check=False)
+    assert result.returncode == 1
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_demo_reports_every_message_landed_once(tmp_path):
+    result = seqdedup("demo", "--messages", "150", "--producers", "3", cwd=tmp_path)
+    assert "OK: every message landed exactly once" in result.stdout
+    assert "0 missing, 0 written twice" in result.stdout

@@ -1,0 +1,23 @@
+"""Every doctest in the package is its specification: run them all."""
+from __future__ import annotations
+
+import doctest
+import importlib
+import pkgutil
+
+import pytest
+
+import seqdedup
+
+MODULES = sorted(m.name for m in pkgutil.walk_packages(seqdedup.__path__, "seqdedup."))
+MODULES += ["seqdedup"] + sorted(
+    f"{pkg}.{m.name}" for pkg in ("seqdedup.udfs", "seqdedup.catalog", "seqdedup.sql", "seqdedup.extensions")
+    for m in pkgutil.iter_modules(importlib.import_module(pkg).__path__))
+MODULES = sorted(set(MODULES) - {"seqdedup.__main__"})
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_doctests(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.IGNORE_EXCEPTION_DETAIL)
+    assert result.failed == 0

@@ -1,0 +1,28 @@
+"""The function set's signatures, and the message a guard gives when a function reaches an engine un-rewritten."""
+from __future__ import annotations
+
+#: name -> the argument lists it accepts (the rewrite gives these their meaning).
+SIGNATURES: dict[str, tuple[tuple[str, ...], ...]] = {
+    "is_not_dup": (("producer", "sequence_id"), ("producer", "sequence_id", "highest_sequence_id")),
+    "dup_status": (("topic", "producer", "sequence_id"), ("topic", "producer", "sequence_id", "highest_sequence_id")),
+    "last_sequence_id": (("topic", "producer"),),
+}
+
+
+def guard_message(name: str) -> str:
+    """Why an un-rewritten call fails, and how to run it instead."""
+    return (
+        f"{name}() must be rewritten by seqdedup before it runs, or it would silently give weaker semantics "
+        "(no in-statement duplicates, no recovered state). Run the statement through seqdedup: "
+        "seqdedup.connect(...).sql(statement) in Python, or `seqdedup sql \"...\"` on the command line"
+    )
+
+
+def kafka_producer_name(producer_id: int, producer_epoch: int) -> str:
+    """R15: the producer name of a Kafka idempotent producer, as StreamNative KoP spells it.
+
+    Example:
+        >>> kafka_producer_name(7, 0)
+        'KOP-PID-PREFIX-7-0'
+    """
+    return f"KOP-PID-PREFIX-{producer_id}-{producer_epoch}"
