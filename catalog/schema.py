@@ -43,6 +43,7 @@ POLICIES = _types(scope="text", target="text", key="text", value="text", version
 STATEMENTS = _types(
     statement_id="text", topic="text", producer="text", written="bigint", duplicates="bigint",
     first_position="bigint", last_position="bigint", executed_at="timestamp",
+    highest="bigint",             # the highest id the statement wrote for the producer
 )
 
 #: Facts about the catalog itself (its layout version).

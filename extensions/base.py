@@ -30,7 +30,8 @@ class EngineAdapter:
     def execute(self, statement: exp.Expression | str) -> None:
         raise NotImplementedError
 
-    def fetchall(self, query: exp.Expression | str) -> list[tuple]:
+    def fetchall(self, query: exp.Expression | str, *, committed: bool = False) -> list[tuple]:
+        """Rows of a query. ``committed``: read only committed data, from any thread, outside a running statement."""
         raise NotImplementedError
 
     def execute_count(self, statement: exp.Expression) -> int | None:
@@ -42,9 +43,12 @@ class EngineAdapter:
         """(name, type) of the columns a query returns, without running it."""
         raise NotImplementedError
 
-    def columns(self, table: exp.Table) -> list[tuple[str, str]]:
+    def columns(self, table: exp.Table, *, committed: bool = False) -> list[tuple[str, str]]:
         """(name, type) of a table's columns, in order; [] when the table does not exist."""
         raise NotImplementedError
+
+    def committed_reads(self) -> "CommittedReads":
+        return CommittedReads(self)
 
     def temp_table(self, name: str) -> exp.Table:
         """The table a temporary result called ``name`` is read from."""
@@ -80,3 +84,19 @@ class EngineAdapter:
     def sql(self, tree: exp.Expression) -> str:
         """The text the engine runs for ``tree``."""
         return tree.sql(dialect=self.DIALECT)
+
+
+class CommittedReads:
+    """An adapter seen through its readers: every read sees committed data only, from any thread."""
+
+    def __init__(self, adapter: EngineAdapter):
+        self._adapter = adapter
+
+    def __getattr__(self, name: str):
+        return getattr(self._adapter, name)
+
+    def fetchall(self, query: exp.Expression | str, *, committed: bool = True) -> list[tuple]:
+        return self._adapter.fetchall(query, committed=True)
+
+    def columns(self, table: exp.Table, *, committed: bool = True) -> list[tuple[str, str]]:
+        return self._adapter.columns(table, committed=True)

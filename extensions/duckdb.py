@@ -52,12 +52,14 @@ class DuckDBAdapter(EngineAdapter):
             except duckdb.Error as error:
                 raise _friendly(error, self.path) from None
         self.read_only = read_only
-        # DuckDB connections are not thread-safe: each thread works through its own cursor on the same database
-        # (temporary tables and macros are per cursor, so each gets the function set).
+        # Statements run on the one connection (the session lets one thread write at a time), so the user's
+        # temporary views stay visible. Reads of committed state may come from any thread: each thread reads
+        # through a cursor of its own, outside the writer's transaction.
         self._local = threading.local()
+        self._register(self.connection)
         self.DATABASE = self.fetchall("SELECT current_database()")[0][0]
 
-    def cursor(self) -> duckdb.DuckDBPyConnection:
+    def reader(self) -> duckdb.DuckDBPyConnection:
         cursor = getattr(self._local, "cursor", None)
         if cursor is None:
             cursor = self._local.cursor = self.connection.cursor()
@@ -73,17 +75,17 @@ class DuckDBAdapter(EngineAdapter):
     def query_columns(self, query: exp.Expression) -> list[tuple[str, str]]:
         return [(row[0], row[1]) for row in self.fetchall(exp.Describe(this=query.copy()))]
 
-    def fetchall(self, query: exp.Expression | str) -> list[tuple]:
-        return self._run(query).fetchall()
+    def fetchall(self, query: exp.Expression | str, *, committed: bool = False) -> list[tuple]:
+        return self._run(query, committed=committed).fetchall()
 
-    def _run(self, statement: exp.Expression | str):
+    def _run(self, statement: exp.Expression | str, *, committed: bool = False):
         text = statement if isinstance(statement, str) else self.sql(statement)
         try:
-            return self.cursor().execute(text)
+            return (self.reader() if committed else self.connection).execute(text)
         except duckdb.Error as error:
             raise _friendly(error, self.path) from error
 
-    def columns(self, table: exp.Table) -> list[tuple[str, str]]:
+    def columns(self, table: exp.Table, *, committed: bool = False) -> list[tuple[str, str]]:
         # A catalog query, not DESCRIBE: a failed statement would abort the surrounding transaction.
         database = exp.Literal.string(table.catalog) if table.catalog else exp.func("current_database")
         query = (
@@ -93,7 +95,7 @@ class DuckDBAdapter(EngineAdapter):
             .where(exp.column("table_name").eq(exp.Literal.string(table.name)))
             .order_by("column_index")
         )
-        return [(name, kind) for name, kind in self.fetchall(query)]
+        return [(name, kind) for name, kind in self.fetchall(query, committed=committed)]
 
     def temp_table(self, name: str) -> exp.Table:
         return exp.table_(name, db="main", catalog="temp")
@@ -122,12 +124,12 @@ class DuckDBAdapter(EngineAdapter):
             yield
         except BaseException:
             with contextlib.suppress(duckdb.Error):
-                self.cursor().execute("ROLLBACK")
+                self.connection.execute("ROLLBACK")
             raise
         self.execute("COMMIT")
 
     def register_functions(self) -> None:
-        self._register(self.cursor())
+        self._register(self.connection)
 
     @staticmethod
     def _register(cursor: duckdb.DuckDBPyConnection) -> None:

@@ -60,6 +60,7 @@ class Session:
         self.clock = clock            # the time statements, snapshots and purges see; tests move it
         self.dialect = dialect        # the dialect statements are read in unless sql() is told otherwise
         self.catalog = Catalog(adapter)
+        self.committed = Catalog(adapter.committed_reads())   # state reads from any thread, outside statements
         self.pushed = PushedMarks()
         self._lock = threading.RLock()   # one writer at a time in this process (R14 within a process)
         self.catalog.check_version()
@@ -216,16 +217,20 @@ class Session:
             state = self._temp(temps, "__sd_state", producer_state_query(ref.key, ref.table, header))
             header, state = self._purge_expired(topic, header, state, base, now, temps)
 
-        def round_(previous, first):
-            return rewrite.decision_round(previous, plan.key_columns, plan.order, batches=batches, first=first)
-
-        decisions = self._temp(temps, "__sd_decisions_0", round_(rewrite.first_decisions(keys, state, plan.key_columns), True))
         rounds = 1
-        while batches and adapter.fetchall(rewrite.undecided(decisions))[0][0]:
-            decisions = self._temp(temps, f"__sd_decisions_{rounds % 2}", round_(decisions, False))
-            rounds += 1
-        accepted = self._temp(temps, "__sd_accepted",
-                              rewrite.accepted_entries(decisions, plan.key_columns, plan.arrival, base))
+        if not batches and not plan.ordered:
+            accepted = rewrite.aggregate_decisions(keys, state)
+        else:
+            def round_(previous, first):
+                return rewrite.decision_round(previous, plan.key_columns, plan.order, batches=batches, first=first)
+
+            decisions = self._temp(temps, "__sd_decisions_0",
+                                   round_(rewrite.first_decisions(keys, state, plan.key_columns), True))
+            while batches and adapter.fetchall(rewrite.undecided(decisions))[0][0]:
+                decisions = self._temp(temps, f"__sd_decisions_{rounds % 2}", round_(decisions, False))
+                rounds += 1
+            accepted = rewrite.accepted_entries(decisions, plan.key_columns)
+        accepted = self._temp(temps, "__sd_accepted", rewrite.numbered(accepted, plan.key_columns, base))
         total, ties = adapter.fetchall(exp.select(
             exp.Count(this=exp.Star()),
             exp.func("coalesce", exp.func("max", exp.column(rewrite.PEERS)), literal(1)) > 1).from_(accepted.copy()))[0]
@@ -236,13 +241,17 @@ class Session:
                 f"the statement's SELECT gave other rows when read a second time ({inserted} matched {total} new "
                 "entries): its source or expressions are not deterministic; materialize it into a table first")
 
-        counts_query = rewrite.producer_counts(decisions, accepted)
-        counts = adapter.fetchall(counts_query)
+        # R5: the run log gets the per-producer counts; the caller gets them back from it.
         statement_id = str(uuid.uuid4())
-        if counts:
-            log = exp.select(literal(statement_id), literal(ref.key), "producer", "written", "duplicates",
-                             "first_position", "last_position", literal(now)).from_(counts_query.subquery("c"))
-            adapter.execute(exp.insert(log, catalog_table("seqdedup_statements")))
+        counts = rewrite.producer_counts(keys, accepted)
+        adapter.execute(exp.insert(
+            exp.select(literal(statement_id), literal(ref.key), "producer", "written", "duplicates", "first_position",
+                       "last_position", literal(now), "highest").from_(counts.subquery("c")),
+            catalog_table("seqdedup_statements")))
+        counts = adapter.fetchall(
+            exp.select("producer", "written", "duplicates", "first_position", "last_position", "highest")
+            .from_(catalog_table("seqdedup_statements")).where(exp.column("statement_id").eq(literal(statement_id)))
+            .order_by("producer"))
         # R6: the accepted ids are pushed, not yet persisted, until the transaction commits.
         self.pushed.claim(ref.key, {p: h for p, w, _, _, _, h in counts if w})
         snapshot_id = self._snapshot_if_due(topic, header, state, accepted, base + total, now)
@@ -348,11 +357,12 @@ class Session:
 
     # --- state (R7, R11, R13, R6) --------------------------------------------------------------------------------
 
-    def _state_for(self, topic: str) -> exp.Query:
-        """The producer_state query of a topic, as it stands now."""
+    def _state_for(self, topic: str, *, committed: bool = False) -> exp.Query:
+        """The producer_state query of a topic, as it stands now (as committed, with ``committed``)."""
+        catalog = self.committed if committed else self.catalog
         ref = self.ref(topic)
-        self.topic(ref)
-        header = self.catalog.last_snapshot(ref)
+        catalog.topic(ref)
+        header = catalog.last_snapshot(ref)
         return producer_state_query(ref.key, ref.table, header)
 
     def _pushed_for(self, topic: str, producer: str) -> int | None:
@@ -360,14 +370,16 @@ class Session:
 
     def producer_state(self, topic: str) -> QueryResult:
         """Every producer the topic's state knows, with its mark and last write, recovered from snapshot + replay."""
-        query = exp.select("*").from_(self._state_for(topic).subquery("s")).order_by("producer")
-        return QueryResult(["producer", "sequence_id", "last_publish_time"], self.adapter.fetchall(query))
+        query = exp.select("*").from_(self._state_for(topic, committed=True).subquery("s")).order_by("producer")
+        return QueryResult(["producer", "sequence_id", "last_publish_time"],
+                           self.adapter.fetchall(query, committed=True))
 
     def last_sequence_id(self, topic: str, producer: str) -> int:
         """R13: the producer's persisted mark, or -1 when it has none (or deduplication is disabled)."""
-        query = exp.select(exp.Max(this=exp.column("sequence_id"))).from_(self._state_for(topic).subquery("s")).where(
+        query = exp.select(exp.Max(this=exp.column("sequence_id"))).from_(
+            self._state_for(topic, committed=True).subquery("s")).where(
             exp.column("producer").eq(literal(producer)))
-        mark = self.adapter.fetchall(query)[0][0]
+        mark = self.adapter.fetchall(query, committed=True)[0][0]
         return -1 if mark is None else mark
 
     def dup_status(self, topic: str, producer: str, sequence_id: int,

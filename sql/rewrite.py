@@ -12,8 +12,10 @@ A statement runs as a short plan of engine-neutral trees (see ``seqdedup.session
    entries) and from above (highest ids of every earlier entry not known rejected), decides the entries the
    bounds settle, and the next round sees those decisions. The first undecided entry of each producer is always
    settled in the next round, so this ends; without batch entries one round decides everything.
-3. ``accepted``: the new entries numbered with their positions in arrival order, and one INSERT that reads the
-   values again and matches them to the accepted keys.
+   Without ``ORDER BY`` and without batch entries there is nothing to order: the new entries are the distinct
+   (producer, id) above the mark, a hash aggregate (``aggregate_decisions``).
+3. ``accepted``: the new entries, and one INSERT that reads the values again, matches them to the accepted keys
+   and numbers their positions.
 
 The decision never reads the topic itself: only the recovered state (one row per producer) and the statement's
 own entries, so its cost does not grow with the topic.
@@ -52,10 +54,9 @@ class DedupInsert:
     key_columns: list[str]          # every column of `keys`, in order
 
     @property
-    def arrival(self) -> list[exp.Ordered]:
-        """The statement's arrival order over all producers (ties broken by producer, then ids)."""
-        user = self.order[:-2]
-        return user + [exp.Ordered(this=exp.column(c), nulls_first=True) for c in (PRODUCER, SEQUENCE_ID, HIGHEST)]
+    def ordered(self) -> bool:
+        """The statement says its arrival order (ORDER BY); else entries arrive in (producer, id) order."""
+        return len(self.order) > 2
 
 
 def validate_is_not_dup(tree: exp.Expression) -> exp.Anonymous:
@@ -256,33 +257,56 @@ def undecided(decisions: exp.Table) -> exp.Select:
     return exp.select(exp.Count(this=exp.Star())).from_(decisions.copy()).where(exp.column(ACCEPTED).is_(exp.null()))
 
 
-# --- plan step 3: positions, insert, per-producer counts ---------------------------------------------------------
+def aggregate_decisions(keys: exp.Table, state: exp.Table | None) -> exp.Select:
+    """The fast path: without ``ORDER BY`` and without batch entries, entries arrive in id order, so the new ones are
+    the distinct (producer, sequence id) above the producer's mark: a hash aggregate, no sort.
 
-def accepted_entries(decisions: exp.Table, key_columns: list[str], arrival: list[exp.Ordered],
-                     base_position: int) -> exp.Select:
-    """The new entries with their positions: dense, in arrival order, after ``base_position``."""
-    position = exp.Add(this=exp.convert(base_position), expression=exp.Window(
-        this=exp.RowNumber(), order=exp.Order(expressions=[o.copy() for o in arrival])))
-    return (exp.select(*key_columns, PEERS, exp.alias_(position, POSITION))
-            .from_(decisions.copy()).where(exp.column(ACCEPTED)))
+    Each group is one accepted entry; ``__sd_peers`` counts the rows that sent it (all but one are duplicates).
+    """
+    c, s = "c", "s"
+    select = (exp.select(*[exp.column(k, table=c) for k in (PRODUCER, SEQUENCE_ID, HIGHEST)],
+                         exp.alias_(exp.Count(this=exp.Star()), PEERS))
+              .from_(keys.as_(c)).group_by(*[exp.column(k, table=c) for k in (PRODUCER, SEQUENCE_ID, HIGHEST)]))
+    if state is not None:
+        select = select.join(state.as_(s), join_type="left", on=exp.EQ(
+            this=exp.column("producer", table=s), expression=exp.column(PRODUCER, table=c))).where(
+            exp.column(SEQUENCE_ID, table=c) > exp.func("coalesce", exp.column("sequence_id", table=s), exp.convert(-1)))
+    return select
+
+
+# --- plan step 3: insert, per-producer counts ---------------------------------------------------------------------
+
+def numbered(accepted: exp.Select, key_columns: list[str], base_position: int) -> exp.Select:
+    """The accepted entries with their positions: dense after ``base_position``, in the order the engine numbers
+    them. A statement commits as one unit, so its entries need no order among themselves; numbering the narrow
+    keys here (not the rows in the INSERT) keeps the INSERT free of a window that would serialize it."""
+    position = exp.Add(this=exp.convert(base_position), expression=exp.Window(this=exp.RowNumber()))
+    return exp.select(*key_columns, PEERS, exp.alias_(position, POSITION)).from_(accepted.subquery("accepted"))
+
+
+def accepted_entries(decisions: exp.Table, key_columns: list[str]) -> exp.Select:
+    """The new entries of the decisions."""
+    return exp.select(*key_columns, PEERS).from_(decisions.copy()).where(exp.column(ACCEPTED))
 
 
 def insert_accepted(topic: exp.Table, user_columns: list[str], value_columns: list[str], values: exp.Select,
                     key_columns: list[str], accepted: exp.Table, publish_time: exp.Expression, *,
                     ties: bool) -> exp.Insert:
-    """``INSERT INTO topic (user columns, system columns) SELECT ...`` of the accepted entries.
+    """``INSERT INTO topic (user columns, system columns) SELECT ...`` of the accepted entries (see ``numbered``).
 
     The values are read once more and matched to the accepted keys. Entries that are equal in every key (the same
     id sent twice at the same arrival) are interchangeable: with ``ties`` one of each group is kept.
     """
     c, a = "c", "a"
-    on = exp.and_(*[exp.NullSafeEQ(this=exp.column(k, table=c), expression=exp.column(k, table=a))
+    nullable = set(key_columns) - {PRODUCER, SEQUENCE_ID, HIGHEST}     # validated: only ORDER BY values can be NULL
+    on = exp.and_(*[(exp.NullSafeEQ if k in nullable else exp.EQ)(this=exp.column(k, table=c),
+                                                                   expression=exp.column(k, table=a))
                     for k in key_columns])
+    keys = [PRODUCER, SEQUENCE_ID, HIGHEST, POSITION]
 
     def matched(peers_condition: exp.Expression) -> exp.Select:
         return (
-            exp.select(*[exp.column(v, table=c) for v in value_columns],
-                       *[exp.column(k, table=a) for k in (PRODUCER, SEQUENCE_ID, HIGHEST, POSITION)], publish_time.copy())
+            exp.select(*[exp.column(v, table=c) for v in value_columns], *[exp.column(k, table=a) for k in keys])
             .from_(values.subquery(c))
             .join(exp.select("*").from_(accepted.copy()).where(peers_condition).subquery(a), on=on.copy())
         )
@@ -293,25 +317,24 @@ def insert_accepted(topic: exp.Table, user_columns: list[str], value_columns: li
         tied = matched(peers > 1).qualify(exp.Window(
             this=exp.RowNumber(), partition_by=[exp.column(POSITION, table=a)]).eq(1))
         body = exp.union(body, tied, distinct=False)
+    rows = exp.select(*value_columns, *keys, publish_time.copy()).from_(body.subquery("accepted"))
     columns = user_columns + ["_producer", "_sequence_id", "_highest_sequence_id", "_position", "_publish_time"]
-    return exp.insert(body, topic.copy(), columns=[exp.to_identifier(col, quoted=True) for col in columns])
+    return exp.insert(rows, topic.copy(), columns=[exp.to_identifier(col, quoted=True) for col in columns])
 
 
-def producer_counts(decisions: exp.Table, accepted: exp.Table) -> exp.Select:
-    """Per producer: entries written, duplicates dropped, first and last position and highest id written (R5)."""
+def producer_counts(keys: exp.Table, accepted: exp.Table) -> exp.Select:
+    """Per producer: entries written, dropped as duplicates, the first and last position and highest id written (R5)."""
     return sqlglot.parse_one(
         """
-        SELECT d.producer, d.written, d.duplicates, a.first_position, a.last_position, a.highest
-        FROM (SELECT __sd_producer AS producer, sum(CASE WHEN __sd_accepted THEN 1 ELSE 0 END) AS written,
-                     sum(CASE WHEN __sd_accepted THEN 0 ELSE 1 END) AS duplicates
-              FROM decisions GROUP BY __sd_producer) AS d
-        LEFT JOIN (SELECT __sd_producer AS producer, min(__sd_position) AS first_position,
+        SELECT k.producer, coalesce(a.written, 0) AS written, k.sent - coalesce(a.written, 0) AS duplicates,
+               a.first_position, a.last_position, a.highest
+        FROM (SELECT __sd_producer AS producer, count(*) AS sent FROM keys GROUP BY __sd_producer) AS k
+        LEFT JOIN (SELECT __sd_producer AS producer, count(*) AS written, min(__sd_position) AS first_position,
                           max(__sd_position) AS last_position, max(__sd_highest) AS highest
-                   FROM accepted GROUP BY __sd_producer) AS a ON a.producer = d.producer
-        ORDER BY d.producer
+                   FROM accepted GROUP BY __sd_producer) AS a ON a.producer = k.producer
         """,
         read="spark",
-    ).transform(lambda n: _rename_table(n, decisions=decisions, accepted=accepted))
+    ).transform(lambda n: _rename_table(n, keys=keys, accepted=accepted))
 
 
 def _rename_table(node: exp.Expression, **tables: exp.Table) -> exp.Expression:

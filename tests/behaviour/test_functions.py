@@ -1,0 +1,108 @@
+"""The function set on the engine connection, R6 (UNKNOWN while a statement is in flight), and state that a new
+process reads back identically."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import seqdedup
+from seqdedup import DupStatus, SeqdedupError
+
+
+@pytest.mark.parametrize("statement", [
+    "SELECT * FROM staging WHERE is_not_dup(producer, seq)",
+    "SELECT is_not_dup(producer, seq, highest) FROM staging",
+    "SELECT last_sequence_id('events', producer) FROM staging",
+    "SELECT dup_status('events', producer, seq) FROM staging",
+])
+def test_unrewritten_functions_fail_loudly_on_the_engine(dedup, statement):
+    dedup.topic()
+    dedup.stage([("p", 1)])
+    with pytest.raises(SeqdedupError, match="must be rewritten by seqdedup"):
+        dedup.session.adapter.fetchall(statement)      # the engine's own SQL, not through seqdedup
+
+
+def test_kafka_producer_name_is_a_real_function(dedup):
+    assert dedup.session.sql("SELECT kafka_producer_name(7, 0)").rows == [("KOP-PID-PREFIX-7-0",)]
+
+
+def test_state_functions_in_queries(dedup):
+    dedup.topic()
+    dedup.send([("p", 3), ("q", 1)])
+    s = dedup.session
+    assert s.sql("SELECT producer, sequence_id FROM producer_state('events') ORDER BY producer").rows == [
+        ("p", 3), ("q", 1)]
+    assert s.sql("SELECT last_sequence_id('events', 'p'), last_sequence_id('events', 'nobody')").rows == [(3, -1)]
+    assert s.sql("SELECT dup_status('events', 'p', 3), dup_status('events', 'p', 4), "
+                 "dup_status('events', 'p', 2, 9)").rows == [("DUP", "NOT_DUP", "DUP")]
+
+
+def test_unknown_while_a_statement_is_in_flight(dedup, monkeypatch):
+    """R6: an id claimed by an uncommitted statement is UNKNOWN to everyone else; after commit it is DUP."""
+    dedup.topic()
+    dedup.send([("p", 1)])
+    session = dedup.session
+    claimed, release = threading.Event(), threading.Event()
+    original = session.pushed.claim
+
+    def claim_and_wait(topic, marks):
+        original(topic, marks)
+        claimed.set()
+        release.wait(10)
+
+    monkeypatch.setattr(session.pushed, "claim", claim_and_wait)
+    dedup.stage([("p", 2), ("p", 3)])
+    writer = threading.Thread(target=lambda: session.sql(
+        "INSERT INTO events SELECT payload FROM staging WHERE is_not_dup(producer, seq)"))
+    writer.start()
+    assert claimed.wait(10)
+    try:
+        assert session.dup_status("events", "p", 3) is DupStatus.UNKNOWN
+        assert session.dup_status("events", "p", 1) is DupStatus.DUP
+        assert session.dup_status("events", "p", 4) is DupStatus.NOT_DUP
+    finally:
+        release.set()
+        writer.join(10)
+    assert session.dup_status("events", "p", 3) is DupStatus.DUP
+
+
+def test_a_failed_statement_drops_its_claims(dedup, monkeypatch):
+    """R6: after a failed write the pushed marks fall back, so the same ids can be sent again."""
+    dedup.topic()
+    session = dedup.session
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(session, "_snapshot_if_due", fail)
+    with pytest.raises(RuntimeError):
+        dedup.send([("p", 1)])
+    monkeypatch.undo()
+    assert session.dup_status("events", "p", 1) is DupStatus.NOT_DUP
+    assert dedup.entries() == []
+    assert dedup.send([("p", 1)]).written == 1
+
+
+def test_a_new_process_reads_the_same_state(dedup):
+    dedup.topic(snapshot_interval_entries=4)
+    for batch in ([("a", 0), ("b", 5)], [("a", 1), ("a", 2), ("c", 9)], [("b", 6), ("b", 5)]):
+        dedup.send(batch)
+    expected = [[p, s] for p, s, _ in dedup.session.producer_state("events").rows]
+    dedup.close()
+    code = ("import json, seqdedup; s = seqdedup.connect(%r); "
+            "print(json.dumps([[p, m] for p, m, _ in s.producer_state('events').rows]))" % dedup.database)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == expected
+    dedup.session = dedup.connect()
+
+
+def test_a_second_writer_process_gets_a_clear_error(dedup):
+    dedup.topic()
+    code = "import seqdedup; seqdedup.connect(%r)" % dedup.database
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "is in use by process" in result.stderr and "one writing process per file" in result.stderr
