@@ -57,12 +57,13 @@ class Harness:
     def stage(self, rows: list[tuple], name: str = "staging") -> None:
         """A temporary view of entries: (producer, seq) or (producer, seq, highest), numbered in arrival order."""
         padded = [(r[0], r[1], r[2] if len(r) > 2 else None, i, f"{r[0]}/{r[1]}") for i, r in enumerate(rows)]
+        padded = padded or [(None, None, None, None, None)]        # no entries: one row, filtered out below
         values = exp.values([tuple(literal(v) if v is not None else exp.null() for v in row) for row in padded],
                             alias="t", columns=["producer", "seq", "highest", "arrival", "payload"])
         select = exp.select(exp.cast(exp.column("producer"), "string").as_("producer"),
                             exp.cast(exp.column("seq"), "bigint").as_("seq"),
                             exp.cast(exp.column("highest"), "bigint").as_("highest"),
-                            "arrival", "payload").from_(values)
+                            "arrival", "payload").from_(values).where(exp.true() if rows else exp.false())
         self.session.run(exp.Create(this=exp.table_(name), kind="VIEW", replace=True, expression=select,
                                     properties=exp.Properties(expressions=[exp.TemporaryProperty()])))
 
@@ -74,9 +75,17 @@ class Harness:
                                 f"WHERE is_not_dup(producer, seq, highest){order}")
 
     def entries(self, topic: str = "events") -> list[tuple]:
-        """(producer, sequence_id, highest_sequence_id) of the topic's entries, in position order."""
+        """(producer, sequence_id, highest_sequence_id) of the topic's entries, in position order (the entries of
+        one statement in (producer, id) order: a statement's positions have no order among themselves)."""
+        blocks = (f"SELECT min(first_position) AS first, max(last_position) AS last FROM seqdedup_statements "
+                  f"WHERE topic = 'main.{topic}' AND written > 0 GROUP BY statement_id")
         return [tuple(r) for r in self.session.sql(
-            f"SELECT _producer, _sequence_id, _highest_sequence_id FROM {topic} ORDER BY _position").rows]
+            f"SELECT t._producer, t._sequence_id, t._highest_sequence_id FROM {topic} AS t "
+            f"JOIN ({blocks}) AS b ON t._position BETWEEN b.first AND b.last "
+            "ORDER BY b.first, t._producer, t._sequence_id, t._highest_sequence_id").rows]
+
+    def positions(self, topic: str = "events") -> list[int]:
+        return [r[0] for r in self.session.sql(f"SELECT _position FROM {topic} ORDER BY _position").rows]
 
     def ids(self, producer: str, topic: str = "events") -> list[int]:
         return [s for p, s, _ in self.entries(topic) if p == producer]
