@@ -1,4 +1,5 @@
-"""Whole statements kept as .sql files (one source dialect, Spark SQL), parsed once and filled by placeholder."""
+"""Whole statements kept as .sql files in queries/ (one source dialect, Spark SQL), parsed once and filled by
+placeholder."""
 from __future__ import annotations
 
 import functools
@@ -12,7 +13,7 @@ SOURCE_DIALECT = "spark"
 
 @functools.cache
 def _parsed(name: str) -> exp.Expression:
-    text = resources.files(__package__).joinpath("templates", f"{name}.sql").read_text()
+    text = resources.files(__package__).joinpath("queries", f"{name}.sql").read_text()
     tree = sqlglot.parse_one(text, read=SOURCE_DIALECT)
     for node in tree.walk():
         node.comments = None
