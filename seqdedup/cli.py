@@ -153,8 +153,9 @@ def cmd_demo(args) -> None:
 
 def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--database", "-d", default="seqdedup.duckdb",
-                        help="DuckDB database file (default: seqdedup.duckdb in the working folder)")
+    common.add_argument("--database", "-d", default=None,
+                        help="DuckDB database file (default: seqdedup.duckdb in the working folder; "
+                             "seqdedup-demo.duckdb for the demo)")
     common.add_argument("--engine", default="duckdb", help="engine: duckdb (default)")
     common.add_argument("--json", action="store_true", help="print JSON for scripts")
     common.add_argument("--debug", action="store_true", help="show the full traceback on errors")
@@ -203,12 +204,14 @@ def parser() -> argparse.ArgumentParser:
     demo.add_argument("--producers", type=int, default=4)
     demo.add_argument("--messages", type=int, default=1000, help="messages per producer")
     demo.add_argument("--seed", type=int, default=7)
-    demo.set_defaults(func=cmd_demo, database="seqdedup-demo.duckdb")
+    demo.set_defaults(func=cmd_demo)
     return top
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.database is None:
+        args.database = "seqdedup-demo.duckdb" if args.func is cmd_demo else "seqdedup.duckdb"
     try:
         args.func(args)
     except (SeqdedupError, sqlglot.errors.SqlglotError, OSError) as error:

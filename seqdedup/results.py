@@ -9,7 +9,7 @@ class ProducerCount:
     producer: str
     written: int                  # entries written to the topic
     duplicates: int               # entries dropped as duplicates (not an error: R5)
-    first_position: int | None    # positions written, or None when nothing was
+    first_position: int | None    # the lowest and highest position written, or None when nothing was
     last_position: int | None
 
 

@@ -212,30 +212,27 @@ class Session:
         targets, values = self._check_values(topic, plan)
         batches = self._validate_entries(keys)
 
-        state = None
         if header.enabled:
             state = self._temp(temps, "__sd_state", producer_state_query(ref.key, ref.table, header))
             header, state = self._purge_expired(topic, header, state, base, now, temps)
-
-        rounds = 1
-        if not batches and not plan.ordered:
-            accepted = rewrite.aggregate_decisions(keys, state)
-        else:
-            def round_(previous, first):
-                return rewrite.decision_round(previous, plan.key_columns, plan.order, batches=batches, first=first)
-
-            decisions = self._temp(temps, "__sd_decisions_0",
-                                   round_(rewrite.first_decisions(keys, state, plan.key_columns), True))
-            while batches and adapter.fetchall(rewrite.undecided(decisions))[0][0]:
-                decisions = self._temp(temps, f"__sd_decisions_{rounds % 2}", round_(decisions, False))
-                rounds += 1
-            accepted = rewrite.accepted_entries(decisions, plan.key_columns)
-        accepted = self._temp(temps, "__sd_accepted", rewrite.numbered(accepted, plan.key_columns, base))
-        total, ties = adapter.fetchall(exp.select(
-            exp.Count(this=exp.Star()),
-            exp.func("coalesce", exp.func("max", exp.column(rewrite.PEERS)), literal(1)) > 1).from_(accepted.copy()))[0]
-        inserted = adapter.execute_count(rewrite.insert_accepted(
-            ref.table, targets, values, plan.values, plan.key_columns, accepted, literal(now), ties=bool(ties)))
+            accepted, rounds = self._decide(plan, keys, state, batches, base, temps)
+            total, ties = adapter.fetchall(exp.select(
+                exp.Count(this=exp.Star()),
+                exp.func("coalesce", exp.func("max", exp.column(rewrite.PEERS)), literal(1)) > 1,
+            ).from_(accepted.copy()))[0]
+            insert = rewrite.insert_accepted(ref.table, targets, values, plan.values, plan.key_columns, accepted,
+                                             literal(now), ties=bool(ties))
+        else:   # R10: nothing is checked; every entry is written
+            state, rounds, accepted = None, 0, None
+            total = adapter.fetchall(exp.select(exp.Count(this=exp.Star())).from_(keys.copy()))[0][0]
+            insert = rewrite.insert_unchecked(ref.table, targets, values, plan.values, literal(now), base)
+        inserted = adapter.execute_count(insert)
+        if accepted is None:   # what was written, read back for the counts (positions come from the INSERT)
+            accepted = self._temp(temps, "__sd_accepted", exp.select(
+                exp.alias_(exp.column("_producer"), rewrite.PRODUCER),
+                exp.alias_(exp.column("_highest_sequence_id"), rewrite.HIGHEST),
+                exp.alias_(exp.column("_position"), rewrite.POSITION)).from_(ref.table).where(
+                exp.column("_position") > literal(base)))
         if inserted is not None and inserted != total:
             raise EngineError(
                 f"the statement's SELECT gave other rows when read a second time ({inserted} matched {total} new "
@@ -253,12 +250,31 @@ class Session:
             .from_(catalog_table("seqdedup_statements")).where(exp.column("statement_id").eq(literal(statement_id)))
             .order_by("producer"))
         # R6: the accepted ids are pushed, not yet persisted, until the transaction commits.
-        self.pushed.claim(ref.key, {p: h for p, w, _, _, _, h in counts if w})
+        if state is not None:
+            self.pushed.claim(ref.key, {p: h for p, w, _, _, _, h in counts if w})
         snapshot_id = self._snapshot_if_due(topic, header, state, accepted, base + total, now)
         return StatementResult(
             topic=ref.key, statement_id=statement_id, snapshot_id=snapshot_id, rounds=rounds,
             producers=[ProducerCount(p, w, d, first, last) for p, w, d, first, last, _ in counts],
         )
+
+    def _decide(self, plan: rewrite.DedupInsert, keys: exp.Table, state: exp.Table, batches: bool, base: int,
+                temps: list[str]) -> tuple[exp.Table, int]:
+        """The accepted entries, numbered with their positions, and the rounds it took (see sql/rewrite.py)."""
+        rounds = 1
+        if not batches and not plan.ordered:
+            accepted = rewrite.aggregate_decisions(keys, state)
+        else:
+            def round_(previous, first):
+                return rewrite.decision_round(previous, plan.key_columns, plan.order, batches=batches, first=first)
+
+            decisions = self._temp(temps, "__sd_decisions_0",
+                                   round_(rewrite.first_decisions(keys, state, plan.key_columns), True))
+            while batches and self.adapter.fetchall(rewrite.undecided(decisions))[0][0]:
+                decisions = self._temp(temps, f"__sd_decisions_{rounds % 2}", round_(decisions, False))
+                rounds += 1
+            accepted = rewrite.accepted_entries(decisions, plan.key_columns)
+        return self._temp(temps, "__sd_accepted", rewrite.numbered(accepted, plan.key_columns, base)), rounds
 
     def _check_keys(self, keys: exp.Table) -> None:
         """Producers are strings and ids integers; anything else is an error that says how to cast."""

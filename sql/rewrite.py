@@ -35,6 +35,8 @@ FUNCTIONS = ("is_not_dup", "dup_status", "last_sequence_id", "producer_state", "
 # Columns of the key, decision and accepted tables. The prefix keeps them apart from the user's columns.
 PRODUCER, SEQUENCE_ID, HIGHEST = "__sd_producer", "__sd_sequence_id", "__sd_highest"
 MARK, ACCEPTED, PEERS, POSITION = "__sd_mark", "__sd_accepted", "__sd_peers", "__sd_position"
+#: The system columns every entry is written with, in the order the INSERT gives them.
+SYSTEM = ["_producer", "_sequence_id", "_highest_sequence_id", "_position", "_publish_time"]
 
 
 def calls(tree: exp.Expression, name: str) -> list[exp.Anonymous]:
@@ -208,16 +210,10 @@ def _greatest(*values: exp.Expression) -> exp.Greatest:
     return exp.Greatest(this=values[0], expressions=list(values[1:]), ignore_nulls=True)
 
 
-def first_decisions(keys: exp.Table, state: exp.Table | None, key_columns: list[str]) -> exp.Select:
-    """Round 0 of the decisions: every entry with its producer's mark; none decided yet.
-
-    With no state (deduplication disabled) every entry is accepted and nothing is checked.
-    """
+def first_decisions(keys: exp.Table, state: exp.Table, key_columns: list[str]) -> exp.Select:
+    """Round 0 of the decisions: every entry with its producer's mark; none decided yet."""
     c, s = "c", "s"
     columns = [exp.column(k, table=c) for k in key_columns]
-    if state is None:
-        return exp.select(*columns, exp.alias_(exp.cast(exp.null(), "bigint"), MARK),
-                          exp.alias_(exp.true(), ACCEPTED)).from_(keys.as_(c))
     return (
         exp.select(*columns, exp.alias_(exp.column("sequence_id", table=s), MARK),
                    exp.alias_(exp.cast(exp.null(), "boolean"), ACCEPTED))
@@ -257,7 +253,7 @@ def undecided(decisions: exp.Table) -> exp.Select:
     return exp.select(exp.Count(this=exp.Star())).from_(decisions.copy()).where(exp.column(ACCEPTED).is_(exp.null()))
 
 
-def aggregate_decisions(keys: exp.Table, state: exp.Table | None) -> exp.Select:
+def aggregate_decisions(keys: exp.Table, state: exp.Table) -> exp.Select:
     """The fast path: without ``ORDER BY`` and without batch entries, entries arrive in id order, so the new ones are
     the distinct (producer, sequence id) above the producer's mark: a hash aggregate, no sort.
 
@@ -267,14 +263,21 @@ def aggregate_decisions(keys: exp.Table, state: exp.Table | None) -> exp.Select:
     select = (exp.select(*[exp.column(k, table=c) for k in (PRODUCER, SEQUENCE_ID, HIGHEST)],
                          exp.alias_(exp.Count(this=exp.Star()), PEERS))
               .from_(keys.as_(c)).group_by(*[exp.column(k, table=c) for k in (PRODUCER, SEQUENCE_ID, HIGHEST)]))
-    if state is not None:
-        select = select.join(state.as_(s), join_type="left", on=exp.EQ(
-            this=exp.column("producer", table=s), expression=exp.column(PRODUCER, table=c))).where(
-            exp.column(SEQUENCE_ID, table=c) > exp.func("coalesce", exp.column("sequence_id", table=s), exp.convert(-1)))
-    return select
+    return select.join(state.as_(s), join_type="left", on=exp.EQ(
+        this=exp.column("producer", table=s), expression=exp.column(PRODUCER, table=c))).where(
+        exp.column(SEQUENCE_ID, table=c) > exp.func("coalesce", exp.column("sequence_id", table=s), exp.convert(-1)))
 
 
 # --- plan step 3: insert, per-producer counts ---------------------------------------------------------------------
+
+def insert_unchecked(topic: exp.Table, user_columns: list[str], value_columns: list[str], values: exp.Select,
+                     publish_time: exp.Expression, base_position: int) -> exp.Insert:
+    """Deduplication disabled: every entry is written, nothing is checked or recorded (R10)."""
+    position = exp.Add(this=exp.convert(base_position), expression=exp.Window(this=exp.RowNumber()))
+    rows = exp.select(*value_columns, PRODUCER, SEQUENCE_ID, HIGHEST, position, publish_time.copy()).from_(
+        values.subquery("c"))
+    return exp.insert(rows, topic.copy(), columns=[exp.to_identifier(c, quoted=True) for c in user_columns + SYSTEM])
+
 
 def numbered(accepted: exp.Select, key_columns: list[str], base_position: int) -> exp.Select:
     """The accepted entries with their positions: dense after ``base_position``, in the order the engine numbers
@@ -318,8 +321,7 @@ def insert_accepted(topic: exp.Table, user_columns: list[str], value_columns: li
             this=exp.RowNumber(), partition_by=[exp.column(POSITION, table=a)]).eq(1))
         body = exp.union(body, tied, distinct=False)
     rows = exp.select(*value_columns, *keys, publish_time.copy()).from_(body.subquery("accepted"))
-    columns = user_columns + ["_producer", "_sequence_id", "_highest_sequence_id", "_position", "_publish_time"]
-    return exp.insert(rows, topic.copy(), columns=[exp.to_identifier(col, quoted=True) for col in columns])
+    return exp.insert(rows, topic.copy(), columns=[exp.to_identifier(c, quoted=True) for c in user_columns + SYSTEM])
 
 
 def producer_counts(keys: exp.Table, accepted: exp.Table) -> exp.Select:
