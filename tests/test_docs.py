@@ -21,3 +21,17 @@ def test_doctests(name):
     module = importlib.import_module(name)
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.IGNORE_EXCEPTION_DETAIL)
     assert result.failed == 0
+
+
+def test_the_quick_start_runs_as_written(tmp_path, monkeypatch, capsys):
+    """docs/index.md's Python example prints what its comments say."""
+    import pathlib
+    import re
+
+    text = (pathlib.Path(__file__).resolve().parents[1] / "docs" / "index.md").read_text()
+    block = re.findall(r"```python\n(.*?)```", text, re.S)[0]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(block, "docs/index.md", "exec"), {})
+    printed = capsys.readouterr().out.splitlines()
+    promised = re.findall(r"# (\d+(?: \d+)?)(?::|$)", block, re.M)
+    assert printed[:3] == promised[:3]
