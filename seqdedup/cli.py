@@ -214,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         args.database = "seqdedup-demo.duckdb" if args.func is cmd_demo else "seqdedup.duckdb"
     try:
         args.func(args)
+    except BrokenPipeError:          # the reader went away (| head): not an error of ours
+        sys.stderr.close()
+        return 0
     except (SeqdedupError, sqlglot.errors.SqlglotError, OSError) as error:
         if args.debug:
             raise
