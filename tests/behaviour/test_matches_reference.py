@@ -1,6 +1,6 @@
 """The oracle checks the engines: generated statements with repeats, holes, disorder, batch entries, straddles,
-restarts and disable/enable, run on an engine and on the reference model; topic contents, marks and the
-per-producer counts of every statement must agree."""
+restarts and disable/enable, run on an engine and on the reference model; after every step the topic contents,
+the marks, the status of every id, and the per-producer counts of every statement must agree."""
 from __future__ import annotations
 
 import hypothesis.strategies as st
@@ -24,6 +24,16 @@ step = st.one_of(
 )
 steps = st.lists(step, min_size=1, max_size=6).filter(
     lambda ss: sum(kind == "send" for kind, _ in ss) >= 1)
+
+
+IDS = [(p, s) for p in PRODUCERS for s in range(0, 21)]
+STATUS_QUERY = ("SELECT p, s, dup_status('events', p, s) FROM VALUES "
+                + ", ".join(f"('{p}', {s})" for p, s in IDS) + " AS ids(p, s)")
+
+
+def _statuses(harness) -> dict[tuple[str, int], str]:
+    """The engine's dup_status of every id the test can send, in one query."""
+    return {(p, s): status for p, s, status in harness.session.sql(STATUS_QUERY).rows}
 
 
 def _counts(result) -> dict[str, tuple[int, int]]:
@@ -66,5 +76,6 @@ def test_engine_matches_the_reference_model(engine, tmp_path_factory, steps, int
             assert harness.positions() == list(range(1, len(model_entries) + 1))      # dense, from 1
             for producer in PRODUCERS:
                 assert harness.last(producer) == model.last_sequence_id(producer), producer
+            assert _statuses(harness) == {(p, s): model.dup_status(p, s).value for p, s in IDS}
     finally:
         harness.close()
