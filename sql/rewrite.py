@@ -317,8 +317,9 @@ def insert_accepted(topic: exp.Table, user_columns: list[str], value_columns: li
     peers = exp.column(PEERS)
     body = matched(peers.eq(1) if ties else exp.true())
     if ties:
-        tied = matched(peers > 1).qualify(exp.Window(
-            this=exp.RowNumber(), partition_by=[exp.column(POSITION, table=a)]).eq(1))
+        tied = matched(peers > 1).qualify(exp.Window(       # any one of the interchangeable rows
+            this=exp.RowNumber(), partition_by=[exp.column(POSITION, table=a)],
+            order=exp.Order(expressions=[exp.Ordered(this=exp.column(POSITION, table=a))])).eq(1))
         body = exp.union(body, tied, distinct=False)
     rows = exp.select(*value_columns, *keys, publish_time.copy()).from_(body.subquery("accepted"))
     return exp.insert(rows, topic.copy(), columns=[exp.to_identifier(c, quoted=True) for c in user_columns + SYSTEM])

@@ -159,5 +159,5 @@ FROM (
     AND c.__sd_highest = a.__sd_highest
     AND c.__sd_o0 IS NOT DISTINCT FROM a.__sd_o0
   QUALIFY
-    ROW_NUMBER() OVER (PARTITION BY a.__sd_position) = 1
+    ROW_NUMBER() OVER (PARTITION BY a.__sd_position ORDER BY a.__sd_position) = 1
 ) AS accepted;

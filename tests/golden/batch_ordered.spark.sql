@@ -143,7 +143,7 @@ FROM (
       a.__sd_sequence_id,
       a.__sd_highest,
       a.__sd_position,
-      ROW_NUMBER() OVER (PARTITION BY a.__sd_position) AS _w
+      ROW_NUMBER() OVER (PARTITION BY a.__sd_position ORDER BY a.__sd_position NULLS LAST) AS _w
     FROM (
       SELECT
         payload AS __sd_v0,

@@ -106,5 +106,5 @@ FROM (
     AND c.__sd_sequence_id = a.__sd_sequence_id
     AND c.__sd_highest = a.__sd_highest
   QUALIFY
-    ROW_NUMBER() OVER (PARTITION BY a.__sd_position) = 1
+    ROW_NUMBER() OVER (PARTITION BY a.__sd_position ORDER BY a.__sd_position) = 1
 ) AS accepted;
