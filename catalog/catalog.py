@@ -25,6 +25,7 @@ class Executor(Protocol):
     def fetchall(self, query: exp.Expression) -> list[tuple]: ...
     def columns(self, table: exp.Table) -> list[tuple[str, str]]: ...
     def create_namespace(self, name: str) -> None: ...
+    def check_name(self, part: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -150,6 +151,8 @@ class Catalog:
             raise TopicError(f"column names {clash} are reserved for seqdedup's system columns; rename them")
         if not columns:
             raise TopicError(f"topic {ref.key} needs at least one column of its own")
+        for part in (ref.namespace, ref.name):
+            self.executor.check_name(part)
         if self.executor.columns(ref.table):
             raise TopicError(f"a table {ref.key} already exists; pick another topic name or drop the table")
         self.executor.create_namespace(ref.namespace)

@@ -7,7 +7,8 @@ import importlib
 from seqdedup.errors import SeqdedupError
 
 #: engine name -> (module, adapter class)
-ENGINES = {"duckdb": ("seqdedup.extensions.duckdb", "DuckDBAdapter")}
+ENGINES = {"duckdb": ("seqdedup.extensions.duckdb", "DuckDBAdapter"),
+           "spark": ("seqdedup.extensions.spark", "SparkAdapter")}
 
 
 def create_adapter(engine: str, database=None, **options):

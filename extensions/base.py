@@ -23,6 +23,11 @@ class EngineAdapter:
     STRING_TYPES: frozenset[str] = frozenset()
     INTEGER_TYPES: frozenset[str] = frozenset()
 
+    #: The engine's row_number() needs an ORDER BY (Spark); positions are then numbered in key order.
+    ROW_NUMBER_NEEDS_ORDER: bool = False
+    #: Type names of an all-NULL column (the validation then names the NULLs).
+    NULL_TYPES: frozenset[str] = frozenset({"NULL", "VOID"})
+
     read_only: bool = False
     #: The engine catalog topics are qualified with, when the engine needs it (DuckDB: the attached database).
     DATABASE: str | None = None
@@ -72,6 +77,9 @@ class EngineAdapter:
     def file_rows(self, path: str, fmt: str, row_column: str) -> exp.Select:
         """A query of a file's rows (json lines, csv or parquet), numbered from 1 in file order as ``row_column``."""
         raise NotImplementedError
+
+    def check_name(self, part: str) -> None:
+        """Raise a TopicError when the engine's catalog cannot hold a table or namespace of this name."""
 
     def create_namespace(self, name: str) -> None:
         database = exp.to_identifier(self.DATABASE, quoted=True) if self.DATABASE else None

@@ -19,12 +19,16 @@ __version__ = "0.1.0"
 def connect(database=None, *, engine: str = "duckdb", read_only: bool = False, clock=None, dialect: str = "spark"):
     """A seqdedup session on an engine.
 
-    ``database`` is a DuckDB file path (default ``seqdedup.duckdb`` in the working folder), ``":memory:"``, or an
-    open ``duckdb`` connection. Statements are read as Spark SQL unless ``dialect`` says otherwise.
+    ``database`` is a DuckDB file path (default ``seqdedup.duckdb`` in the working folder), ``":memory:"``, an
+    open ``duckdb`` connection, or a ``SparkSession`` (then the engine is Spark; with ``engine="spark"`` and no
+    session, a local one with a Hive catalog in ``seqdedup-spark/``). Statements are read as Spark SQL unless
+    ``dialect`` says otherwise.
     """
     from seqdedup.extensions import create_adapter
     from seqdedup.session import Session, utcnow
 
+    if hasattr(database, "sparkContext"):      # a SparkSession: the Spark engine, whatever engine says
+        engine = "spark"
     adapter = create_adapter(engine, database, read_only=read_only)
     return Session(adapter, clock=clock or utcnow, dialect=dialect)
 

@@ -18,7 +18,13 @@ from seqdedup.errors import SeqdedupError
 def _session(args):
     import seqdedup
 
-    return seqdedup.connect(args.database, engine=args.engine, dialect=getattr(args, "dialect", "spark"))
+    if args.engine == "spark":
+        from seqdedup.extensions.spark import local_session
+
+        target = local_session(args.database, master=args.master)
+    else:
+        target = args.database
+    return seqdedup.connect(target, engine=args.engine, dialect=getattr(args, "dialect", "spark"))
 
 
 def _emit(args, value, text: str | None = None) -> None:
@@ -144,8 +150,8 @@ def cmd_stats(args) -> None:
 def cmd_demo(args) -> None:
     from seqdedup.demo import run_demo
 
-    report = run_demo(args.database, engine=args.engine, producers=args.producers, messages=args.messages,
-                      seed=args.seed, progress=not args.json)
+    report = run_demo(lambda: _session(args), producers=args.producers, messages=args.messages, seed=args.seed,
+                      progress=not args.json, where=f"{args.database}, {args.engine}")
     _emit(args, report, report["text"])
     if not report["ok"]:
         raise SystemExit(1)
@@ -154,9 +160,12 @@ def cmd_demo(args) -> None:
 def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--database", "-d", default=None,
-                        help="DuckDB database file (default: seqdedup.duckdb in the working folder; "
-                             "seqdedup-demo.duckdb for the demo)")
-    common.add_argument("--engine", default="duckdb", help="engine: duckdb (default)")
+                        help="DuckDB: the database file (default seqdedup.duckdb in the working folder; "
+                             "seqdedup-demo.duckdb for the demo). Spark: the folder of the local session's "
+                             "warehouse and Hive metastore (default seqdedup-spark)")
+    common.add_argument("--engine", default="duckdb", choices=["duckdb", "spark"],
+                        help="engine: duckdb (default, embedded) or spark (PySpark)")
+    common.add_argument("--master", default="local[2]", help="Spark master URL (with --engine spark)")
     common.add_argument("--json", action="store_true", help="print JSON for scripts")
     common.add_argument("--debug", action="store_true", help="show the full traceback on errors")
 
@@ -211,7 +220,10 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.database is None:
-        args.database = "seqdedup-demo.duckdb" if args.func is cmd_demo else "seqdedup.duckdb"
+        if args.engine == "spark":
+            args.database = "seqdedup-spark"
+        else:
+            args.database = "seqdedup-demo.duckdb" if args.func is cmd_demo else "seqdedup.duckdb"
     try:
         args.func(args)
     except BrokenPipeError:          # the reader went away (| head): not an error of ours

@@ -14,7 +14,6 @@ import time
 
 from sqlglot import exp
 
-import seqdedup
 from seqdedup.catalog.state import literal
 
 TOPIC_COLUMNS = {"payload": "STRING", "arrival": "BIGINT"}
@@ -37,11 +36,12 @@ def _topic_name(session) -> str:
     return name
 
 
-def run_demo(database: str, *, engine: str = "duckdb", producers: int = 4, messages: int = 2000, seed: int = 7,
-             progress: bool = True) -> dict:
+def run_demo(connect, *, producers: int = 4, messages: int = 1000, seed: int = 7, progress: bool = True,
+             where: str = "") -> dict:
+    """Run the demo on sessions made by ``connect()`` (called again at every writer restart)."""
     rng = random.Random(seed)
     started = time.perf_counter()
-    session = seqdedup.connect(database, engine=engine)
+    session = connect()
     topic = _topic_name(session)
     session.create_topic(topic, TOPIC_COLUMNS, snapshot_interval_entries=500)
     insert = exp.insert(
@@ -95,7 +95,7 @@ def run_demo(database: str, *, engine: str = "duckdb", producers: int = 4, messa
         if 0.14 <= luck < 0.16:              # the writer restarts: state comes back from snapshot + replay
             events["writer_restarts"] += 1
             session.close()
-            session = seqdedup.connect(database, engine=engine)
+            session = connect()
         if next_id[name] >= messages:
             active.remove(name)
         if bar:
@@ -114,7 +114,7 @@ def run_demo(database: str, *, engine: str = "duckdb", producers: int = 4, messa
     expected = {(n, s) for n in names for s in range(messages)}
     missing = len(expected - {(p, s) for p, s, _, _ in rows})
     session.close()
-    session = seqdedup.connect(database, engine=engine)     # one more restart: recovery must agree with the log
+    session = connect()     # one more restart: recovery must agree with the log
     from seqdedup.recovery import recover
 
     recovery = recover(session, topic)
@@ -123,7 +123,7 @@ def run_demo(database: str, *, engine: str = "duckdb", producers: int = 4, messa
     ok = landed_twice == 0 and wrong_payload == 0 and missing == 0 and recovery["matches_full_replay"] is not False \
         and all(m == messages - 1 for m in marks.values())
     lines = [
-        f"seqdedup demo: {producers} producers x {messages} messages into {topic} ({database}, {engine})",
+        f"seqdedup demo: {producers} producers x {messages} messages into {topic} ({where})",
         f"  {events['statements']} statements; {events['lost_acks']} lost acknowledgements resent, "
         f"{events['producer_crashes']} producer crashes, {events['writer_restarts']} writer restarts",
         "",
@@ -141,6 +141,6 @@ def run_demo(database: str, *, engine: str = "duckdb", producers: int = 4, messa
         f"  {'OK: every message landed exactly once' if ok else 'FAILED'} "
         f"({time.perf_counter() - started:.1f} s)",
     ]
-    return {"ok": ok, "topic": topic, "database": database, "events": events, "producers": counts,
+    return {"ok": ok, "topic": topic, "where": where, "events": events, "producers": counts,
             "last_sequence_id": marks, "entries": len(rows), "missing": missing, "written_twice": landed_twice,
             "recovery": recovery, "text": "\n".join(lines)}

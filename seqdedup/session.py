@@ -225,7 +225,8 @@ class Session:
         else:   # R10: nothing is checked; every entry is written
             state, rounds, accepted = None, 0, None
             total = adapter.fetchall(exp.select(exp.Count(this=exp.Star())).from_(keys.copy()))[0][0]
-            insert = rewrite.insert_unchecked(ref.table, targets, values, plan.values, literal(now), base)
+            insert = rewrite.insert_unchecked(ref.table, targets, values, plan.values, literal(now), base,
+                                              order=self._numbering(plan))
         inserted = adapter.execute_count(insert)
         if accepted is None:   # what was written, read back for the counts (positions come from the INSERT)
             accepted = self._temp(temps, "__sd_accepted", exp.select(
@@ -274,7 +275,12 @@ class Session:
                 decisions = self._temp(temps, f"__sd_decisions_{rounds % 2}", round_(decisions, False))
                 rounds += 1
             accepted = rewrite.accepted_entries(decisions, plan.key_columns)
-        return self._temp(temps, "__sd_accepted", rewrite.numbered(accepted, plan.key_columns, base)), rounds
+        return self._temp(temps, "__sd_accepted", rewrite.numbered(accepted, plan.key_columns, base,
+                                                                   order=self._numbering(plan))), rounds
+
+    def _numbering(self, plan: rewrite.DedupInsert) -> list[str] | None:
+        """The order positions are numbered in: none, unless the engine's row_number() requires one."""
+        return plan.key_columns if self.adapter.ROW_NUMBER_NEEDS_ORDER else None
 
     def _check_keys(self, keys: exp.Table) -> None:
         """Producers are strings and ids integers; anything else is an error that says how to cast."""
@@ -283,7 +289,7 @@ class Session:
                   (rewrite.SEQUENCE_ID, "sequence_id", self.adapter.INTEGER_TYPES, "an integer: CAST it to BIGINT"),
                   (rewrite.HIGHEST, "highest_sequence_id", self.adapter.INTEGER_TYPES, "an integer: CAST it to BIGINT"))
         for column, role, allowed, fix in checks:
-            if types[column] not in allowed | {"NULL"}:
+            if types[column] not in allowed | self.adapter.NULL_TYPES:
                 raise InvalidEntryError(f"is_not_dup's {role} argument has type {types[column]}; it must be {fix}")
 
     def _check_values(self, topic: Topic, plan: rewrite.DedupInsert) -> tuple[list[str], list[str]]:

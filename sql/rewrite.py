@@ -270,20 +270,27 @@ def aggregate_decisions(keys: exp.Table, state: exp.Table) -> exp.Select:
 
 # --- plan step 3: insert, per-producer counts ---------------------------------------------------------------------
 
+def _row_number(order: list[str] | None) -> exp.Window:
+    """row_number() in no particular order, or by ``order`` for engines that require one."""
+    return exp.Window(this=exp.RowNumber(), order=exp.Order(
+        expressions=[exp.Ordered(this=exp.column(c), nulls_first=True) for c in order]) if order else None)
+
+
 def insert_unchecked(topic: exp.Table, user_columns: list[str], value_columns: list[str], values: exp.Select,
-                     publish_time: exp.Expression, base_position: int) -> exp.Insert:
+                     publish_time: exp.Expression, base_position: int, *, order: list[str] | None = None) -> exp.Insert:
     """Deduplication disabled: every entry is written, nothing is checked or recorded (R10)."""
-    position = exp.Add(this=exp.convert(base_position), expression=exp.Window(this=exp.RowNumber()))
+    position = exp.Add(this=exp.convert(base_position), expression=_row_number(order))
     rows = exp.select(*value_columns, PRODUCER, SEQUENCE_ID, HIGHEST, position, publish_time.copy()).from_(
         values.subquery("c"))
     return exp.insert(rows, topic.copy(), columns=[exp.to_identifier(c, quoted=True) for c in user_columns + SYSTEM])
 
 
-def numbered(accepted: exp.Select, key_columns: list[str], base_position: int) -> exp.Select:
+def numbered(accepted: exp.Select, key_columns: list[str], base_position: int, *,
+             order: list[str] | None = None) -> exp.Select:
     """The accepted entries with their positions: dense after ``base_position``, in the order the engine numbers
     them. A statement commits as one unit, so its entries need no order among themselves; numbering the narrow
     keys here (not the rows in the INSERT) keeps the INSERT free of a window that would serialize it."""
-    position = exp.Add(this=exp.convert(base_position), expression=exp.Window(this=exp.RowNumber()))
+    position = exp.Add(this=exp.convert(base_position), expression=_row_number(order))
     return exp.select(*key_columns, PEERS, exp.alias_(position, POSITION)).from_(accepted.subquery("accepted"))
 
 

@@ -27,7 +27,8 @@ def engine(request):
 
 
 @pytest.fixture
-def dedup(engine, tmp_path):
-    harness = Harness(engine, str(tmp_path / "seqdedup.duckdb"))
+def dedup(engine, tmp_path, tmp_path_factory):
+    home = tmp_path_factory.getbasetemp() / "spark-home"
+    harness = Harness(engine, str(home if engine.name == "spark" else tmp_path / "seqdedup.duckdb"))
     yield harness
     harness.close()

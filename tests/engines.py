@@ -15,7 +15,20 @@ class EngineUnderTest:
     name: str                       # the engine's name for seqdedup.connect and the pytest marker
 
 
-ENGINES = [EngineUnderTest("duckdb")]
+ENGINES = [EngineUnderTest("duckdb"), EngineUnderTest("spark")]
+_spark = None
+_databases = iter(range(1, 10**9))
+
+
+def spark_session(home: str):
+    """One SparkSession per test process (starting one costs seconds), with a Hive catalog under ``home``."""
+    global _spark
+    if _spark is None:
+        from seqdedup.extensions.spark import local_session
+
+        _spark = local_session(home, master="local[2]")
+        _spark.conf.set("spark.sql.shuffle.partitions", "1")
+    return _spark
 
 
 class Clock:
@@ -36,14 +49,27 @@ class Harness:
     """A fresh database on one engine, and the few moves the behaviour tests make."""
 
     engine: EngineUnderTest
-    database: str
+    database: str                   # DuckDB: the database file; Spark: the home of the test process's session
     clock: Clock = field(default_factory=Clock)
 
     def __post_init__(self) -> None:
+        if self.engine.name == "spark":
+            # a database of its own per test: its own catalog tables and topics
+            spark = spark_session(self.database)
+            self.namespace = f"test_{next(_databases)}"
+            spark.sql(f"CREATE DATABASE {self.namespace}")
+            spark.sql(f"USE {self.namespace}")
+        else:
+            self.namespace = "main"
         self.session = self.connect()
 
     def connect(self):
-        return seqdedup.connect(self.database, engine=self.engine.name, clock=self.clock)
+        target = spark_session(self.database) if self.engine.name == "spark" else self.database
+        return seqdedup.connect(target, engine=self.engine.name, clock=self.clock)
+
+    def key(self, topic: str = "events") -> str:
+        """The topic's name in the catalog tables: namespace.name."""
+        return f"{self.namespace}.{topic}"
 
     def restart(self) -> None:
         """A new session on the same database: state comes back from the catalog alone."""
@@ -78,7 +104,7 @@ class Harness:
         """(producer, sequence_id, highest_sequence_id) of the topic's entries, in position order (the entries of
         one statement in (producer, id) order: a statement's positions have no order among themselves)."""
         blocks = (f"SELECT min(first_position) AS first, max(last_position) AS last FROM seqdedup_statements "
-                  f"WHERE topic = 'main.{topic}' AND written > 0 GROUP BY statement_id")
+                  f"WHERE topic = '{self.key(topic)}' AND written > 0 GROUP BY statement_id")
         return [tuple(r) for r in self.session.sql(
             f"SELECT t._producer, t._sequence_id, t._highest_sequence_id FROM {topic} AS t "
             f"JOIN ({blocks}) AS b ON t._position BETWEEN b.first AND b.last "
@@ -96,7 +122,7 @@ class Harness:
     def snapshot_rows(self, topic: str = "events") -> list[tuple]:
         return [tuple(r) for r in self.session.sql(
             "SELECT snapshot_id, position, producer, sequence_id, kind FROM producer_sequences "
-            f"WHERE topic = 'main.{topic}' ORDER BY snapshot_id, producer NULLS FIRST").rows]
+            f"WHERE topic = '{self.key(topic)}' ORDER BY snapshot_id, producer NULLS FIRST").rows]
 
     def close(self) -> None:
         self.session.close()

@@ -22,7 +22,7 @@ def ready(dedup):
 
 STATEMENTS = {
     "unknown-topic": ("INSERT INTO nowhere SELECT payload FROM staging WHERE is_not_dup(producer, seq)",
-                      TopicError, "unknown topic main.nowhere"),
+                      TopicError, r"unknown topic \w+\.nowhere"),
     "inside-or": ("INSERT INTO events SELECT payload FROM staging WHERE is_not_dup(producer, seq) OR seq > 1",
                   RewriteError, "not inside OR"),
     "inside-not": ("INSERT INTO events SELECT payload FROM staging WHERE NOT is_not_dup(producer, seq)",
@@ -58,7 +58,7 @@ STATEMENTS = {
     "integer-producer": ("INSERT INTO events SELECT payload FROM staging WHERE is_not_dup(seq, seq)",
                          InvalidEntryError, "CAST it to STRING"),
     "too-many-values": ("INSERT INTO events SELECT payload, seq FROM staging WHERE is_not_dup(producer, seq)",
-                        TopicError, "gives 2 values per entry but topic main.events takes 1"),
+                        TopicError, r"gives 2 values per entry but topic \w+\.events takes 1"),
     "unknown-column": ("INSERT INTO events (nope) SELECT payload FROM staging WHERE is_not_dup(producer, seq)",
                        TopicError, "has no columns"),
     "system-column": ("INSERT INTO events (_position) SELECT seq FROM staging WHERE is_not_dup(producer, seq)",
@@ -109,6 +109,8 @@ def test_producer_names_are_data_never_code(ready, producer):
     assert ready.session.sql("SELECT count(*) FROM events").rows == [(3,)]
 
 
+@pytest.mark.notyet(["spark"], raises=TopicError,
+                    reason="Spark's Hive catalog allows only letters, digits and _ in table names: a clear TopicError")
 @pytest.mark.parametrize("name", ["it's", "semi;colon", "ünïcødé", "with space"])
 def test_topic_names_that_need_quoting_are_data(dedup, name):
     dedup.session.create_topic(f"`{name}`", {"payload": "STRING"})

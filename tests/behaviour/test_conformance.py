@@ -108,14 +108,14 @@ def test_c10_policy_precedence_topic_then_namespace_then_global(dedup):
     s = dedup.session
     dedup.topic()
     s.set_global_policy(deduplication_enabled=True)
-    s.set_namespace_policy("main", deduplication_enabled=False)
+    s.set_namespace_policy(dedup.namespace, deduplication_enabled=False)
     assert s.topic("events").applied.deduplication_enabled is False
     assert s.topic("events").settings["topic"] == {}                 # unset reads back as unset
     s.alter_topic("events", deduplication_enabled=True)
     assert s.topic("events").applied.deduplication_enabled is True
     s.alter_topic("events", deduplication_enabled=None)
     assert s.topic("events").applied.deduplication_enabled is False
-    s.set_namespace_policy("main", deduplication_enabled=None)
+    s.set_namespace_policy(dedup.namespace, deduplication_enabled=None)
     assert s.topic("events").applied.deduplication_enabled is True
 
 
@@ -123,13 +123,13 @@ def test_c10_policies_from_sql(dedup):
     s = dedup.session
     s.sql("CREATE TABLE events (payload STRING) TBLPROPERTIES ('seqdedup.snapshot_interval_entries' = '3')")
     s.sql("SET seqdedup.deduplication_enabled = true")
-    s.sql("ALTER DATABASE main SET DBPROPERTIES ('seqdedup.deduplication_enabled' = 'false')")
+    s.sql(f"ALTER DATABASE {dedup.namespace} SET DBPROPERTIES ('seqdedup.deduplication_enabled' = 'false')")
     assert s.topic("events").applied.deduplication_enabled is False
     s.sql("ALTER TABLE events SET TBLPROPERTIES ('seqdedup.deduplication_enabled' = 'true')")
     assert s.topic("events").applied.deduplication_enabled is True
     s.sql("ALTER TABLE events UNSET TBLPROPERTIES ('seqdedup.deduplication_enabled')")
     assert s.topic("events").applied.deduplication_enabled is False
-    s.sql("ALTER DATABASE main UNSET DBPROPERTIES ('seqdedup.deduplication_enabled')")
+    s.sql(f"ALTER DATABASE {dedup.namespace} UNSET DBPROPERTIES ('seqdedup.deduplication_enabled')")
     assert s.topic("events").applied.deduplication_enabled is True
     assert s.topic("events").applied.snapshot_interval_entries == 3
 

@@ -2,9 +2,6 @@
 process reads back identically."""
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import threading
 
 import pytest
@@ -41,6 +38,8 @@ def test_state_functions_in_queries(dedup):
                  "dup_status('events', 'p', 2, 9)").rows == [("DUP", "NOT_DUP", "DUP")]
 
 
+@pytest.mark.notyet(["spark"], raises=AssertionError,
+                    reason="no atomic publish on Spark yet (issue 3): rows are visible before the statement ends")
 def test_unknown_while_a_statement_is_in_flight(dedup, monkeypatch):
     """R6: an id claimed by an uncommitted statement is UNKNOWN to everyone else; after commit it is DUP."""
     dedup.topic()
@@ -70,6 +69,8 @@ def test_unknown_while_a_statement_is_in_flight(dedup, monkeypatch):
     assert session.dup_status("events", "p", 3) is DupStatus.DUP
 
 
+@pytest.mark.notyet(["spark"], raises=AssertionError,
+                    reason="no atomic publish on Spark yet (issue 3): a failure after the insert leaves its rows")
 def test_a_failed_statement_drops_its_claims(dedup, monkeypatch):
     """R6: after a failed write the pushed marks fall back, so the same ids can be sent again."""
     dedup.topic()
@@ -85,24 +86,3 @@ def test_a_failed_statement_drops_its_claims(dedup, monkeypatch):
     assert session.dup_status("events", "p", 1) is DupStatus.NOT_DUP
     assert dedup.entries() == []
     assert dedup.send([("p", 1)]).written == 1
-
-
-def test_a_new_process_reads_the_same_state(dedup):
-    dedup.topic(snapshot_interval_entries=4)
-    for batch in ([("a", 0), ("b", 5)], [("a", 1), ("a", 2), ("c", 9)], [("b", 6), ("b", 5)]):
-        dedup.send(batch)
-    expected = [[p, s] for p, s, _ in dedup.session.producer_state("events").rows]
-    dedup.close()
-    code = ("import json, seqdedup; s = seqdedup.connect(%r); "
-            "print(json.dumps([[p, m] for p, m, _ in s.producer_state('events').rows]))" % dedup.database)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert json.loads(out) == expected
-    dedup.session = dedup.connect()
-
-
-def test_a_second_writer_process_gets_a_clear_error(dedup):
-    dedup.topic()
-    code = "import seqdedup; seqdedup.connect(%r)" % dedup.database
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert result.returncode != 0
-    assert "is in use by process" in result.stderr and "one writing process per file" in result.stderr

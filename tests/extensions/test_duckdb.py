@@ -1,0 +1,38 @@
+"""DuckDB only: a database file shared by processes."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ..engines import ENGINES, Harness
+
+
+@pytest.fixture
+def duckdb_dedup(tmp_path):
+    harness = Harness(next(e for e in ENGINES if e.name == "duckdb"), str(tmp_path / "seqdedup.duckdb"))
+    yield harness
+    harness.close()
+
+
+def test_a_new_process_reads_the_same_state(duckdb_dedup):
+    duckdb_dedup.topic(snapshot_interval_entries=4)
+    for batch in ([("a", 0), ("b", 5)], [("a", 1), ("a", 2), ("c", 9)], [("b", 6), ("b", 5)]):
+        duckdb_dedup.send(batch)
+    expected = [[p, s] for p, s, _ in duckdb_dedup.session.producer_state("events").rows]
+    duckdb_dedup.close()
+    code = ("import json, seqdedup; s = seqdedup.connect(%r); "
+            "print(json.dumps([[p, m] for p, m, _ in s.producer_state('events').rows]))" % duckdb_dedup.database)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == expected
+    duckdb_dedup.session = duckdb_dedup.connect()
+
+
+def test_a_second_writer_process_gets_a_clear_error(duckdb_dedup):
+    duckdb_dedup.topic()
+    code = "import seqdedup; seqdedup.connect(%r)" % duckdb_dedup.database
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode != 0
+    assert "is in use by process" in result.stderr and "one writing process per file" in result.stderr
