@@ -7,7 +7,6 @@ import threading
 from typing import Iterator
 
 import duckdb
-import sqlglot
 from sqlglot import exp
 
 from seqdedup.errors import EngineError

@@ -5,7 +5,6 @@ Errors print as one line on stderr and exit 1; ``--json`` prints machine-readabl
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import sys
 from pathlib import Path

@@ -161,14 +161,13 @@ class Session:
                 raise RewriteError(f"INSERT INTO topic {self.ref(target).key} must filter with "
                                    "WHERE is_not_dup(producer, sequence_id): seqdedup assigns its positions")
         tree = expand_state_functions(tree, self._state_for, self._pushed_for)
+        if not isinstance(tree, exp.Query):
+            with self._lock:
+                self.adapter.execute(tree)
+            return QueryResult(columns=[], rows=[])
         with self._lock:
-            cursor_rows = self.adapter.fetchall(tree) if isinstance(tree, exp.Query) else self._execute(tree)
-        columns = [s.alias_or_name for s in tree.selects] if isinstance(tree, exp.Query) else []
-        return QueryResult(columns=columns, rows=cursor_rows)
-
-    def _execute(self, tree: exp.Expression) -> list[tuple]:
-        self.adapter.execute(tree)
-        return []
+            rows = self.adapter.fetchall(tree)
+        return QueryResult(columns=[s.alias_or_name for s in tree.selects], rows=rows)
 
     def _catalog_command(self, command: statements.CatalogCommand) -> Done:
         if command.action == "create_topic":
@@ -216,28 +215,10 @@ class Session:
             state = self._temp(temps, "__sd_state", producer_state_query(ref.key, ref.table, header))
             header, state = self._purge_expired(topic, header, state, base, now, temps)
             accepted, rounds = self._decide(plan, keys, state, batches, base, temps)
-            total, ties = adapter.fetchall(exp.select(
-                exp.Count(this=exp.Star()),
-                exp.func("coalesce", exp.func("max", exp.column(rewrite.PEERS)), literal(1)) > 1,
-            ).from_(accepted.copy()))[0]
-            insert = rewrite.insert_accepted(ref.table, targets, values, plan.values, plan.key_columns, accepted,
-                                             literal(now), ties=bool(ties))
+            self._write_accepted(ref, plan, targets, values, accepted, now)
         else:   # R10: nothing is checked; every entry is written
-            state, rounds, accepted = None, 0, None
-            total = adapter.fetchall(exp.select(exp.Count(this=exp.Star())).from_(keys.copy()))[0][0]
-            insert = rewrite.insert_unchecked(ref.table, targets, values, plan.values, literal(now), base,
-                                              order=self._numbering(plan))
-        inserted = adapter.execute_count(insert)
-        if accepted is None:   # what was written, read back for the counts (positions come from the INSERT)
-            accepted = self._temp(temps, "__sd_accepted", exp.select(
-                exp.alias_(exp.column("_producer"), rewrite.PRODUCER),
-                exp.alias_(exp.column("_highest_sequence_id"), rewrite.HIGHEST),
-                exp.alias_(exp.column("_position"), rewrite.POSITION)).from_(ref.table).where(
-                exp.column("_position") > literal(base)))
-        if inserted is not None and inserted != total:
-            raise EngineError(
-                f"the statement's SELECT gave other rows when read a second time ({inserted} matched {total} new "
-                "entries): its source or expressions are not deterministic; materialize it into a table first")
+            state, rounds = None, 0
+            accepted = self._write_all(ref, plan, keys, targets, values, base, now, temps)
 
         # R5: the run log gets the per-producer counts; the caller gets them back from it.
         statement_id = str(uuid.uuid4())
@@ -253,11 +234,37 @@ class Session:
         # R6: the accepted ids are pushed, not yet persisted, until the transaction commits.
         if state is not None:
             self.pushed.claim(ref.key, {p: h for p, w, _, _, _, h in counts if w})
-        snapshot_id = self._snapshot_if_due(topic, header, state, accepted, base + total, now)
+        written = sum(row[1] for row in counts)
+        snapshot_id = self._snapshot_if_due(topic, header, state, accepted, base + written, now)
         return StatementResult(
             topic=ref.key, statement_id=statement_id, snapshot_id=snapshot_id, rounds=rounds,
             producers=[ProducerCount(p, w, d, first, last) for p, w, d, first, last, _ in counts],
         )
+
+    def _write_accepted(self, ref: TopicRef, plan: rewrite.DedupInsert, targets: list[str], values: list[str],
+                        accepted: exp.Table, now: dt.datetime) -> None:
+        """INSERT the accepted entries, checking that the SELECT, read again, matched each exactly once."""
+        total, ties = self.adapter.fetchall(exp.select(
+            exp.Count(this=exp.Star()),
+            exp.func("coalesce", exp.func("max", exp.column(rewrite.PEERS)), literal(1)) > 1,
+        ).from_(accepted.copy()))[0]
+        inserted = self.adapter.execute_count(rewrite.insert_accepted(
+            ref.table, targets, values, plan.values, plan.key_columns, accepted, literal(now), ties=bool(ties)))
+        if inserted is not None and inserted != total:
+            raise EngineError(
+                f"the statement's SELECT gave other rows when read a second time ({inserted} matched {total} new "
+                "entries): its source or expressions are not deterministic; materialize it into a table first")
+
+    def _write_all(self, ref: TopicRef, plan: rewrite.DedupInsert, keys: exp.Table, targets: list[str],
+                   values: list[str], base: int, now: dt.datetime, temps: list[str]) -> exp.Table:
+        """Deduplication disabled: INSERT every entry; returns what was written (its positions come from the INSERT)."""
+        self.adapter.execute(rewrite.insert_unchecked(ref.table, targets, values, plan.values, literal(now), base,
+                                                      order=self._numbering(plan)))
+        return self._temp(temps, "__sd_accepted", exp.select(
+            exp.alias_(exp.column("_producer"), rewrite.PRODUCER),
+            exp.alias_(exp.column("_highest_sequence_id"), rewrite.HIGHEST),
+            exp.alias_(exp.column("_position"), rewrite.POSITION)).from_(ref.table).where(
+            exp.column("_position") > literal(base)))
 
     def _decide(self, plan: rewrite.DedupInsert, keys: exp.Table, state: exp.Table, batches: bool, base: int,
                 temps: list[str]) -> tuple[exp.Table, int]:

@@ -76,3 +76,11 @@ def test_demo_reports_every_message_landed_once(tmp_path):
     result = seqdedup("demo", "--messages", "150", "--producers", "3", cwd=tmp_path)
     assert "OK: every message landed exactly once" in result.stdout
     assert "0 missing, 0 written twice" in result.stdout
+
+
+@pytest.mark.spark
+def test_demo_runs_on_spark(tmp_path):
+    """The main job on Spark: a local session with its own Hive catalog in the working folder."""
+    result = seqdedup("demo", "--engine", "spark", "--messages", "30", "--producers", "2", cwd=tmp_path)
+    assert "OK: every message landed exactly once" in result.stdout
+    assert (tmp_path / "seqdedup-spark" / "metastore_db").exists()

@@ -6,7 +6,6 @@ import threading
 
 import pytest
 
-import seqdedup
 from seqdedup import DupStatus, SeqdedupError
 
 
