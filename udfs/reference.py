@@ -1,299 +1,348 @@
-"""The reference model: Pulsar's broker-side deduplication (``MessageDeduplication``) in plain Python.
+"""The reference model (the oracle): Pulsar's broker-side deduplication, ``MessageDeduplication``, in plain Python.
 
-It is the oracle of the tests: the engines must agree with it, statement for statement. It keeps the topic's
-log itself, so that a crash and a recovery can be replayed exactly as rule R7 describes. Two levels:
+The engines must agree with it statement for statement. It keeps the topic log itself, so that a crash and a
+recovery replay exactly as rule R7 says. It has two levels:
 
-- the Pulsar primitives, per entry (``is_duplicate``, ``record_persisted``, ``reset_pushed``), which replay the
-  upstream tests S-P01 and S-P02 step by step;
-- the seqdedup statement (``apply_statement``): validate everything, then decide every entry in arrival order,
-  write the new ones, and take at most one snapshot at the end.
+- the Pulsar primitives, one entry at a time (``is_duplicate``, ``record_persisted``, ``reset_pushed``,
+  ``publish``), which replay the upstream tests S-P01 and S-P02 step by step, ``Unknown`` included;
+- the seqdedup statement (``apply_statement``): validate every entry, decide each in arrival order against the
+  persisted marks (R1, R2), write the new ones, and take at most one snapshot, at the end (one commit).
+
+Where it departs from Pulsar, on purpose: marks are raised with ``max``, never overwritten (reference Q1); the
+snapshot cap keeps the most recently active producers, ties by name, not hash order (Q3); and a snapshot records
+disable, so that a restart knows the topic was disabled.
 """
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field, replace
+import numbers
+from dataclasses import dataclass, replace
 
 from seqdedup.errors import InvalidEntryError
 
-MAX_ID = 2**63 - 1
+MIN_ID, MAX_ID = -(2**63), 2**63 - 1   # ids are Java longs (R4)
 
 
 class DupStatus(str, enum.Enum):
-    """What a producer is told about an entry (Pulsar ``MessageDupStatus``)."""
+    """What a producer is told about an entry (Pulsar ``MessageDupStatus``). Never collapse it to a boolean."""
 
-    NOT_DUP = "NOT_DUP"   # definitely not a duplicate: written
-    DUP = "DUP"           # definitely a duplicate: not written, acknowledged as success
-    UNKNOWN = "UNKNOWN"   # cannot be decided now (an earlier write of it is in flight): retry later, never assume
+    NOT_DUP = "NOT_DUP"   # definitely not a duplicate: it is written
+    DUP = "DUP"           # definitely a duplicate: not written, acknowledged as success (R5)
+    UNKNOWN = "UNKNOWN"   # an earlier write of it is in flight (persisted < s <= pushed): retry later (R6)
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One candidate entry: a single message, or a batch entry covering ``sequence_id..highest_sequence_id``."""
+    """One candidate entry: a single message ``(s)`` or a batch entry ``(s..h)``."""
 
-    producer: str
-    sequence_id: int
-    highest_sequence_id: int | None = None   # None: a single message
-    payload: object = None
+    producer: str                            # the producer name: the key of the state
+    sequence_id: int                         # the lowest id of the entry: the only id the decision compares
+    highest_sequence_id: int | None = None   # the highest id of a batch entry; None for a single message (h = s)
+    payload: object = None                   # carried to the log untouched
 
     @property
     def highest(self) -> int:
         """Pulsar's ``max(highestSequenceId, sequenceId)``: the mark a written entry sets."""
-        return self.sequence_id if self.highest_sequence_id is None else max(self.highest_sequence_id, self.sequence_id)
+        h = self.highest_sequence_id
+        return self.sequence_id if h is None else max(h, self.sequence_id)
 
 
 @dataclass
 class Policies:
     """The applied (already resolved, R9) policies of one topic."""
 
-    deduplication_enabled: bool = True
-    snapshot_interval_entries: int = 1000           # entries written between snapshots (R8)
-    snapshot_interval_seconds: int = 120            # seconds between snapshots when anything was written; 0: off
-    producer_inactivity_timeout: int = 360          # minutes without a write before a producer is purged (R11)
-    max_producers_in_snapshot: int | None = None    # None: no cap (seqdedup's default); an int caps like Pulsar (R12)
+    deduplication_enabled: bool = True            # whether a new tracker starts enabled (R10)
+    snapshot_interval_entries: int = 1000         # entries recorded between entry-count snapshots (R8)
+    snapshot_interval_seconds: int = 120          # seconds between time-based snapshots (R8); 0: off
+    producer_inactivity_timeout: int = 360        # minutes without a write before a producer is purged (R11)
+    max_producers_in_snapshot: int | None = None  # None: no cap (seqdedup's default); an int caps like Pulsar (R12)
 
 
 @dataclass(frozen=True)
 class LogEntry:
     """One row of the topic log."""
 
-    position: int               # dense, from 1, strictly increasing
-    producer: str
-    sequence_id: int
-    highest_sequence_id: int    # max(h, s)
-    publish_time: float         # seconds, as given by the caller
-    payload: object
+    position: int              # the message id: dense, from 1, strictly increasing in commit order
+    producer: str              # who wrote it
+    sequence_id: int           # its lowest id
+    highest_sequence_id: int   # stored as max(h, s), what replay reads
+    publish_time: float        # seconds, the ``now`` of the write
+    payload: object            # the user's data
 
 
 @dataclass(frozen=True)
 class Snapshot:
-    """The persisted marks as of one log position (R7)."""
+    """The persisted marks as of one log position (R7); recovery starts from the latest."""
 
-    snapshot_id: int
+    snapshot_id: int                # 1, 2, 3 ... per tracker, in the order taken
     position: int                   # covers every log entry with position <= this
-    marks: dict[str, int]           # producer -> persisted mark
-    last_publish: dict[str, float]  # producer -> last write time (same keys as marks)
-    taken_at: float
-    kind: str                       # enabled | disabled | snapshot | purge
+    marks: dict[str, int]           # producer -> persisted mark, capped by max_producers_in_snapshot
+    last_publish: dict[str, float]  # producer -> last write time; the same keys as marks
+    taken_at: float                 # the ``now`` it was taken at (time-based cadence)
+    kind: str                       # why: "enabled", "snapshot", "purge" or "disabled" (then marks are empty)
 
 
 @dataclass
 class StatementResult:
-    written: dict[str, int]              # producer -> entries written
-    duplicates: dict[str, int]           # producer -> entries dropped as duplicates
-    positions: list[int | None]          # per input entry, in input order: its position, or None for a duplicate
-    statuses: list[DupStatus]            # per input entry, in input order
-    snapshot: Snapshot | None            # the snapshot taken at the end of the statement, if one was due
+    """What one statement did (R5): counts per producer, and per input entry its position and status."""
+
+    written: dict[str, int]        # producer -> entries written (producers with none are absent)
+    duplicates: dict[str, int]     # producer -> entries dropped as DUP (producers with none are absent)
+    positions: list[int | None]    # per input entry, in input order: its position, or None for a duplicate
+    statuses: list[DupStatus]      # per input entry, in input order
+    snapshot: Snapshot | None      # the snapshot taken at the end of the statement, if one was due
 
 
-def validate(entry: Entry) -> None:
-    """R4: the checks Pulsar's broker and client make, as one clear error."""
-    s, h = entry.sequence_id, entry.highest_sequence_id
-    problem = None
+def _problem(entry: Entry) -> str | None:
+    """What is wrong with ``entry`` under R4, with the fix, or None."""
     if entry.producer is None:
-        problem = "a NULL producer"
-    elif s is None:
-        problem = "a NULL sequence_id"
-    elif s < 0 or (h is not None and h < 0):
-        problem = "a negative sequence id"
-    elif s > MAX_ID or (h is not None and h > MAX_ID):
-        problem = "a sequence id above 9223372036854775807"
-    elif h is not None and h < s:
-        problem = "highest_sequence_id below sequence_id"
-    if problem:
-        raise InvalidEntryError(f"an entry has {problem} ({entry!r}); nothing was written")
+        return "the producer is NULL; give every entry a producer name"
+    if entry.sequence_id is None:
+        return "sequence_id is NULL; give every entry a sequence id"
+    ids = {"sequence_id": entry.sequence_id, "highest_sequence_id": entry.highest_sequence_id}
+    for name, value in ids.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            return f"{name} {value!r} is not an integer; sequence ids are BIGINT"
+        if not MIN_ID <= value <= MAX_ID:
+            return f"{name} {value} is outside signed 64-bit; ids go up to {MAX_ID}"
+        if value < 0:
+            return f"{name} {value} is negative; use ids >= 0, as Pulsar's client requires"
+    if entry.highest_sequence_id is not None and entry.highest_sequence_id < entry.sequence_id:
+        return (f"highest_sequence_id {entry.highest_sequence_id} is below sequence_id {entry.sequence_id}; "
+                "a batch entry covers sequence_id..highest_sequence_id")
+    return None
 
 
-@dataclass
+def validate(entry: Entry, index: int = 0) -> None:
+    """R4: raise ``InvalidEntryError`` saying what is wrong with ``entry`` (input number ``index``) and how to fix it.
+
+    Example:
+        >>> validate(Entry("p", 5, 2))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        seqdedup.errors.InvalidEntryError: entry 0 ('p', 5..2): highest_sequence_id 2 is below sequence_id 5; ...
+    """
+    problem = _problem(entry)
+    if problem is not None:
+        s, h = entry.sequence_id, entry.highest_sequence_id
+        span = f"{s}" if h is None else f"{s}..{h}"
+        raise InvalidEntryError(f"entry {index} ({entry.producer!r}, {span}): {problem}. Nothing was written.")
+
+
 class SequenceTracker:
-    """One topic's deduplication state, as Pulsar's ``MessageDeduplication``, plus the topic log itself."""
+    """One topic's deduplication state, exactly as Pulsar's ``MessageDeduplication``, plus the topic log itself."""
 
-    policies: Policies = field(default_factory=Policies)
-    now: float = 0.0
-    # Deduplication on: entries are checked and recorded. Off: everything is written, nothing recorded.
-    enabled: bool = field(init=False)
-    # Pulsar highestSequencedPushed: the highest id accepted per producer, updated before the write is durable.
-    pushed: dict[str, int] = field(init=False, default_factory=dict)
-    # Pulsar highestSequencedPersisted: updated after the write is durable; the only map that is snapshotted.
-    persisted: dict[str, int] = field(init=False, default_factory=dict)
-    # The time of each producer's last write, for the inactivity purge (R11); same keys as persisted.
-    last_publish: dict[str, float] = field(init=False, default_factory=dict)
-    # The topic: every entry ever written, enabled or not. The truth that recovery replays.
-    log: list[LogEntry] = field(init=False, default_factory=list)
-    # Every snapshot taken, oldest first. Recovery uses the last.
-    snapshots: list[Snapshot] = field(init=False, default_factory=list)
-    # Entries recorded since the last snapshot (Pulsar snapshotCounter).
-    entries_since_snapshot: int = field(init=False, default=0)
-    # When the last snapshot was taken (Pulsar lastSnapshotTimestamp), for time-based snapshots.
-    last_snapshot_time: float = field(init=False, default=0.0)
+    def __init__(self, policies: Policies | None = None, now: float = 0.0) -> None:
+        # The applied policies; set once, never changed by the tracker (disable/enable change ``enabled``).
+        self.policies: Policies = policies if policies is not None else Policies()
+        # Deduplication on: entries are checked and recorded. Off: everything is written and nothing recorded.
+        # Starts from the policy; changed only by disable() and enable().
+        self.enabled: bool = self.policies.deduplication_enabled
+        # Pulsar highestSequencedPushed: the highest id accepted per producer. "Updated before the messages are
+        # persisted" (is_duplicate, apply_statement); falls back to ``persisted`` on reset_pushed().
+        self.pushed: dict[str, int] = {}
+        # Pulsar highestSequencedPersisted: the highest id durably written per producer. Updated after the write
+        # (record_persisted, apply_statement); the only map that snapshots hold.
+        self.persisted: dict[str, int] = {}
+        # Producer -> time of its last write (Pulsar's inactiveProducers, by write time); set with ``persisted``,
+        # read by purge_inactive().
+        self.last_publish: dict[str, float] = {}
+        # The topic: every entry ever written, enabled or not, in position order. The truth recovery replays.
+        self.log: list[LogEntry] = []
+        # Every snapshot taken, oldest first; recovery starts from the last one.
+        self.snapshots: list[Snapshot] = []
+        # Pulsar snapshotCounter: entries recorded (while enabled) since the last snapshot; 0 after each snapshot.
+        self.entries_since_snapshot: int = 0
+        # Pulsar lastSnapshotTimestamp: when the last snapshot was taken, for time-based snapshots.
+        self.last_snapshot_time: float = now
+        self.take_snapshot(now, kind="enabled")   # a "disabled" one when the policy is off (see take_snapshot)
 
-    def __post_init__(self) -> None:
-        self.enabled = self.policies.deduplication_enabled
-        self.take_snapshot(self.now, kind="enabled" if self.enabled else "disabled")
-
-    # --- Pulsar primitives -------------------------------------------------------------------------------------
-
-    def is_duplicate(self, producer: str, sequence_id: int, highest_sequence_id: int | None = None) -> DupStatus:
-        """Pulsar ``isDuplicateNormal``: compares only the lowest id, against the pushed mark.
-
-        Example:
-            >>> t = SequenceTracker()
-            >>> t.is_duplicate("p1", 0), t.is_duplicate("p1", 0)
-            (<DupStatus.NOT_DUP: 'NOT_DUP'>, <DupStatus.UNKNOWN: 'UNKNOWN'>)
-        """
-        if not self.enabled:
-            return DupStatus.NOT_DUP
-        status = self.dup_status(producer, sequence_id, highest_sequence_id)
-        if status is DupStatus.NOT_DUP:
-            self.pushed[producer] = Entry(producer, sequence_id, highest_sequence_id).highest
-        return status
+    # --- Pulsar primitives, one entry at a time -------------------------------------------------------------------
 
     def dup_status(self, producer: str, sequence_id: int, highest_sequence_id: int | None = None) -> DupStatus:
-        """``is_duplicate`` without changing anything."""
+        """What ``is_duplicate`` would answer, changing nothing: compares the lowest id with pushed, then persisted."""
         if not self.enabled:
             return DupStatus.NOT_DUP
         pushed = self.pushed.get(producer)
-        if pushed is not None and sequence_id <= pushed:
-            persisted = self.persisted.get(producer)
-            return DupStatus.DUP if persisted is not None and sequence_id <= persisted else DupStatus.UNKNOWN
-        return DupStatus.NOT_DUP
+        if pushed is None or sequence_id > pushed:
+            return DupStatus.NOT_DUP
+        persisted = self.persisted.get(producer)
+        return DupStatus.DUP if persisted is not None and sequence_id <= persisted else DupStatus.UNKNOWN
+
+    def is_duplicate(self, producer: str, sequence_id: int, highest_sequence_id: int | None = None) -> DupStatus:
+        """Pulsar ``isDuplicateNormal``: ``NOT_DUP`` sets ``pushed[producer] = max(h, s)``; the others change nothing.
+
+        Example:
+            >>> t = SequenceTracker()
+            >>> t.is_duplicate("p1", 0).value, t.is_duplicate("p1", 0).value   # the first is not persisted yet
+            ('NOT_DUP', 'UNKNOWN')
+            >>> _ = t.record_persisted("p1", 0)
+            >>> t.is_duplicate("p1", 0).value, t.is_duplicate("p1", 1, 5).value, t.pushed
+            ('DUP', 'NOT_DUP', {'p1': 5})
+        """
+        status = self.dup_status(producer, sequence_id)
+        if status is DupStatus.NOT_DUP and self.enabled:
+            self.pushed[producer] = Entry(producer, sequence_id, highest_sequence_id).highest
+        return status
 
     def _append(self, entry: Entry, now: float) -> int:
-        """Write an entry to the log and, when enabled, raise its producer's persisted mark (max, see Q1)."""
+        """Write ``entry`` at the log's end and, when enabled, record it as persisted. Returns its position."""
         position = len(self.log) + 1
         self.log.append(LogEntry(position, entry.producer, entry.sequence_id, entry.highest, now, entry.payload))
         if self.enabled:
-            self.persisted[entry.producer] = max(self.persisted.get(entry.producer, entry.highest), entry.highest)
-            self.last_publish[entry.producer] = now
+            p, h = entry.producer, entry.highest
+            self.persisted[p] = max(self.persisted.get(p, h), h)   # max, not Pulsar's put (Q1)
+            self.last_publish[p] = now
             self.entries_since_snapshot += 1
         return position
 
     def record_persisted(self, producer: str, sequence_id: int, highest_sequence_id: int | None = None,
                          payload: object = None, now: float = 0.0) -> int:
-        """Pulsar ``recordMessagePersisted`` after a durable write: an entry-count snapshot after every N-th."""
+        """Pulsar ``recordMessagePersisted``: a durable write; every N-th recorded entry takes a snapshot."""
         position = self._append(Entry(producer, sequence_id, highest_sequence_id, payload), now)
         if self.enabled and self.entries_since_snapshot >= self.policies.snapshot_interval_entries:
             self.take_snapshot(now)
         return position
 
     def reset_pushed(self) -> None:
-        """Pulsar ``resetHighestSequenceIdPushed``, after a failed write: pushed falls back to persisted."""
-        self.pushed = dict(self.persisted)
+        """Pulsar ``resetHighestSequenceIdPushed``, after a failed write drains: pushed falls back to persisted."""
+        if self.enabled:
+            self.pushed = dict(self.persisted)
 
     def publish(self, producer: str, sequence_id: int, highest_sequence_id: int | None = None,
                 payload: object = None, now: float = 0.0) -> tuple[DupStatus, int | None]:
-        """One entry end to end: validate, decide, and write it when it is new."""
+        """One entry end to end: validate, ``is_duplicate``, and on ``NOT_DUP`` write it. Returns (status, position)."""
         validate(Entry(producer, sequence_id, highest_sequence_id))
         status = self.is_duplicate(producer, sequence_id, highest_sequence_id)
         if status is not DupStatus.NOT_DUP:
             return status, None
         return status, self.record_persisted(producer, sequence_id, highest_sequence_id, payload, now)
 
-    # --- seqdedup statements -----------------------------------------------------------------------------------
+    # --- seqdedup statements ---------------------------------------------------------------------------------------
 
-    def apply_statement(self, entries: list[Entry], now: float = 0.0, order: list[int] | None = None) -> StatementResult:
-        """One ``INSERT ... WHERE is_not_dup(...)``: every entry decided in arrival order (R1, R2), one commit.
+    def apply_statement(self, entries: list[Entry], now: float = 0.0,
+                        order: list[int] | None = None) -> StatementResult:
+        """One ``INSERT ... WHERE is_not_dup(...)``: validate all, decide each in arrival order (R1, R2), one commit.
 
-        ``order`` lists the entries' indices in arrival order (the statement's ORDER BY); without it entries arrive
-        sorted by (producer, sequence id, highest sequence id).
+        ``order`` lists the entries' indices in arrival order (the statement's ORDER BY); without it they arrive
+        sorted by (producer, sequence_id, highest). A statement commits whole, so ``UNKNOWN`` never comes out.
 
         Example:
             >>> t = SequenceTracker()
             >>> r = t.apply_statement([Entry("p1", 1, 5), Entry("p1", 4, 8), Entry("p1", 6)], order=[0, 1, 2])
-            >>> [s.value for s in r.statuses], t.last_sequence_id("p1")
-            (['NOT_DUP', 'DUP', 'NOT_DUP'], 6)
+            >>> [s.value for s in r.statuses], r.positions, t.last_sequence_id("p1")
+            (['NOT_DUP', 'DUP', 'NOT_DUP'], [1, None, 2], 6)
+            >>> r = t.apply_statement([Entry("p1", 7), Entry("p2", 0), Entry("p1", 6), Entry("p1", 7)])
+            >>> r.written, r.duplicates, r.positions
+            ({'p1': 1, 'p2': 1}, {'p1': 2}, [3, 4, None, None])
         """
-        for entry in entries:
-            validate(entry)
+        for index, entry in enumerate(entries):
+            validate(entry, index)
         if order is None:
-            order = sorted(range(len(entries)),
-                           key=lambda i: (entries[i].producer, entries[i].sequence_id, entries[i].highest))
-        statuses: list[DupStatus] = [DupStatus.NOT_DUP] * len(entries)
-        positions: list[int | None] = [None] * len(entries)
+            order = sorted(range(len(entries)), key=lambda i: (entries[i].producer, entries[i].sequence_id,
+                                                               entries[i].highest))
+        elif sorted(order) != list(range(len(entries))):
+            raise ValueError(f"order must be a permutation of 0..{len(entries) - 1}, got {order!r}")
         written: dict[str, int] = {}
         duplicates: dict[str, int] = {}
+        positions: list[int | None] = [None] * len(entries)
+        statuses = [DupStatus.NOT_DUP] * len(entries)
         for i in order:
             entry = entries[i]
-            mark = self.persisted.get(entry.producer) if self.enabled else None
+            p = entry.producer
+            mark = self.persisted.get(p) if self.enabled else None   # H(p): the persisted mark
             if mark is not None and entry.sequence_id <= mark:
                 statuses[i] = DupStatus.DUP
-                duplicates[entry.producer] = duplicates.get(entry.producer, 0) + 1
+                duplicates[p] = duplicates.get(p, 0) + 1
                 continue
+            if self.enabled:
+                self.pushed[p] = max(self.pushed.get(p, entry.highest), entry.highest)
             positions[i] = self._append(entry, now)
-            written[entry.producer] = written.get(entry.producer, 0) + 1
-        self.pushed = dict(self.persisted)   # the statement committed: nothing is in flight
-        return StatementResult(written, duplicates, positions, statuses, self._snapshot_if_due(now, any(written)))
+            written[p] = written.get(p, 0) + 1
+        return StatementResult(written, duplicates, positions, statuses, self._snapshot_if_due(now))
 
-    def _snapshot_if_due(self, now: float, wrote: bool) -> Snapshot | None:
-        """R8, once per statement: every N entries, or after the interval when anything was written since."""
-        since_position = len(self.log) - self.snapshots[-1].position
-        seconds = self.policies.snapshot_interval_seconds
-        due = since_position >= self.policies.snapshot_interval_entries or (
-            seconds > 0 and since_position > 0 and now - self.last_snapshot_time >= seconds)
-        if not due:
+    def _snapshot_if_due(self, now: float) -> Snapshot | None:
+        """R8 at a statement's commit: every N entries, or after the interval when anything was written since."""
+        if not self.enabled or self.entries_since_snapshot == 0:
             return None
-        return self.take_snapshot(now, kind="snapshot" if self.enabled else "disabled")
+        seconds = self.policies.snapshot_interval_seconds
+        if (self.entries_since_snapshot >= self.policies.snapshot_interval_entries
+                or (seconds > 0 and now - self.last_snapshot_time >= seconds)):
+            return self.take_snapshot(now)
+        return None
 
-    # --- state ---------------------------------------------------------------------------------------------------
+    # --- state, snapshots, lifecycle -------------------------------------------------------------------------------
 
     def last_sequence_id(self, producer: str) -> int:
-        """R13: the producer's mark, or -1 (also -1 while deduplication is disabled)."""
-        if not self.enabled:
-            return -1
-        return self.pushed.get(producer, self.persisted.get(producer, -1))
+        """R13: the producer's pushed mark, or -1 when it has none or deduplication is disabled."""
+        return self.pushed.get(producer, -1) if self.enabled else -1
 
     def state(self) -> dict[str, int]:
+        """The persisted marks (a copy)."""
         return dict(self.persisted)
 
     def take_snapshot(self, now: float = 0.0, kind: str = "snapshot") -> Snapshot:
-        """The persisted marks at the log's end; with a cap, the most recently active producers are kept (R12)."""
-        names = sorted(self.persisted, key=lambda p: (-self.last_publish.get(p, 0.0), p))
+        """Snapshot the persisted marks at the log's end. With a cap, the most recently active producers are kept,
+        ties by name (R12). A snapshot taken while disabled is of kind "disabled", whatever ``kind`` says."""
+        names = sorted(self.persisted, key=lambda p: (-self.last_publish.get(p, float("-inf")), p))
         if self.policies.max_producers_in_snapshot is not None:
             names = names[: self.policies.max_producers_in_snapshot]
-        snapshot = Snapshot(len(self.snapshots) + 1, len(self.log), {p: self.persisted[p] for p in names},
-                            {p: self.last_publish[p] for p in names}, now, kind)
+        names.sort()
+        snapshot = Snapshot(
+            snapshot_id=len(self.snapshots) + 1,
+            position=len(self.log),
+            marks={p: self.persisted[p] for p in names},
+            last_publish={p: self.last_publish[p] for p in names if p in self.last_publish},
+            taken_at=now,
+            kind=kind if self.enabled else "disabled",
+        )
         self.snapshots.append(snapshot)
         self.entries_since_snapshot = 0
         self.last_snapshot_time = now
         return snapshot
 
     def purge_inactive(self, now: float) -> list[str]:
-        """R11: forget producers whose last write is older than the timeout; a snapshot records the purge."""
+        """R11: forget producers whose last write is strictly older than the timeout; a snapshot records the purge.
+        Returns the purged names, sorted."""
         cutoff = now - self.policies.producer_inactivity_timeout * 60
         purged = sorted(p for p, t in self.last_publish.items() if t < cutoff)
-        for producer in purged:
+        for p in purged:
             for marks in (self.pushed, self.persisted, self.last_publish):
-                marks.pop(producer, None)
+                marks.pop(p, None)
         if purged:
             self.take_snapshot(now, kind="purge")
         return purged
 
+    def _restart_empty(self, enabled: bool, now: float) -> None:
+        """R10: forget every mark and start again at the log's end (Pulsar deletes or reopens ``pulsar.dedup``)."""
+        self.enabled = enabled
+        self.pushed, self.persisted, self.last_publish = {}, {}, {}
+        self.take_snapshot(now, kind="enabled" if enabled else "disabled")
+
     def disable(self, now: float = 0.0) -> None:
         """R10: forget everything; entries written from now on are not checked."""
-        self.enabled = False
-        self.pushed, self.persisted, self.last_publish = {}, {}, {}
-        self.take_snapshot(now, kind="disabled")
+        self._restart_empty(False, now)
 
     def enable(self, now: float = 0.0) -> None:
         """R10: start empty at the log's end, so ids used before are accepted again."""
-        self.enabled = True
-        self.pushed, self.persisted, self.last_publish = {}, {}, {}
-        self.take_snapshot(now, kind="enabled")
+        self._restart_empty(True, now)
 
-    def recover(self) -> "SequenceTracker":
-        """A crash and a restart (R7): a new tracker with the same log and snapshots, its state rebuilt from the
-        latest snapshot plus a replay of the entries after it (taking the max per producer)."""
-        recovered = SequenceTracker.__new__(SequenceTracker)
-        recovered.policies, recovered.now = replace(self.policies), self.now
-        recovered.log, recovered.snapshots = list(self.log), list(self.snapshots)
+    def recover(self) -> SequenceTracker:
+        """Crash and restart (R7): a new tracker with the same policies, log and snapshots, its state rebuilt from
+        the latest snapshot plus a replay of the entries after it (max per producer). A "disabled" snapshot means
+        a disabled, empty tracker."""
         last = self.snapshots[-1]
-        recovered.enabled = last.kind != "disabled"
-        recovered.persisted, recovered.last_publish = dict(last.marks), dict(last.last_publish)
-        replayed = self.log[last.position:] if recovered.enabled else []
+        tracker = SequenceTracker(replace(self.policies), now=last.taken_at)
+        tracker.enabled = last.kind != "disabled"
+        tracker.log, tracker.snapshots = list(self.log), list(self.snapshots)
+        tracker.persisted, tracker.last_publish = dict(last.marks), dict(last.last_publish)
+        replayed = self.log[last.position:] if tracker.enabled else []
         for entry in replayed:
-            p = entry.producer
-            recovered.persisted[p] = max(recovered.persisted.get(p, entry.highest_sequence_id), entry.highest_sequence_id)
-            recovered.last_publish[p] = max(recovered.last_publish.get(p, entry.publish_time), entry.publish_time)
-        recovered.pushed = dict(recovered.persisted)
-        recovered.entries_since_snapshot = len(replayed)
-        recovered.last_snapshot_time = last.taken_at
-        return recovered
+            p, h, t = entry.producer, entry.highest_sequence_id, entry.publish_time
+            tracker.persisted[p] = max(tracker.persisted.get(p, h), h)
+            tracker.last_publish[p] = max(tracker.last_publish.get(p, t), t)
+        tracker.pushed = dict(tracker.persisted)
+        tracker.entries_since_snapshot = len(replayed)
+        tracker.last_snapshot_time = last.taken_at
+        return tracker

@@ -1,6 +1,9 @@
-"""The oracle itself: the upstream Pulsar tests replayed step by step (S-P01, S-P02, S-P03, S-C02 to S-C05 of
-reference/pulsar_kafka_semantics.md), and the conformance scenarios that are pure state logic."""
+"""The oracle on its own: the upstream Pulsar tests replayed step by step (S-P01, S-P02, S-P03 and S-C02 to S-C05
+of reference/pulsar_kafka_semantics.md), the conformance scenarios that are pure state logic, and a property test
+that recovery always rebuilds the live state."""
 from __future__ import annotations
+
+import itertools
 
 import hypothesis.strategies as st
 import pytest
@@ -10,119 +13,188 @@ from seqdedup.errors import InvalidEntryError
 from seqdedup.udfs import DupStatus, Entry, Policies, SequenceTracker
 
 NOT_DUP, DUP, UNKNOWN = DupStatus.NOT_DUP, DupStatus.DUP, DupStatus.UNKNOWN
+LONG_MAX = 2**63 - 1
 
+
+def ids(tracker, producer=None):
+    """The log as (producer, sequence_id) pairs, or one producer's sequence ids."""
+    if producer is None:
+        return [(e.producer, e.sequence_id) for e in tracker.log]
+    return [e.sequence_id for e in tracker.log if e.producer == producer]
+
+
+# --- upstream Pulsar tests, step by step ---------------------------------------------------------------------------
 
 def test_s_p01_is_duplicate():
-    """MessageDuplicationTest#testIsDuplicate: persisted changes only where the test sets it."""
+    """MessageDuplicationTest#testIsDuplicate: is_duplicate alone, so persisted changes only where the test sets it."""
     t = SequenceTracker(Policies(snapshot_interval_entries=10, max_producers_in_snapshot=10))
-    steps = [
-        (("p1", 0), NOT_DUP, {"p1": 0}),
-        (("p2", 1), NOT_DUP, {"p1": 0, "p2": 1}),
-        (("p1", 1), NOT_DUP, {"p1": 1, "p2": 1}),
-        (("p1", 5), NOT_DUP, {"p1": 5, "p2": 1}),
-        (("p1", 0), UNKNOWN, {"p1": 5, "p2": 1}),        # persisted[p1] absent
-    ]
-    for args, status, pushed in steps:
-        assert t.is_duplicate(*args) is status
-        assert t.pushed == pushed
-    t.persisted["p1"] = 0                                 # step 6
+    for producer, s, status, p1 in [("p1", 0, NOT_DUP, 0),    # 1: fresh producer
+                                    ("p2", 1, NOT_DUP, 0),    # 2: independent key
+                                    ("p1", 1, NOT_DUP, 1),    # 3
+                                    ("p1", 5, NOT_DUP, 5),    # 4: hole 2..4 allowed
+                                    ("p1", 0, UNKNOWN, 5)]:   # 5: persisted[p1] absent
+        assert t.is_duplicate(producer, s) is status
+        assert t.pushed["p1"] == p1
+    assert t.pushed == {"p1": 5, "p2": 1} and t.persisted == {}
+    t.persisted["p1"] = 0                                     # 6
     assert t.is_duplicate("p1", 0) is DUP
-    t.pushed["p1"], t.persisted["p1"] = 0, 0             # step 7
+    assert t.pushed["p1"] == 5
+    t.pushed["p1"], t.persisted["p1"] = 0, 0                  # 7: the highest id is recorded
     assert t.is_duplicate("p1", 1, 5) is NOT_DUP
     assert t.pushed["p1"] == 5
-    assert t.is_duplicate("p1", 4, 8) is UNKNOWN         # step 8: 4 <= pushed 5, 4 > persisted 0: whole entry
-    assert t.pushed["p1"] == 5
+    assert t.is_duplicate("p1", 4, 8) is UNKNOWN              # 8: 4 <= pushed 5, 4 > persisted 0: whole entry
+    assert t.pushed["p1"] == 5 and t.persisted["p1"] == 0
+    assert t.log == []                                        # is_duplicate never writes
 
 
 def test_s_p02_is_duplicate_with_failure():
-    """MessageDuplicationTest#testIsDuplicateWithFailure: pushed runs ahead of persisted; a failure resets it."""
+    """MessageDuplicationTest#testIsDuplicateWithFailure: pushed runs ahead of persisted; a failed write resets it."""
     t = SequenceTracker()
 
-    def send(producer, s):
-        return t.is_duplicate(producer, s)
+    def marks(producer):
+        return t.pushed.get(producer), t.persisted.get(producer)
 
-    def persist(producer, s):
-        t.record_persisted(producer, s)
-
-    for producer, s in [("p1", 0), ("p2", 1), ("p1", 1), ("p1", 5)]:    # steps 1-4
-        assert send(producer, s) is NOT_DUP
-        persist(producer, s)
-    assert (t.pushed, t.persisted) == ({"p1": 5, "p2": 1}, {"p1": 5, "p2": 1})
-    assert send("p1", 0) is DUP                                          # step 5
-    assert send("p1", 6) is NOT_DUP                                      # step 6: write in flight
-    assert (t.pushed["p1"], t.persisted["p1"]) == (6, 5)
-    assert send("p1", 6) is UNKNOWN                                      # step 7
-    persist("p1", 6)                                                     # step 8
-    assert (t.pushed["p1"], t.persisted["p1"]) == (6, 6)
-    assert send("p1", 7) is NOT_DUP                                      # step 9: then the write fails
-    t.reset_pushed()
-    assert (t.pushed, t.persisted) == ({"p1": 6, "p2": 1}, {"p1": 6, "p2": 1})
-    assert send("p1", 6) is DUP                                          # step 10
-    assert send("p1", 8) is NOT_DUP                                      # step 11
-    persist("p1", 8)
-    assert (t.pushed["p1"], t.persisted["p1"]) == (8, 8)
-    assert [(e.producer, e.sequence_id) for e in t.log] == [("p1", 0), ("p2", 1), ("p1", 1), ("p1", 5), ("p1", 6),
-                                                            ("p1", 8)]
-    assert send("p1", 7) is DUP            # 7 failed and was never stored; now below the mark
+    for step, (producer, s) in enumerate([("p1", 0), ("p2", 1), ("p1", 1), ("p1", 5)], start=1):   # 1-4
+        assert t.is_duplicate(producer, s) is NOT_DUP
+        assert t.record_persisted(producer, s) == step
+        assert marks(producer) == (s, s)
+    assert t.is_duplicate("p1", 0) is DUP                                    # 5
+    assert marks("p1") == (5, 5) and len(t.log) == 4
+    assert t.is_duplicate("p1", 6) is NOT_DUP                                # 6: write in flight
+    assert marks("p1") == (6, 5)
+    assert t.is_duplicate("p1", 6) is UNKNOWN                                # 7
+    assert marks("p1") == (6, 5)
+    assert t.record_persisted("p1", 6) == 5                                  # 8: addComplete for step 6
+    assert marks("p1") == (6, 6)
+    assert t.is_duplicate("p1", 7) is NOT_DUP                                # 9: then addFailed: never stored
+    assert marks("p1") == (7, 6)
+    t.reset_pushed()                                                         # fence, drain, reset
+    assert t.pushed == {"p1": 6, "p2": 1} and t.persisted == {"p1": 6, "p2": 1}
+    assert t.is_duplicate("p1", 6) is DUP                                    # 10
+    assert marks("p1") == (6, 6)
+    assert t.is_duplicate("p1", 8) is NOT_DUP                                # 11
+    assert t.record_persisted("p1", 8) == 6
+    assert marks("p1") == (8, 8) and marks("p2") == (1, 1)
+    assert ids(t, "p1") == [0, 1, 5, 6, 8] and ids(t, "p2") == [1]
+    assert [e.position for e in t.log] == [1, 2, 3, 4, 5, 6]
 
 
 def test_s_p03_inactive_producers_are_purged():
+    """MessageDuplicationTest#testInactiveProducerRemove (timeout 1 minute): only expired producers go."""
     t = SequenceTracker(Policies(producer_inactivity_timeout=1))
     for producer in ("p1", "p2", "p3"):
-        t.publish(producer, 1, 2, now=0.0)
+        assert t.publish(producer, 1, 2, now=0.0)[0] is NOT_DUP
+    assert t.pushed == {"p1": 2, "p2": 2, "p3": 2}
     assert t.purge_inactive(now=30.0) == []
     t.publish("p1", 3, now=50.0)
-    assert t.purge_inactive(now=80.0) == ["p2", "p3"]
-    assert t.state() == {"p1": 3}
-    assert t.snapshots[-1].kind == "purge" and t.snapshots[-1].marks == {"p1": 3}
+    assert t.purge_inactive(now=70.0) == ["p2", "p3"]
+    assert t.pushed == {"p1": 3} and t.state() == {"p1": 3}
+    assert (t.snapshots[-1].kind, t.snapshots[-1].marks) == ("purge", {"p1": 3})
 
 
-def test_c01_c05_c12_statements():
+def test_record_persisted_snapshots_per_entry_but_a_statement_once():
+    """Pulsar snapshots after every N-th persisted entry; a statement is one commit and snapshots at its end."""
+    pulsar = SequenceTracker(Policies(snapshot_interval_entries=3))
+    for s in range(7):
+        pulsar.publish("p", s)
+    assert [x.position for x in pulsar.snapshots] == [0, 3, 6]
+    statement = SequenceTracker(Policies(snapshot_interval_entries=3))
+    result = statement.apply_statement([Entry("p", s) for s in range(7)])
+    assert [x.position for x in statement.snapshots] == [0, 7] and result.snapshot is statement.snapshots[-1]
+
+
+def test_publish_validates_and_is_not_checked_when_disabled():
+    t = SequenceTracker(Policies(deduplication_enabled=False))
+    assert t.snapshots[-1].kind == "disabled"
+    with pytest.raises(InvalidEntryError):
+        t.publish("p", -1)
+    assert [t.publish("p", 3), t.publish("p", 3)] == [(NOT_DUP, 1), (NOT_DUP, 2)]
+    assert t.pushed == {} and t.last_sequence_id("p") == -1
+
+
+# --- conformance scenarios that are pure state logic -----------------------------------------------------------------
+
+def test_c01_single_messages():
     t = SequenceTracker()
-    for p, s in [("p1", 0), ("p2", 1), ("p1", 1), ("p1", 5)]:
-        assert t.apply_statement([Entry(p, s)]).written == {p: 1}
-    assert t.apply_statement([Entry("p1", 0)]).statuses == [DUP]
-    assert t.last_sequence_id("p1") == 5
-    r = t.apply_statement([Entry("p", 7), Entry("p", 7), Entry("q", 7), Entry("p", 7)])
-    assert (r.written, r.duplicates) == ({"p": 1, "q": 1}, {"p": 2})
-    r = t.apply_statement([Entry("z", 2**63 - 1)])
-    assert r.written == {"z": 1} and t.apply_statement([Entry("z", 0)]).duplicates == {"z": 1}
+    for producer, s in [("p1", 0), ("p2", 1), ("p1", 1), ("p1", 5)]:
+        r = t.apply_statement([Entry(producer, s)])
+        assert (r.written, r.duplicates, r.statuses) == ({producer: 1}, {}, [NOT_DUP])
+    r = t.apply_statement([Entry("p1", 0)])
+    assert (r.written, r.duplicates, r.statuses, r.positions) == ({}, {"p1": 1}, [DUP], [None])
+    assert ids(t, "p1") == [0, 1, 5] and ids(t, "p2") == [1]
+    assert t.last_sequence_id("p1") == 5 and t.last_sequence_id("p2") == 1 and t.last_sequence_id("p3") == -1
 
 
-def test_c02_straddling_batch_entry():
+def test_c02_straddling_batch_entry_is_rejected_whole():
     t = SequenceTracker()
     r = t.apply_statement([Entry("p1", 1, 5), Entry("p1", 4, 8), Entry("p1", 6)], order=[0, 1, 2])
-    assert r.statuses == [NOT_DUP, DUP, NOT_DUP]
-    assert r.positions == [1, None, 2]
-    assert t.last_sequence_id("p1") == 6
+    assert r.statuses == [NOT_DUP, DUP, NOT_DUP] and r.positions == [1, None, 2]
+    assert t.state() == {"p1": 6} and t.last_sequence_id("p1") == 6
 
 
-def test_c03_c04_recovery_by_replay():
+def test_arrival_order_follows_order_else_sorted():
     t = SequenceTracker()
-    t.apply_statement([Entry("p", 2), Entry("p", 3), Entry("p", 5)])
-    t.apply_statement([Entry("p", 2), Entry("p", 4), Entry("p", 6)])
+    r = t.apply_statement([Entry("p", 5), Entry("p", 3)], order=[0, 1])
+    assert r.statuses == [NOT_DUP, DUP]
+    u = SequenceTracker()
+    r = u.apply_statement([Entry("p", 5), Entry("p", 3)])
+    assert r.statuses == [NOT_DUP, NOT_DUP] and r.positions == [2, 1]
+    with pytest.raises(ValueError):
+        u.apply_statement([Entry("p", 9)], order=[1])
+
+
+def test_c03_recovery_by_replay():
+    t = SequenceTracker()
+    assert t.apply_statement([Entry("p", 2), Entry("p", 3), Entry("p", 5)]).written == {"p": 3}
+    r = t.apply_statement([Entry("p", 2), Entry("p", 4), Entry("p", 6)])
+    assert r.statuses == [DUP, DUP, NOT_DUP]
     t = t.recover()
     assert t.last_sequence_id("p") == 6 and t.entries_since_snapshot == 4
     assert t.apply_statement([Entry("p", 2), Entry("p", 4)]).written == {}
-    assert [e.sequence_id for e in t.log] == [2, 3, 5, 6]
+    assert ids(t, "p") == [2, 3, 5, 6]
 
 
-def test_c08_snapshot_positions():
+def test_c04_resends_before_and_after_restart():
+    t = SequenceTracker()
+    t.apply_statement([Entry("p", 0), Entry("p", 1), Entry("p", 2)])
+    assert t.apply_statement([Entry("p", 1), Entry("p", 2)]).duplicates == {"p": 2}
+    assert t.last_sequence_id("p") == 2
+    t = t.recover()
+    assert t.last_sequence_id("p") == 2
+    assert t.apply_statement([Entry("p", 1), Entry("p", 2)]).duplicates == {"p": 2}
+    assert ids(t, "p") == [0, 1, 2]
+
+
+def test_c05_repeats_inside_one_statement():
+    for order in (None, [0, 1, 2, 3], [3, 2, 1, 0]):
+        t = SequenceTracker()
+        r = t.apply_statement([Entry("p", 7), Entry("q", 7), Entry("p", 7), Entry("p", 7)], order=order)
+        assert (r.written, r.duplicates) == ({"p": 1, "q": 1}, {"p": 2})
+        assert sorted(ids(t)) == [("p", 7), ("q", 7)]
+
+
+def test_c08_snapshot_positions_and_short_replay():
     t = SequenceTracker(Policies(snapshot_interval_entries=3))
     for s in range(10):
         t.apply_statement([Entry("p", s)])
-    assert [(x.position, x.marks) for x in t.snapshots] == [(0, {}), (3, {"p": 2}), (6, {"p": 5}), (9, {"p": 8})]
+    assert [(x.position, x.marks, x.kind) for x in t.snapshots] == [
+        (0, {}, "enabled"), (3, {"p": 2}, "snapshot"), (6, {"p": 5}, "snapshot"), (9, {"p": 8}, "snapshot")]
+    assert [x.snapshot_id for x in t.snapshots] == [1, 2, 3, 4]
     recovered = t.recover()
     assert recovered.entries_since_snapshot == 1 and recovered.last_sequence_id("p") == 9
 
 
 def test_c09_disable_forgets_and_enable_starts_empty():
     t = SequenceTracker()
-    t.apply_statement([Entry("p", s) for s in range(101)])
+    assert t.apply_statement([Entry("p", s) for s in range(101)]).written == {"p": 101}
     t.disable()
-    assert t.last_sequence_id("p") == -1
-    assert sum(t.apply_statement([Entry("p", s) for s in range(100)]).written.values()) == 100
+    assert t.last_sequence_id("p") == -1 and t.state() == {}
+    assert t.dup_status("p", 5) is NOT_DUP
+    r = t.apply_statement([Entry("p", s % 50) for s in range(100)])   # repeats too: nothing is checked
+    assert r.written == {"p": 100} and t.state() == {}
+    assert t.recover().enabled is False
     t.enable()
+    assert t.snapshots[-1].kind == "enabled" and t.snapshots[-1].position == 201
     assert t.apply_statement([Entry("p", 5)]).written == {"p": 1}
     assert t.last_sequence_id("p") == 5 and t.recover().last_sequence_id("p") == 5
 
@@ -130,29 +202,50 @@ def test_c09_disable_forgets_and_enable_starts_empty():
 def test_c11_purge_then_old_ids_are_accepted():
     t = SequenceTracker(Policies(producer_inactivity_timeout=1))
     t.apply_statement([Entry("p", s) for s in range(10)], now=0.0)
+    assert t.purge_inactive(now=60.0) == []                  # not strictly older than the timeout yet
     assert t.purge_inactive(now=61.0) == ["p"]
-    assert t.last_sequence_id("p") == -1
+    assert t.last_sequence_id("p") == -1 and t.recover().last_sequence_id("p") == -1
     assert t.apply_statement([Entry("p", 5)], now=62.0).written == {"p": 1}
 
 
+def test_c12_long_max_then_everything_is_a_duplicate():
+    t = SequenceTracker()
+    assert t.apply_statement([Entry("p", LONG_MAX)]).written == {"p": 1}
+    assert t.apply_statement([Entry("p", 0)]).statuses == [DUP]
+    assert t.apply_statement([Entry("p", LONG_MAX)]).statuses == [DUP]
+    assert t.last_sequence_id("p") == LONG_MAX
+
+
 @pytest.mark.parametrize("entry, problem", [
-    (Entry("p", None), "NULL sequence_id"), (Entry("p", -3), "negative"), (Entry("p", 5, 2), "below"),
-    (Entry(None, 1), "NULL producer"), (Entry("p", 2**63), "above"),
+    (Entry("p", None), "sequence_id is NULL"),
+    (Entry("p", -3), "sequence_id -3 is negative"),
+    (Entry("p", 5, 2), "highest_sequence_id 2 is below sequence_id 5"),
+    (Entry(None, 1), "producer is NULL"),
+    (Entry("p", 1, -1), "highest_sequence_id -1 is negative"),
+    (Entry("p", LONG_MAX + 1), "outside signed 64-bit"),
+    (Entry("p", "7"), "not an integer"),
 ])
 def test_c13_invalid_entries_change_nothing(entry, problem):
-    t = SequenceTracker()
+    t = SequenceTracker(Policies(snapshot_interval_entries=1))
     t.apply_statement([Entry("p", 0)])
-    before = (list(t.log), t.state(), list(t.snapshots))
-    with pytest.raises(InvalidEntryError, match=problem):
-        t.apply_statement([Entry("p", 1), entry])
-    assert (list(t.log), t.state(), list(t.snapshots)) == before
+
+    def everything():
+        return list(t.log), t.state(), dict(t.pushed), list(t.snapshots), t.entries_since_snapshot
+
+    before = everything()
+    with pytest.raises(InvalidEntryError, match=problem) as raised:
+        t.apply_statement([Entry("p", 1), entry, Entry("q", 0)])
+    assert "entry 1" in str(raised.value) and "Nothing was written" in str(raised.value)
+    assert everything() == before
 
 
 def test_c16_s_c02_initial_sequence_id_below_the_mark():
     t = SequenceTracker()
-    t.apply_statement([Entry("n", s) for s in range(10)])
-    r = t.apply_statement([Entry("n", 4 + 1 + i) for i in range(5)])
-    assert r.duplicates == {"n": 5} and r.written == {}
+    for s in range(10):
+        t.apply_statement([Entry("n", s)])
+    initial = 4                                     # the producer's automatic ids start at initial + 1
+    r = t.apply_statement([Entry("n", initial + 1 + i) for i in range(5)])
+    assert r.statuses == [DUP] * 5 and r.written == {} and r.duplicates == {"n": 5}
     assert t.apply_statement([Entry("n", 10)]).written == {"n": 1}
 
 
@@ -162,42 +255,87 @@ def test_s_c03_mixed_explicit_and_automatic_ids():
     assert t.apply_statement([Entry("p", 0)]).statuses == [DUP]
 
 
-def test_s_c05_snapshot_cap_keeps_the_most_recent():
-    t = SequenceTracker(Policies(max_producers_in_snapshot=1, snapshot_interval_entries=1000))
+def test_s_c05_snapshot_cap():
+    t = SequenceTracker(Policies(max_producers_in_snapshot=1))
     t.apply_statement([Entry("p1", 0)], now=1.0)
     t.apply_statement([Entry("p2", 0)], now=2.0)
-    t.apply_statement([Entry("p3", s) for s in range(1000)], now=3.0)
-    assert t.snapshots[-1].marks == {"p3": 999}
+    r = t.apply_statement([Entry("p3", s) for s in range(1000)], now=3.0)
+    assert r.snapshot is not None and r.snapshot.marks == {"p3": 999} and r.snapshot.position == 1002
+    assert t.state() == {"p1": 0, "p2": 0, "p3": 999}        # the live maps are not capped
     recovered = t.recover()
-    assert recovered.last_sequence_id("p1") == -1            # left out of the snapshot, nothing to replay
-    assert recovered.apply_statement([Entry("p1", 0)]).written == {"p1": 1}
+    assert recovered.last_sequence_id("p1") == -1 and recovered.last_sequence_id("p3") == 999
+    assert recovered.apply_statement([Entry("p1", 0)]).written == {"p1": 1}   # written again
+
+
+def test_snapshot_cap_keeps_the_most_recently_active_ties_by_name():
+    t = SequenceTracker(Policies(max_producers_in_snapshot=2))
+    t.apply_statement([Entry("old", 0)], now=1.0)
+    t.apply_statement([Entry("b", 0), Entry("a", 0), Entry("c", 0)], now=5.0)
+    assert t.take_snapshot(now=6.0).marks == {"a": 0, "b": 0}
+    t.apply_statement([Entry("old", 1)], now=7.0)
+    snapshot = t.take_snapshot(now=8.0)
+    assert snapshot.marks == {"old": 1, "a": 0} and snapshot.last_publish == {"old": 7.0, "a": 5.0}
 
 
 def test_time_based_snapshot_only_when_something_was_written():
     t = SequenceTracker(Policies(snapshot_interval_seconds=120))
     assert t.apply_statement([Entry("p", 0)], now=10.0).snapshot is None
-    assert t.apply_statement([Entry("p", 0)], now=200.0).snapshot is not None    # entry 0 was written since
-    assert t.apply_statement([Entry("p", 0)], now=400.0).snapshot is None        # nothing new since
+    r = t.apply_statement([Entry("p", 0)], now=200.0)        # a duplicate, but entry 0 was written since
+    assert r.snapshot is not None and r.snapshot.position == 1
+    assert t.apply_statement([Entry("p", 0)], now=400.0).snapshot is None     # nothing new since
+    off = SequenceTracker(Policies(snapshot_interval_seconds=0))
+    assert off.apply_statement([Entry("p", 0)], now=10_000.0).snapshot is None
 
 
-statement = st.lists(st.tuples(st.sampled_from("ab"), st.integers(0, 12), st.one_of(st.none(), st.integers(0, 3))),
-                     max_size=8)
+# --- property: recovery rebuilds the live state; nothing is written twice --------------------------------------------
+
+PRODUCERS = ["a", "b", "c"]
+entry = st.builds(lambda p, s, width: Entry(p, s, None if width is None else s + width),
+                  st.sampled_from(PRODUCERS), st.integers(0, 20), st.one_of(st.none(), st.integers(0, 4)))
+send = st.tuples(st.just("send"), st.lists(entry, max_size=8), st.booleans(), st.integers(0, 100))
+toggle = st.sampled_from([("disable",), ("enable",)])
+step = st.one_of(send, send, send, send, st.just(("recover",)), toggle)   # disable/enable rarely
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(statement, st.booleans(), st.booleans()), min_size=1, max_size=8),
-       st.sampled_from([1, 2, 5, 1000]))
-def test_recovery_equals_the_live_state_and_nothing_is_written_twice(statements, interval):
-    t = SequenceTracker(Policies(snapshot_interval_entries=interval))
-    for rows, ordered, crash in statements:
-        entries = [Entry(p, s, s + w if w is not None else None) for p, s, w in rows]
-        t.apply_statement(entries, order=list(range(len(entries))) if ordered else None)
-        if crash:
-            live = {p: t.last_sequence_id(p) for p in "ab"}
+@given(steps=st.lists(step, min_size=1, max_size=12), interval=st.sampled_from([1, 2, 3, 5, 1000]),
+       seconds=st.sampled_from([0, 30, 120]), permutation=st.randoms(use_true_random=False))
+def test_recovery_equals_the_live_state_and_nothing_is_written_twice(steps, interval, seconds, permutation):
+    t = SequenceTracker(Policies(snapshot_interval_entries=interval, snapshot_interval_seconds=seconds))
+    now, epoch_start = 0.0, 0         # epoch_start: the log position where deduplication was last (re)enabled
+    for kind, *args in steps:
+        if kind == "send":
+            entries, shuffled, elapsed = args        # elapsed: seconds since the previous statement
+            now += elapsed
+            order = None
+            if shuffled:
+                order = list(range(len(entries)))
+                permutation.shuffle(order)
+            r = t.apply_statement(entries, now=now, order=order)
+            assert DupStatus.UNKNOWN not in r.statuses
+            assert sum(r.written.values()) == sum(p is not None for p in r.positions)
+            assert sum(r.duplicates.values()) == r.statuses.count(DUP)
+        elif kind == "recover":
             t = t.recover()
-            assert {p: t.last_sequence_id(p) for p in "ab"} == live
-    ids = [(e.producer, e.sequence_id) for e in t.log]
-    assert len(ids) == len(set(ids))
-    for producer in "ab":
-        written = [e.highest_sequence_id for e in t.log if e.producer == producer]
-        assert t.last_sequence_id(producer) == (max(written) if written else -1)
+        elif kind == "disable" and t.enabled:
+            t.disable(now)
+        elif kind == "enable" and not t.enabled:
+            t.enable(now)
+            epoch_start = len(t.log)
+        recovered = t.recover()
+        assert recovered.enabled == t.enabled
+        assert recovered.state() == t.state() and recovered.last_publish == t.last_publish
+        assert {p: recovered.last_sequence_id(p) for p in PRODUCERS} == {p: t.last_sequence_id(p) for p in PRODUCERS}
+
+    assert [e.position for e in t.log] == list(range(1, len(t.log) + 1))
+    if not t.enabled:
+        assert t.state() == {} and all(t.last_sequence_id(p) == -1 for p in PRODUCERS)
+        return
+    epoch = t.log[epoch_start:]
+    for producer in PRODUCERS:
+        mine = [e for e in epoch if e.producer == producer]
+        # each entry starts above everything the producer wrote before it: no id written twice, not even in a batch
+        assert all(later.sequence_id > earlier.highest_sequence_id for earlier, later in itertools.pairwise(mine))
+        expected = max((e.highest_sequence_id for e in mine), default=None)
+        assert t.state().get(producer) == expected
+        assert t.last_sequence_id(producer) == (-1 if expected is None else expected)
