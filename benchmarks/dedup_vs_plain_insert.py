@@ -89,7 +89,7 @@ def main() -> None:
         "ordered": ("INSERT INTO events SELECT arrival, payload FROM staging_file WHERE is_not_dup(producer, seq) "
                     "ORDER BY arrival", expected["new_entries_ordered_by_arrival"]),
     }
-    plain_sql = ("INSERT INTO plain SELECT arrival, payload, producer, seq, seq, arrival, current_timestamp() "
+    plain_sql = ("INSERT INTO plain SELECT arrival, payload, producer, seq, seq, arrival, current_timestamp(), 1 "
                  "FROM staging_file")
     times: dict[str, list[float]] = {"plain": [], "unordered": [], "ordered": []}
     written: dict[str, int] = {}

@@ -36,11 +36,11 @@ def build(path: pathlib.Path, entries: int, interval: int) -> None:
                        snapshot_interval_seconds=0)
         s.adapter.execute(
             f"INSERT INTO events SELECT repeat('x', 200), 'producer-' || (i % {PRODUCERS}), i // {PRODUCERS}, "
-            f"i // {PRODUCERS}, i + 1, now()::TIMESTAMP FROM range({entries - interval // 2}) r(i)")
-        s.snapshot("events")     # the last snapshot sits half an interval before the end, as it would in use
+            f"i // {PRODUCERS}, i + 1, now()::TIMESTAMP, 1 FROM range({entries - interval // 2}) r(i)")
+        s.snapshot("events")     # commit 2; the last snapshot sits half an interval before the end, as in use
         s.adapter.execute(
             f"INSERT INTO events SELECT repeat('x', 200), 'producer-' || (i % {PRODUCERS}), i // {PRODUCERS}, "
-            f"i // {PRODUCERS}, i + 1, now()::TIMESTAMP FROM range({entries - interval // 2}, {entries}) r(i)")
+            f"i // {PRODUCERS}, i + 1, now()::TIMESTAMP, 3 FROM range({entries - interval // 2}, {entries}) r(i)")
 
 
 def staging(session, entries: int, rows: int) -> None:
@@ -57,7 +57,7 @@ def measure(path: pathlib.Path, entries: int, rows: int) -> dict[str, float]:
         s.adapter.execute("BEGIN")
         anti, _ = timed(s.adapter.execute,
                         f"INSERT INTO events SELECT payload, producer, seq, seq, {entries} + row_number() OVER (), "
-                        "now()::TIMESTAMP FROM staging st WHERE NOT EXISTS (SELECT 1 FROM events e "
+                        "now()::TIMESTAMP, 4 FROM staging st WHERE NOT EXISTS (SELECT 1 FROM events e "
                         "WHERE e._producer = st.producer AND e._sequence_id = st.seq)")
         s.adapter.execute("ROLLBACK")
         recovery, _ = timed(lambda: s.producer_state("events"))

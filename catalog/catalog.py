@@ -26,6 +26,9 @@ class Executor(Protocol):
     def columns(self, table: exp.Table) -> list[tuple[str, str]]: ...
     def create_namespace(self, name: str) -> None: ...
     def check_name(self, part: str) -> None: ...
+    def create_topic_table(self, table: exp.Table, columns: dict[str, exp.DataType]) -> None: ...
+    def visible_commits(self, topic: "TopicRef") -> exp.Expression: ...
+    def last_published_commit(self, topic: "TopicRef") -> int: ...
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,10 @@ class Catalog:
             raise CatalogError("the seqdedup catalog has no version row; it is damaged: restore it, or run "
                                "`seqdedup init` on a new database")
         version = int(rows[0][0])
+        if version < CATALOG_VERSION:
+            raise CatalogError(f"this catalog was written by an older seqdedup (catalog version {version}; this one "
+                               f"needs {CATALOG_VERSION}, which records a commit number on every row); start a new "
+                               "database, or keep using the older seqdedup with this one")
         if version > CATALOG_VERSION:
             raise CatalogError(f"this catalog was written by a newer seqdedup (catalog version {version}, this "
                                f"seqdedup reads up to {CATALOG_VERSION}); upgrade seqdedup to use it")
@@ -145,7 +152,8 @@ class Catalog:
         return Topic(ref=ref, user_columns=[c for c in columns if c[0] not in SYSTEM_COLUMNS], settings=settings,
                      applied=policy.resolve(settings))
 
-    def register(self, ref: TopicRef, columns: dict[str, exp.DataType], now: dt.datetime) -> None:
+    def create_table(self, ref: TopicRef, columns: dict[str, exp.DataType]) -> None:
+        """The topic's table, with the user's columns and the system columns (before ``register``)."""
         clash = sorted(set(columns) & set(SYSTEM_COLUMNS))
         if clash:
             raise TopicError(f"column names {clash} are reserved for seqdedup's system columns; rename them")
@@ -153,13 +161,27 @@ class Catalog:
             raise TopicError(f"topic {ref.key} needs at least one column of its own")
         for part in (ref.namespace, ref.name):
             self.executor.check_name(part)
-        if self.executor.columns(ref.table):
-            raise TopicError(f"a table {ref.key} already exists; pick another topic name or drop the table")
-        self.executor.create_namespace(ref.namespace)
-        self.executor.execute(create_table(ref.table, {**columns, **SYSTEM_COLUMNS}, exists=False))
+        if not self._adoptable(ref, columns):
+            self.executor.create_namespace(ref.namespace)
+            self.executor.create_topic_table(ref.table, {**columns, **SYSTEM_COLUMNS})
+
+    def register(self, ref: TopicRef, now: dt.datetime) -> None:
+        """Enter the topic in the registry: the last step of creating it."""
         self.executor.execute(exp.insert(
             exp.select(literal(ref.key), literal(ref.namespace), literal(ref.name), literal(now)),
             catalog_table("seqdedup_topics")))
+
+    def _adoptable(self, ref: TopicRef, columns: dict[str, exp.DataType]) -> bool:
+        """The table exists already: take it over if an interrupted ``create`` left it (the same columns, empty),
+        else a TopicError. (On Spark creating a topic is several catalog operations that a crash can split.)"""
+        existing = self.executor.columns(ref.table)
+        if not existing:
+            return False
+        wanted = [n.lower() for n in {**columns, **SYSTEM_COLUMNS}]
+        empty = not self.executor.fetchall(exp.select(literal(1)).from_(ref.table.copy()).limit(1))
+        if [n.lower() for n, _ in existing] != wanted or not empty:
+            raise TopicError(f"a table {ref.key} already exists; pick another topic name or drop the table")
+        return True
 
     # --- policies (R9) ---------------------------------------------------------------------------------------
 
@@ -197,10 +219,34 @@ class Catalog:
             body = exp.union(body, select, distinct=False)
         self.executor.execute(exp.insert(body, catalog_table("seqdedup_policies")))
 
+    # --- commits --------------------------------------------------------------------------------------------
+
+    def next_commit(self, ref: TopicRef) -> int:
+        """The number the topic's next commit takes: above every published one, and above every number any
+        catalog row carries (a commit that wrote rows and then failed is never reused, so its rows stay ignored)."""
+        where = exp.column("topic").eq(literal(ref.key))
+        numbers = exp.union(*[exp.select("commit_id").from_(catalog_table(name)).where(where.copy())
+                              for name in ("producer_sequences", "seqdedup_statements")], distinct=False)
+        written = self.executor.fetchall(
+            exp.select(exp.func("coalesce", exp.Max(this=exp.column("commit_id")), literal(0))).from_(
+                numbers.subquery("n")))[0][0]
+        return max(written, self.executor.last_published_commit(ref)) + 1
+
+    def run_log(self, ref: TopicRef) -> exp.Select:
+        """The topic's rows of the run log ``seqdedup_statements``, of published commits only."""
+        return exp.select("*").from_(catalog_table("seqdedup_statements")).where(
+            exp.and_(exp.column("topic").eq(literal(ref.key)), self.executor.visible_commits(ref)))
+
+    def snapshot_headers(self, ref: TopicRef) -> exp.Select:
+        """The header rows of the topic's snapshots, of published commits only."""
+        return exp.select("*").from_(catalog_table("producer_sequences")).where(exp.and_(
+            exp.column("topic").eq(literal(ref.key)), exp.column("producer").is_(exp.null()),
+            self.executor.visible_commits(ref)))
+
     # --- snapshots (R7, R8, R10, R11) ------------------------------------------------------------------------
 
     def last_snapshot(self, ref: TopicRef) -> SnapshotHeader:
-        rows = self.executor.fetchall(last_snapshot_query(ref.key))
+        rows = self.executor.fetchall(last_snapshot_query(ref.key, self.executor.visible_commits(ref)))
         if not rows:
             raise CatalogError(f"topic {ref.key} has no complete snapshot row in producer_sequences; "
                                "the catalog is damaged: run `seqdedup recover` to write a new one")
@@ -210,13 +256,20 @@ class Catalog:
         return self.executor.fetchall(last_position_query(ref.table, header.position))[0][0]
 
     def write_snapshot(self, ref: TopicRef, marks: exp.Expression | None, *, header: SnapshotHeader | None,
-                       position: int, kind: str, now: dt.datetime, max_producers: int | None = None) -> int:
+                       position: int, kind: str, now: dt.datetime, commit: int,
+                       max_producers: int | None = None) -> int:
         """Write a snapshot of ``marks`` (None: an empty one) at ``position``; returns its id."""
-        snapshot_id = header.next_snapshot_id if header else 1
+        snapshot_id = header.next_snapshot_id if header else self._next_snapshot_id(ref)
         if marks is None:
             marks = exp.select(exp.alias_(exp.cast(exp.null(), "text"), "producer"),
                                exp.alias_(exp.cast(exp.null(), "bigint"), "sequence_id"),
                                exp.alias_(exp.cast(exp.null(), "timestamp"), "last_publish_time")).where(exp.false())
         self.executor.execute(snapshot_insert(ref.key, marks, snapshot_id=snapshot_id, position=position, kind=kind,
-                                              now=now, max_producers=max_producers))
+                                              now=now, commit=commit, max_producers=max_producers))
         return snapshot_id
+
+    def _next_snapshot_id(self, ref: TopicRef) -> int:
+        """For a topic's first snapshot: above any id an interrupted earlier attempt may have left."""
+        return self.executor.fetchall(
+            exp.select(exp.func("coalesce", exp.Max(this=exp.column("snapshot_id")), literal(0)) + 1)
+            .from_(catalog_table("producer_sequences")).where(exp.column("topic").eq(literal(ref.key))))[0][0]

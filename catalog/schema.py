@@ -5,13 +5,19 @@ beside ``seqdedup_topics``, ``seqdedup_policies``, ``seqdedup_statements`` and `
 namespace of its own: DuckDB names a database after its file, so a ``seqdedup`` schema inside the default
 ``seqdedup.duckdb`` would make every ``seqdedup.x`` ambiguous.) Tables are append-only so that an engine without
 transactions never overwrites anything in place.
+
+Commits: every change to a topic (a statement, a snapshot, a policy change) is one numbered commit of that topic.
+The rows it adds to ``producer_sequences`` and ``seqdedup_statements`` carry its ``commit_id`` and the topic rows
+its ``_commit``. On DuckDB a transaction publishes them together. On Spark the topic rows are staged unregistered and
+the commit is published by registering the topic partition ``_commit = N`` (one metastore operation); catalog rows
+of a commit that was never published are ignored by every read (see ``EngineAdapter.visible_commits``).
 """
 from __future__ import annotations
 
 from sqlglot import exp
 
 #: Version of the catalog layout this code writes; a catalog marked with a higher one is refused.
-CATALOG_VERSION = 1
+CATALOG_VERSION = 2
 
 
 def _types(**columns: str) -> dict[str, exp.DataType]:
@@ -30,6 +36,7 @@ PRODUCER_SEQUENCES = _types(
     producers="bigint",           # header row only: the number of producer rows of this snapshot
     kind="text",                  # enabled | disabled | snapshot | purge: why the snapshot was taken
     taken_at="timestamp",         # when the snapshot was taken (time-based cadence, R8)
+    commit_id="bigint",           # the topic commit that wrote the row; it counts only once that commit is published
 )
 
 #: The topic registry.
@@ -44,6 +51,7 @@ STATEMENTS = _types(
     statement_id="text", topic="text", producer="text", written="bigint", duplicates="bigint",
     first_position="bigint", last_position="bigint", executed_at="timestamp",
     highest="bigint",             # the highest id the statement wrote for the producer
+    commit_id="bigint",           # the topic commit that wrote the row (see PRODUCER_SEQUENCES)
 )
 
 #: Facts about the catalog itself (its layout version).
@@ -64,6 +72,7 @@ SYSTEM_COLUMNS = _types(
     _highest_sequence_id="bigint",  # max(highest_sequence_id, sequence_id): equal to _sequence_id for a single message
     _position="bigint",           # the message id: dense, strictly increasing in commit order, from 1
     _publish_time="timestamp",    # when the statement that wrote the entry ran
+    _commit="bigint",             # the topic commit that wrote the entry: 1, 2, 3 ... (last: Spark partitions by it)
 )
 
 

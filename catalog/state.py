@@ -20,6 +20,7 @@ class SnapshotHeader:
     position: int             # it covers every entry with _position <= position
     kind: str                 # enabled | disabled | snapshot | purge
     taken_at: dt.datetime     # when it was taken
+    commit_id: int            # the topic commit that wrote it
     next_snapshot_id: int
 
     @property
@@ -35,8 +36,10 @@ def literal(value: object) -> exp.Expression:
     return exp.convert(value)
 
 
-def last_snapshot_query(topic: str) -> exp.Expression:
-    return template("last_snapshot", topic=literal(topic), producer_sequences=PRODUCER_SEQUENCES_TABLE)
+def last_snapshot_query(topic: str, visible: exp.Expression) -> exp.Expression:
+    """The latest complete snapshot among the rows ``visible`` (a condition on ``commit_id``) lets count."""
+    return template("last_snapshot", topic=literal(topic), producer_sequences=PRODUCER_SEQUENCES_TABLE,
+                    visible=visible)
 
 
 def producer_state_query(topic: str, topic_table: exp.Table, header: SnapshotHeader) -> exp.Expression:
@@ -48,6 +51,7 @@ def producer_state_query(topic: str, topic_table: exp.Table, header: SnapshotHea
         producer_sequences=PRODUCER_SEQUENCES_TABLE,
         snapshot_id=literal(header.snapshot_id),
         after=literal(header.position),
+        since_commit=literal(header.commit_id),
         replay=exp.Boolean(this=header.enabled),
     )
 
@@ -70,6 +74,7 @@ def snapshot_insert(
     position: int,
     kind: str,
     now: dt.datetime,
+    commit: int,
     max_producers: int | None = None,
 ) -> exp.Insert:
     """One statement that writes a whole snapshot: the producer rows of ``marks`` and the header counting them.
@@ -80,7 +85,7 @@ def snapshot_insert(
     Example:
         >>> import datetime as dt
         >>> snapshot_insert("main.t", exp.table_("m"), snapshot_id=2, position=7, kind="snapshot",
-        ...                 now=dt.datetime(2026, 1, 1)).sql("duckdb")[:60]
+        ...                 now=dt.datetime(2026, 1, 1), commit=3).sql("duckdb")[:60]
         'INSERT INTO producer_sequences (topic, snapshot_id, position'
     """
     kept = exp.select("producer", "sequence_id", "last_publish_time").from_(
@@ -93,13 +98,13 @@ def snapshot_insert(
         *[exp.alias_(v, k) for k, v in common.items()],
         "producer", "sequence_id", "last_publish_time",
         exp.alias_(exp.cast(exp.null(), "bigint"), "producers"),
-        exp.alias_(literal(kind), "kind"), exp.alias_(literal(now), "taken_at"),
+        exp.alias_(literal(kind), "kind"), exp.alias_(literal(now), "taken_at"), exp.alias_(literal(commit), "commit_id"),
     ).from_("kept")
     header = exp.select(
         *[exp.alias_(v, k) for k, v in common.items()],
         exp.cast(exp.null(), "text"), exp.cast(exp.null(), "bigint"), exp.cast(exp.null(), "timestamp"),
         exp.select(exp.Count(this=exp.Star())).from_("kept").subquery(),
-        literal(kind), literal(now),
+        literal(kind), literal(now), literal(commit),
     )
     body = exp.union(rows, header, distinct=False)
     body = exp.select("*").from_(body.subquery("snapshot")).with_("kept", as_=kept)

@@ -25,7 +25,7 @@ def template(name: str, **values: exp.Expression) -> exp.Expression:
 
     Example:
         >>> tree = template("last_snapshot", topic=exp.Literal.string("main.t"),
-        ...                 producer_sequences=exp.table_("producer_sequences"))
+        ...                 producer_sequences=exp.table_("producer_sequences"), visible=exp.true())
         >>> sorted({t.name for t in tree.find_all(exp.Table)})
         ['counted', 'headers', 'producer_sequences']
     """

@@ -9,6 +9,8 @@ from typing import Iterator
 
 from sqlglot import exp
 
+from seqdedup.catalog.schema import create_table
+
 
 class EngineAdapter:
     """One connection to one engine. Subclasses set the flags and implement the primitives."""
@@ -70,6 +72,33 @@ class EngineAdapter:
         """Everything inside commits together or not at all."""
         raise NotImplementedError
 
+    # --- commits: how a topic commit is published (see catalog/schema.py) ------------------------------------
+
+    def create_topic_table(self, table: exp.Table, columns: dict[str, exp.DataType]) -> None:
+        self.execute(create_table(table, columns, exists=False))
+
+    def open_commit(self, topic, commit: int) -> None:
+        """A commit of ``topic`` (a TopicRef) begins; this adapter's own reads see its rows until it ends."""
+
+    def write_topic(self, topic, insert: exp.Insert) -> int | None:
+        """Write the open commit's topic rows (``insert``); the number written, when the engine says."""
+        return self.execute_count(insert)
+
+    def publish(self, topic) -> None:
+        """Make the open commit's rows visible, all at once. With transactions the COMMIT does it."""
+
+    def close_commit(self, topic) -> None:
+        """The commit ended, published or not."""
+
+    def last_published_commit(self, topic) -> int:
+        """The highest commit of the topic known published outside the catalog rows (0: none, or not tracked)."""
+        return 0
+
+    def visible_commits(self, topic, *, include_open: bool = True) -> exp.Expression:
+        """A condition on ``commit_id`` that keeps the catalog rows of published commits (and of the commit this
+        adapter has open). With transactions every row a reader can see is published."""
+        return exp.true()
+
     def register_functions(self) -> None:
         """Register the function set on the connection: guards for the rewritten functions, real ones for the rest."""
         raise NotImplementedError
@@ -108,3 +137,6 @@ class CommittedReads:
 
     def columns(self, table: exp.Table, *, committed: bool = True) -> list[tuple[str, str]]:
         return self._adapter.columns(table, committed=True)
+
+    def visible_commits(self, topic, *, include_open: bool = False) -> exp.Expression:
+        return self._adapter.visible_commits(topic, include_open=False)

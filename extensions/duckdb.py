@@ -51,6 +51,7 @@ class DuckDBAdapter(EngineAdapter):
             except duckdb.Error as error:
                 raise _friendly(error, self.path) from None
         self.read_only = read_only
+        self._depth = 0   # nesting of transaction()
         # Statements run on the one connection (the session lets one thread write at a time), so the user's
         # temporary views stay visible. Reads of committed state may come from any thread: each thread reads
         # through a cursor of its own, outside the writer's transaction.
@@ -117,7 +118,21 @@ class DuckDBAdapter(EngineAdapter):
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
+        if self._depth:   # already inside one: the outermost commits or rolls back
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
         # A COMMIT after an error silently rolls back in DuckDB: roll back explicitly on any error.
+        self._depth = 1
+        try:
+            yield from self._outermost()
+        finally:
+            self._depth = 0
+
+    def _outermost(self) -> Iterator[None]:
         self.execute("BEGIN TRANSACTION")
         try:
             yield

@@ -1,9 +1,17 @@
 """The Spark engine: any SparkSession a user has, or a local one with a Hive catalog (embedded Derby) so topics and
 state persist across processes on one machine.
 
-Not yet atomic: Spark without Delta or Iceberg has no transactions, and a plain INSERT into a Parquet table is not
-atomic (a driver killed during job commit leaves partial files visible). Publishing a statement atomically is
-issue 3's work; until then ``SUPPORTS_TRANSACTIONS`` is False and ``transaction()`` only groups the statements.
+Atomic publish without Delta or Iceberg. Spark has no transactions, and a plain INSERT into a Parquet table is not
+atomic: a driver killed during the job commit leaves part of the files visible. So a topic is a Parquet table
+partitioned by ``_commit``, and a commit (see catalog/schema.py) is written in two steps:
+
+1. its topic rows go to a new directory nobody reads (``<table>/_seqdedup_commits/<commit>-<attempt>``), and its
+   catalog rows are appended with their ``commit_id``;
+2. ``ALTER TABLE ... ADD PARTITION (_commit = N) LOCATION ...`` registers the directory: one metastore transaction,
+   the moment the commit becomes visible.
+
+A crash before step 2 leaves an unregistered directory (invisible; its attempt id keeps a retry from reusing it) and
+catalog rows whose commit is not published, which every read leaves out (``visible_commits``).
 """
 from __future__ import annotations
 
@@ -11,10 +19,15 @@ import contextlib
 import logging
 import os
 import sys
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+import sqlglot
 from sqlglot import exp
+
+from seqdedup.catalog.schema import create_table
 
 from seqdedup.errors import EngineError, TopicError
 from seqdedup.sql.dialects import SparkAnsi
@@ -41,10 +54,24 @@ def local_session(home: str | Path = DEFAULT_HOME, master: str = "local[2]"):
         .config("spark.hadoop.javax.jdo.option.ConnectionURL",
                 f"jdbc:derby:;databaseName={home / 'metastore_db'};create=true")
         .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={home}")
+        # Replays prune topic partitions by ``_commit >= n``; Derby cannot evaluate that filter in the metastore,
+        # so Spark fetches the partition list and prunes it itself.
+        .config("spark.sql.hive.metastorePartitionPruningFallbackOnException", "true")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+#: Where a topic's commits are staged, under the table's directory (a leading _ hides it from file listings).
+STAGING = "_seqdedup_commits"
+
+
+@dataclass
+class _OpenCommit:
+    number: int
+    published: set[int]             # the topic's published commits when it opened (one writer: they stay so)
+    directory: str | None = None    # where its topic rows were staged, once they were
 
 
 class SparkAdapter(EngineAdapter):
@@ -64,6 +91,8 @@ class SparkAdapter(EngineAdapter):
         self.path = "spark"
         self.read_only = read_only
         self.DEFAULT_NAMESPACE = spark.catalog.currentDatabase()
+        self._open: dict[str, _OpenCommit] = {}     # topic key -> its commit in progress
+        self._locations: dict[str, str] = {}        # topic key -> its table's directory
         self.register_functions()
 
     def _sql(self, statement: exp.Expression | str):
@@ -112,7 +141,77 @@ class SparkAdapter(EngineAdapter):
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
-        yield
+        yield    # no transactions: a topic commit is published by registering its partition
+
+    # --- commits -----------------------------------------------------------------------------------------------
+
+    def create_topic_table(self, table: exp.Table, columns: dict[str, exp.DataType]) -> None:
+        create = create_table(table, columns, exists=False)
+        create.set("properties", exp.Properties(expressions=[
+            exp.FileFormatProperty(this=exp.Var(this="PARQUET")),
+            exp.PartitionedByProperty(this=exp.Schema(expressions=[exp.to_identifier("_commit")]))]))
+        self.execute(create)
+
+    def _published(self, topic) -> set[int]:
+        rows = self.fetchall(f"SHOW PARTITIONS {self.sql(topic.table)}")
+        return {int(row[0].split("=", 1)[1]) for row in rows}
+
+    def last_published_commit(self, topic) -> int:
+        return max(self._published(topic), default=0)
+
+    def visible_commits(self, topic, *, include_open: bool = True) -> exp.Expression:
+        current = self._open.get(topic.key) if include_open else None
+        published = current.published if current else self._published(topic)
+        top = max(published, default=0)
+        column = exp.column("commit_id")
+        visible = column.copy() <= exp.convert(top)
+        failed = sorted(set(range(1, top + 1)) - published)    # commits that wrote rows but were never published
+        if failed:
+            visible = exp.and_(visible, exp.not_(column.copy().isin(*failed)))
+        return exp.or_(visible, column.eq(current.number)) if current else visible
+
+    def open_commit(self, topic, commit: int) -> None:
+        self._open[topic.key] = _OpenCommit(commit, self._published(topic))
+
+    def write_topic(self, topic, insert: exp.Insert) -> int | None:
+        current = self._open[topic.key]
+        names = [column.name for column in insert.this.expressions]
+        current.directory = self._stage(topic, insert.expression, names, current.number)
+        return self.spark.read.parquet(current.directory).count()
+
+    def publish(self, topic) -> None:
+        current = self._open[topic.key]
+        if current.directory is None:    # nothing staged (a snapshot, a policy change): an empty directory
+            current.directory = self._stage(topic, exp.select(exp.null()).where(exp.false()), [], current.number)
+        alter = sqlglot.parse_one("ALTER TABLE t ADD PARTITION (_commit = 0) LOCATION ''", read="spark")
+        alter.set("this", topic.table.copy())
+        alter.find(exp.EQ).set("expression", exp.convert(current.number))
+        alter.find(exp.LocationProperty).set("this", exp.Literal.string(current.directory))
+        self.execute(alter)
+
+    def close_commit(self, topic) -> None:
+        self._open.pop(topic.key, None)
+
+    def _stage(self, topic, rows: exp.Select, names: list[str], commit: int) -> str:
+        """Write ``rows``, whose columns are ``names``, to a new directory as the topic's Parquet files, every
+        column cast to the table's type (``_commit`` left out: it is the partition's value); returns the path."""
+        inner = rows.copy()
+        inner.set("expressions", [exp.alias_(e.unalias(), f"_c{i}") for i, e in enumerate(inner.expressions)])
+        where = {name.lower(): i for i, name in enumerate(names)}
+        typed = exp.select(*[
+            exp.alias_(exp.cast(exp.column(f"_c{where[name.lower()]}") if name.lower() in where else exp.null(),
+                                exp.DataType.build(kind, dialect=self.DIALECT)), name)
+            for name, kind in self.columns(topic.table) if name != "_commit"
+        ]).from_(inner.subquery("r"))
+        directory = f"{self._location(topic)}/{STAGING}/{commit}-{uuid.uuid4().hex}"
+        self._sql(typed).write.mode("errorifexists").parquet(directory)
+        return directory
+
+    def _location(self, topic) -> str:
+        if topic.key not in self._locations:
+            rows = self.fetchall(exp.Describe(this=topic.table.copy(), style="EXTENDED"))
+            self._locations[topic.key] = next(row[1] for row in rows if row[0] == "Location").rstrip("/")
+        return self._locations[topic.key]
 
     def register_functions(self) -> None:
         for name, signatures in SIGNATURES.items():

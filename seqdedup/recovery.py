@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from seqdedup.catalog.schema import catalog_table
 from seqdedup.catalog.state import literal
 
 
@@ -25,9 +24,8 @@ def recover(session, topic: str) -> dict:
     # The current enablement began at the last "enabled" snapshot; with no purge since, a replay of the whole log
     # from there must give the same marks as the snapshot plus the short replay.
     kinds = session.adapter.fetchall(
-        exp.select("kind", exp.Max(this=exp.column("position"))).from_(catalog_table("producer_sequences"))
-        .where(exp.and_(exp.column("topic").eq(literal(ref.key)), exp.column("producer").is_(exp.null())))
-        .group_by("kind"))
+        exp.select("kind", exp.Max(this=exp.column("position"))).from_(
+            session.catalog.snapshot_headers(ref).subquery("h")).group_by("kind"))
     positions = dict(kinds)
     comparable = header.enabled and positions.get("purge", -1) < positions.get("enabled", 0)
     matches = (full_replay(session, topic, positions.get("enabled", 0)) == state) if comparable else None

@@ -1,14 +1,16 @@
 """A seqdedup session: one engine connection, the catalog on it, and the statements users run through it."""
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import threading
 import uuid
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 import sqlglot
 from sqlglot import exp
 
+from seqdedup.catalog import policies as policy
 from seqdedup.catalog.catalog import Catalog, Topic, TopicRef, topic_ref
 from seqdedup.catalog.schema import SYSTEM_COLUMNS, catalog_table
 from seqdedup.catalog.state import SnapshotHeader, literal, producer_state_query
@@ -19,6 +21,7 @@ from seqdedup.sql.dialects import read_dialect
 from seqdedup.sql.functions import expand_state_functions
 from seqdedup.udfs import DupStatus
 
+from .failpoints import failpoint
 from .results import Done, ProducerCount, QueryResult, StatementResult
 
 MAX_ID = 2**63 - 1
@@ -62,6 +65,8 @@ class Session:
         self.catalog = Catalog(adapter)
         self.committed = Catalog(adapter.committed_reads())   # state reads from any thread, outside statements
         self.pushed = PushedMarks()
+        self._tag = uuid.uuid4().hex[:8]   # in the names of this session's temporary tables: sessions may share
+                                           # a connection (DuckDB) or a SparkSession, whose temporary names are shared
         self._lock = threading.RLock()   # one writer at a time in this process (R14 within a process)
         self.catalog.check_version()
         if not adapter.read_only:
@@ -97,12 +102,16 @@ class Session:
             if if_not_exists and ref.key in self.topics():
                 return self.topic(ref)
             now = self.clock()
+            # Table, then the first commit (policies, first snapshot), then the registry row: a crash before the
+            # end leaves an unregistered table that the next create takes over.
             with self.adapter.transaction():
-                self.catalog.register(ref, types, now)
-                self.catalog.set_policies("topic", ref.key, policies, now)
-                applied = self.catalog.topic(ref).applied
-                kind = "enabled" if applied.deduplication_enabled else "disabled"
-                self.catalog.write_snapshot(ref, None, header=None, position=0, kind=kind, now=now)
+                self.catalog.create_table(ref, types)
+                with self._commit(ref) as commit:
+                    self.catalog.set_policies("topic", ref.key, policies, now)
+                    enabled = policy.resolve(self.catalog.settings(ref)).deduplication_enabled
+                    self.catalog.write_snapshot(ref, None, header=None, position=0,
+                                                kind="enabled" if enabled else "disabled", now=now, commit=commit)
+                self.catalog.register(ref, now)
         return self.topic(ref)
 
     def alter_topic(self, name: str, **policies: object) -> Topic:
@@ -125,15 +134,31 @@ class Session:
                 self.catalog.set_policies(scope, target, policies, now)
                 for ref in self.catalog.topics():
                     if scope == "global" or (scope == "namespace" and ref.namespace == target) or ref.key == target:
-                        self._sync_status(self.catalog.topic(ref), now)
+                        with self._commit(ref) as commit:
+                            self._sync_status(self.catalog.topic(ref), now, commit)
 
-    def _sync_status(self, topic: Topic, now: dt.datetime) -> SnapshotHeader:
+    @contextlib.contextmanager
+    def _commit(self, ref: TopicRef) -> Iterator[int]:
+        """One commit of a topic: what is written inside, with its number, becomes visible together or never."""
+        with self.adapter.transaction():     # DuckDB publishes when this transaction commits
+            number = self.catalog.next_commit(ref)
+            self.adapter.open_commit(ref, number)
+            try:
+                yield number
+                failpoint("before_publish")
+                self.adapter.publish(ref)     # Spark publishes here
+            finally:
+                self.adapter.close_commit(ref)
+        failpoint("after_publish")
+
+    def _sync_status(self, topic: Topic, now: dt.datetime, commit: int) -> SnapshotHeader:
         """Make the state follow the applied policy: disabling forgets, enabling starts empty at the log's end (R10)."""
         header = self.catalog.last_snapshot(topic.ref)
         if header.enabled != topic.applied.deduplication_enabled:
             kind = "enabled" if topic.applied.deduplication_enabled else "disabled"
             position = self.catalog.last_position(topic.ref, header)
-            self.catalog.write_snapshot(topic.ref, None, header=header, position=position, kind=kind, now=now)
+            self.catalog.write_snapshot(topic.ref, None, header=header, position=position, kind=kind, now=now,
+                                        commit=commit)
             header = self.catalog.last_snapshot(topic.ref)
         return header
 
@@ -188,22 +213,24 @@ class Session:
         with self._lock:
             temps: list[str] = []
             try:
-                with self.adapter.transaction():
-                    return self._dedup_transaction(ref, plan, temps)
+                topic = self.catalog.topic(ref)     # an unknown topic is named before anything else
+                with self._commit(ref) as commit:
+                    return self._dedup_commit(topic, plan, commit, temps)
             finally:
                 self.pushed.release(ref.key)
                 for name in temps:
                     self.adapter.drop_temp_table(name)
 
     def _temp(self, temps: list[str], name: str, query: exp.Expression) -> exp.Table:
+        name = f"{name}_{self._tag}"
         temps.append(name)
         return self.adapter.create_temp_table(name, query)
 
-    def _dedup_transaction(self, ref: TopicRef, plan: rewrite.DedupInsert, temps: list[str]) -> StatementResult:
-        adapter, catalog = self.adapter, self.catalog
-        topic = catalog.topic(ref)
+    def _dedup_commit(self, topic: Topic, plan: rewrite.DedupInsert, commit: int,
+                      temps: list[str]) -> StatementResult:
+        adapter, catalog, ref = self.adapter, self.catalog, topic.ref
         now = self.clock()
-        header = self._sync_status(topic, now)
+        header = self._sync_status(topic, now, commit)
         base = catalog.last_position(ref, header)
 
         keys = self._temp(temps, "__sd_keys", plan.keys)
@@ -213,19 +240,20 @@ class Session:
 
         if header.enabled:
             state = self._temp(temps, "__sd_state", producer_state_query(ref.key, ref.table, header))
-            header, state = self._purge_expired(topic, header, state, base, now, temps)
+            header, state = self._purge_expired(topic, header, state, base, now, commit, temps)
             accepted, rounds = self._decide(plan, keys, state, batches, base, temps)
-            self._write_accepted(ref, plan, targets, values, accepted, now)
+            self._write_accepted(ref, plan, targets, values, accepted, now, commit)
         else:   # R10: nothing is checked; every entry is written
             state, rounds = None, 0
-            accepted = self._write_all(ref, plan, keys, targets, values, base, now, temps)
+            accepted = self._write_all(ref, plan, targets, values, base, now, commit, temps)
+        failpoint("after_topic_rows")
 
         # R5: the run log gets the per-producer counts; the caller gets them back from it.
         statement_id = str(uuid.uuid4())
         counts = rewrite.producer_counts(keys, accepted)
         adapter.execute(exp.insert(
             exp.select(literal(statement_id), literal(ref.key), "producer", "written", "duplicates", "first_position",
-                       "last_position", literal(now), "highest").from_(counts.subquery("c")),
+                       "last_position", literal(now), "highest", literal(commit)).from_(counts.subquery("c")),
             catalog_table("seqdedup_statements")))
         counts = adapter.fetchall(
             exp.select("producer", "written", "duplicates", "first_position", "last_position", "highest")
@@ -234,37 +262,35 @@ class Session:
         # R6: the accepted ids are pushed, not yet persisted, until the transaction commits.
         if state is not None:
             self.pushed.claim(ref.key, {p: h for p, w, _, _, _, h in counts if w})
+        failpoint("after_run_log")
         written = sum(row[1] for row in counts)
-        snapshot_id = self._snapshot_if_due(topic, header, state, accepted, base + written, now)
+        snapshot_id = self._snapshot_if_due(topic, header, state, accepted, base + written, now, commit)
         return StatementResult(
             topic=ref.key, statement_id=statement_id, snapshot_id=snapshot_id, rounds=rounds,
             producers=[ProducerCount(p, w, d, first, last) for p, w, d, first, last, _ in counts],
         )
 
     def _write_accepted(self, ref: TopicRef, plan: rewrite.DedupInsert, targets: list[str], values: list[str],
-                        accepted: exp.Table, now: dt.datetime) -> None:
+                        accepted: exp.Table, now: dt.datetime, commit: int) -> None:
         """INSERT the accepted entries, checking that the SELECT, read again, matched each exactly once."""
         total, ties = self.adapter.fetchall(exp.select(
             exp.Count(this=exp.Star()),
             exp.func("coalesce", exp.func("max", exp.column(rewrite.PEERS)), literal(1)) > 1,
         ).from_(accepted.copy()))[0]
-        inserted = self.adapter.execute_count(rewrite.insert_accepted(
-            ref.table, targets, values, plan.values, plan.key_columns, accepted, literal(now), ties=bool(ties)))
+        inserted = self.adapter.write_topic(ref, rewrite.insert_accepted(
+            ref.table, targets, values, plan.values, plan.key_columns, accepted, literal(now), commit, ties=bool(ties)))
         if inserted is not None and inserted != total:
             raise EngineError(
                 f"the statement's SELECT gave other rows when read a second time ({inserted} matched {total} new "
                 "entries): its source or expressions are not deterministic; materialize it into a table first")
 
-    def _write_all(self, ref: TopicRef, plan: rewrite.DedupInsert, keys: exp.Table, targets: list[str],
-                   values: list[str], base: int, now: dt.datetime, temps: list[str]) -> exp.Table:
-        """Deduplication disabled: INSERT every entry; returns what was written (its positions come from the INSERT)."""
-        self.adapter.execute(rewrite.insert_unchecked(ref.table, targets, values, plan.values, literal(now), base,
-                                                      order=self._numbering(plan)))
-        return self._temp(temps, "__sd_accepted", exp.select(
-            exp.alias_(exp.column("_producer"), rewrite.PRODUCER),
-            exp.alias_(exp.column("_highest_sequence_id"), rewrite.HIGHEST),
-            exp.alias_(exp.column("_position"), rewrite.POSITION)).from_(ref.table).where(
-            exp.column("_position") > literal(base)))
+    def _write_all(self, ref: TopicRef, plan: rewrite.DedupInsert, targets: list[str], values: list[str],
+                   base: int, now: dt.datetime, commit: int, temps: list[str]) -> exp.Table:
+        """Deduplication disabled: write every entry; returns what was written, numbered."""
+        rows = self._temp(temps, "__sd_unchecked", rewrite.unchecked_rows(values, plan.values, base,
+                                                                           order=self._numbering(plan)))
+        self.adapter.write_topic(ref, rewrite.insert_rows(ref.table, targets, values, rows, literal(now), commit))
+        return rows
 
     def _decide(self, plan: rewrite.DedupInsert, keys: exp.Table, state: exp.Table, batches: bool, base: int,
                 temps: list[str]) -> tuple[exp.Table, int]:
@@ -346,7 +372,7 @@ class Session:
         return bool(batches)
 
     def _purge_expired(self, topic: Topic, header: SnapshotHeader, state: exp.Table, position: int,
-                       now: dt.datetime, temps: list[str]) -> tuple[SnapshotHeader, exp.Table]:
+                       now: dt.datetime, commit: int, temps: list[str]) -> tuple[SnapshotHeader, exp.Table]:
         """R11: producers idle longer than the timeout leave the state, and a snapshot records it."""
         cutoff = now - dt.timedelta(minutes=topic.applied.producer_inactivity_timeout)
         expired = exp.column("last_publish_time") < literal(cutoff)
@@ -354,12 +380,12 @@ class Session:
             return header, state
         kept = exp.select("*").from_(state.copy()).where(exp.not_(expired.copy()))
         self.catalog.write_snapshot(topic.ref, kept, header=header, position=position, kind="purge", now=now,
-                                    max_producers=topic.applied.max_producers_in_snapshot)
+                                    commit=commit, max_producers=topic.applied.max_producers_in_snapshot)
         header = self.catalog.last_snapshot(topic.ref)
         return header, self._temp(temps, "__sd_state_kept", kept)
 
     def _snapshot_if_due(self, topic: Topic, header: SnapshotHeader, state: exp.Table | None,
-                         accepted: exp.Table, last_position: int, now: dt.datetime) -> int | None:
+                         accepted: exp.Table, last_position: int, now: dt.datetime, commit: int) -> int | None:
         """R8: every snapshot_interval_entries entries, or snapshot_interval_seconds after the last snapshot."""
         policies = topic.applied
         since = last_position - header.position
@@ -370,7 +396,7 @@ class Session:
             return None
         if state is None:
             return self.catalog.write_snapshot(topic.ref, None, header=header, position=last_position,
-                                               kind="disabled", now=now)
+                                               kind="disabled", now=now, commit=commit)
         new = (exp.select(exp.alias_(exp.column(rewrite.PRODUCER), "producer"),
                           exp.alias_(exp.Max(this=exp.column(rewrite.HIGHEST)), "sequence_id"),
                           exp.alias_(literal(now), "last_publish_time"))
@@ -381,7 +407,7 @@ class Session:
                             exp.alias_(exp.Max(this=exp.column("last_publish_time")), "last_publish_time"))
                  .from_(both.subquery("m")).group_by("producer"))
         return self.catalog.write_snapshot(topic.ref, marks, header=header, position=last_position,
-                                           kind="snapshot", now=now,
+                                           kind="snapshot", now=now, commit=commit,
                                            max_producers=policies.max_producers_in_snapshot)
 
     # --- state (R7, R11, R13, R6) --------------------------------------------------------------------------------
@@ -428,20 +454,22 @@ class Session:
         with self._lock:
             temps: list[str] = []
             try:
-                with self.adapter.transaction():
+                self.topic(ref)
+                with self._commit(ref) as commit:
                     t = self.topic(ref)
                     now = self.clock()
-                    header = self._sync_status(t, now)
+                    header = self._sync_status(t, now, commit)
                     position = self.catalog.last_position(ref, header)
                     if not header.enabled:
                         return None
                     state = self._temp(temps, "__sd_state", producer_state_query(ref.key, ref.table, header))
-                    purged_header, state = self._purge_expired(t, header, state, header.position, now, temps)
+                    purged_header, state = self._purge_expired(t, header, state, header.position, now, commit,
+                                                               temps)
                     if position == purged_header.position:
                         return purged_header.snapshot_id if purged_header is not header else None
                     return self.catalog.write_snapshot(
                         ref, exp.select("*").from_(state.copy()), header=purged_header, position=position,
-                        kind="snapshot", now=now, max_producers=t.applied.max_producers_in_snapshot)
+                        kind="snapshot", now=now, commit=commit, max_producers=t.applied.max_producers_in_snapshot)
             finally:
                 for name in temps:
                     self.adapter.drop_temp_table(name)
@@ -458,8 +486,7 @@ class Session:
         last = self.catalog.last_position(ref, header)
         log = (exp.select("producer", exp.alias_(exp.func("sum", exp.column("written")), "written"),
                           exp.alias_(exp.func("sum", exp.column("duplicates")), "duplicates"))
-               .from_(catalog_table("seqdedup_statements")).where(exp.column("topic").eq(literal(ref.key)))
-               .group_by("producer").order_by("producer"))
+               .from_(self.catalog.run_log(ref).subquery("log")).group_by("producer").order_by("producer"))
         rows = self.adapter.fetchall(log)
         return {
             "topic": ref.key,

@@ -36,7 +36,7 @@ FUNCTIONS = ("is_not_dup", "dup_status", "last_sequence_id", "producer_state", "
 PRODUCER, SEQUENCE_ID, HIGHEST = "__sd_producer", "__sd_sequence_id", "__sd_highest"
 MARK, ACCEPTED, PEERS, POSITION = "__sd_mark", "__sd_accepted", "__sd_peers", "__sd_position"
 #: The system columns every entry is written with, in the order the INSERT gives them.
-SYSTEM = ["_producer", "_sequence_id", "_highest_sequence_id", "_position", "_publish_time"]
+SYSTEM = ["_producer", "_sequence_id", "_highest_sequence_id", "_position", "_publish_time", "_commit"]
 
 
 def calls(tree: exp.Expression, name: str) -> list[exp.Anonymous]:
@@ -276,13 +276,20 @@ def _row_number(order: list[str] | None) -> exp.Window:
         expressions=[exp.Ordered(this=exp.column(c), nulls_first=True) for c in order]) if order else None)
 
 
-def insert_unchecked(topic: exp.Table, user_columns: list[str], value_columns: list[str], values: exp.Select,
-                     publish_time: exp.Expression, base_position: int, *, order: list[str] | None = None) -> exp.Insert:
-    """Deduplication disabled: every entry is written, nothing is checked or recorded (R10)."""
+def unchecked_rows(value_columns: list[str], values: exp.Select, base_position: int, *,
+                   order: list[str] | None = None) -> exp.Select:
+    """Deduplication disabled: every entry, numbered with its position; nothing is checked (R10)."""
     position = exp.Add(this=exp.convert(base_position), expression=_row_number(order))
-    rows = exp.select(*value_columns, PRODUCER, SEQUENCE_ID, HIGHEST, position, publish_time.copy()).from_(
+    return exp.select(*value_columns, PRODUCER, SEQUENCE_ID, HIGHEST, exp.alias_(position, POSITION)).from_(
         values.subquery("c"))
-    return exp.insert(rows, topic.copy(), columns=[exp.to_identifier(c, quoted=True) for c in user_columns + SYSTEM])
+
+
+def insert_rows(topic: exp.Table, user_columns: list[str], value_columns: list[str], rows: exp.Table,
+                publish_time: exp.Expression, commit: int) -> exp.Insert:
+    """``INSERT INTO topic`` of rows that already carry their keys and positions (see ``unchecked_rows``)."""
+    keys = [PRODUCER, SEQUENCE_ID, HIGHEST, POSITION]
+    body = exp.select(*value_columns, *keys, publish_time.copy(), exp.convert(commit)).from_(rows.copy())
+    return exp.insert(body, topic.copy(), columns=[exp.to_identifier(c, quoted=True) for c in user_columns + SYSTEM])
 
 
 def numbered(accepted: exp.Select, key_columns: list[str], base_position: int, *,
@@ -300,7 +307,7 @@ def accepted_entries(decisions: exp.Table, key_columns: list[str]) -> exp.Select
 
 
 def insert_accepted(topic: exp.Table, user_columns: list[str], value_columns: list[str], values: exp.Select,
-                    key_columns: list[str], accepted: exp.Table, publish_time: exp.Expression, *,
+                    key_columns: list[str], accepted: exp.Table, publish_time: exp.Expression, commit: int, *,
                     ties: bool) -> exp.Insert:
     """``INSERT INTO topic (user columns, system columns) SELECT ...`` of the accepted entries (see ``numbered``).
 
@@ -328,7 +335,7 @@ def insert_accepted(topic: exp.Table, user_columns: list[str], value_columns: li
             this=exp.RowNumber(), partition_by=[exp.column(POSITION, table=a)],
             order=exp.Order(expressions=[exp.Ordered(this=exp.column(POSITION, table=a))])).eq(1))
         body = exp.union(body, tied, distinct=False)
-    rows = exp.select(*value_columns, *keys, publish_time.copy()).from_(body.subquery("accepted"))
+    rows = exp.select(*value_columns, *keys, publish_time.copy(), exp.convert(commit)).from_(body.subquery("accepted"))
     return exp.insert(rows, topic.copy(), columns=[exp.to_identifier(c, quoted=True) for c in user_columns + SYSTEM])
 
 

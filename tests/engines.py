@@ -102,13 +102,10 @@ class Harness:
 
     def entries(self, topic: str = "events") -> list[tuple]:
         """(producer, sequence_id, highest_sequence_id) of the topic's entries, in position order (the entries of
-        one statement in (producer, id) order: a statement's positions have no order among themselves)."""
-        blocks = (f"SELECT min(first_position) AS first, max(last_position) AS last FROM seqdedup_statements "
-                  f"WHERE topic = '{self.key(topic)}' AND written > 0 GROUP BY statement_id")
+        one statement, a commit, in (producer, id) order: a statement's positions have no order among themselves)."""
         return [tuple(r) for r in self.session.sql(
-            f"SELECT t._producer, t._sequence_id, t._highest_sequence_id FROM {topic} AS t "
-            f"JOIN ({blocks}) AS b ON t._position BETWEEN b.first AND b.last "
-            "ORDER BY b.first, t._producer, t._sequence_id, t._highest_sequence_id").rows]
+            f"SELECT _producer, _sequence_id, _highest_sequence_id FROM {topic} "
+            "ORDER BY _commit, _producer, _sequence_id, _highest_sequence_id").rows]
 
     def positions(self, topic: str = "events") -> list[int]:
         return [r[0] for r in self.session.sql(f"SELECT _position FROM {topic} ORDER BY _position").rows]

@@ -33,7 +33,7 @@ def plan_sql(statement: str, dialect: str) -> str:
                 batches=True, first=True),
         "accepted": rewrite.numbered(rewrite.accepted_entries(decisions, plan.key_columns), plan.key_columns, 41),
         "insert": rewrite.insert_accepted(exp.table_("events", db="main"), ["payload"], ["__sd_v0"], plan.values,
-                                          plan.key_columns, accepted, exp.Literal.string("2026-01-01"), ties=True),
+                                          plan.key_columns, accepted, exp.Literal.string("2026-01-01"), 7, ties=True),
     }
     return "\n\n".join(f"-- {name}\n{tree.sql(dialect, pretty=True)};" for name, tree in steps.items()) + "\n"
 

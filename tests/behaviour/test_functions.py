@@ -37,8 +37,6 @@ def test_state_functions_in_queries(dedup):
                  "dup_status('events', 'p', 2, 9)").rows == [("DUP", "NOT_DUP", "DUP")]
 
 
-@pytest.mark.notyet(["spark"], raises=AssertionError,
-                    reason="no atomic publish on Spark yet (issue 3): rows are visible before the statement ends")
 def test_unknown_while_a_statement_is_in_flight(dedup, monkeypatch):
     """R6: an id claimed by an uncommitted statement is UNKNOWN to everyone else; after commit it is DUP."""
     dedup.topic()
@@ -68,8 +66,6 @@ def test_unknown_while_a_statement_is_in_flight(dedup, monkeypatch):
     assert session.dup_status("events", "p", 3) is DupStatus.DUP
 
 
-@pytest.mark.notyet(["spark"], raises=AssertionError,
-                    reason="no atomic publish on Spark yet (issue 3): a failure after the insert leaves its rows")
 def test_a_failed_statement_drops_its_claims(dedup, monkeypatch):
     """R6: after a failed write the pushed marks fall back, so the same ids can be sent again."""
     dedup.topic()

@@ -46,7 +46,8 @@ INSERT INTO main.events (
   "_sequence_id",
   "_highest_sequence_id",
   "_position",
-  "_publish_time"
+  "_publish_time",
+  "_commit"
 )
 SELECT
   __sd_v0,
@@ -54,7 +55,8 @@ SELECT
   __sd_sequence_id,
   __sd_highest,
   __sd_position,
-  '2026-01-01'
+  '2026-01-01',
+  7
 FROM (
   SELECT
     c.__sd_v0,
