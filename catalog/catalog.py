@@ -13,7 +13,7 @@ from seqdedup.errors import CatalogError, TopicError
 from seqdedup.udfs import Policies
 
 from . import policies as policy
-from .schema import CATALOG_TABLES, CATALOG_VERSION, SYSTEM_COLUMNS, catalog_table, create_table
+from .schema import ADDED_TABLES, CATALOG_TABLES, CATALOG_VERSION, SYSTEM_COLUMNS, catalog_table, create_table
 from .state import SnapshotHeader, last_position_query, last_snapshot_query, literal, snapshot_insert
 
 
@@ -119,6 +119,8 @@ class Catalog:
                                f"seqdedup reads up to {CATALOG_VERSION}); upgrade seqdedup to use it")
         for name, columns in CATALOG_TABLES.items():
             present = {c for c, _ in self.executor.columns(catalog_table(name))}
+            if not present and name in ADDED_TABLES:    # a table newer than the catalog: create() adds it
+                continue
             if not set(columns) <= present:
                 raise CatalogError(f"the catalog table {catalog_table(name).sql()} is missing or lacks columns "
                                    f"{sorted(set(columns) - present)}; restore it from a backup")
@@ -223,10 +225,12 @@ class Catalog:
 
     def next_commit(self, ref: TopicRef) -> int:
         """The number the topic's next commit takes: above every published one, and above every number any
-        catalog row carries (a commit that wrote rows and then failed is never reused, so its rows stay ignored)."""
+        catalog row carries (a commit that wrote rows and then failed is never reused, so its rows stay ignored).
+        ``ref`` may also be a consumer's output table, whose commits write ``seqdedup_consumers`` rows."""
         where = exp.column("topic").eq(literal(ref.key))
         numbers = exp.union(*[exp.select("commit_id").from_(catalog_table(name)).where(where.copy())
-                              for name in ("producer_sequences", "seqdedup_statements")], distinct=False)
+                              for name in ("producer_sequences", "seqdedup_statements", "seqdedup_consumers")],
+                            distinct=False)
         written = self.executor.fetchall(
             exp.select(exp.func("coalesce", exp.Max(this=exp.column("commit_id")), literal(0))).from_(
                 numbers.subquery("n")))[0][0]

@@ -1,16 +1,20 @@
 """The catalog's tables, as data: every DDL statement and read is generated from these dictionaries.
 
 The catalog lives in the same engine as the topics, in the session's default namespace: ``producer_sequences``
-beside ``seqdedup_topics``, ``seqdedup_policies``, ``seqdedup_statements`` and ``seqdedup_meta``. (Not in a
-namespace of its own: DuckDB names a database after its file, so a ``seqdedup`` schema inside the default
-``seqdedup.duckdb`` would make every ``seqdedup.x`` ambiguous.) Tables are append-only so that an engine without
-transactions never overwrites anything in place.
+beside ``seqdedup_topics``, ``seqdedup_policies``, ``seqdedup_statements``, ``seqdedup_consumers`` and
+``seqdedup_meta``. (Not in a namespace of its own: DuckDB names a database after its file, so a ``seqdedup`` schema
+inside the default ``seqdedup.duckdb`` would make every ``seqdedup.x`` ambiguous.) Tables are append-only so that an
+engine without transactions never overwrites anything in place.
 
 Commits: every change to a topic (a statement, a snapshot, a policy change) is one numbered commit of that topic.
 The rows it adds to ``producer_sequences`` and ``seqdedup_statements`` carry its ``commit_id`` and the topic rows
 its ``_commit``. On DuckDB a transaction publishes them together. On Spark the topic rows are staged unregistered and
 the commit is published by registering the topic partition ``_commit = N`` (one metastore operation); catalog rows
 of a commit that was never published are ignored by every read (see ``EngineAdapter.visible_commits``).
+
+A consumer's output table (``seqdedup.consumer.consume``) is committed the same way, though it is not a registered
+topic: each batch is one commit of the output, holding the output rows and the ``seqdedup_consumers`` row that
+records how far the consumer has read, so the output and the position that produced it become visible together.
 """
 from __future__ import annotations
 
@@ -57,13 +61,30 @@ STATEMENTS = _types(
 #: Facts about the catalog itself (its layout version).
 META = _types(key="text", value="text")
 
+#: Consumer positions, append-only: one row per batch a consumer read from a source topic into an output table,
+#: written in the output's commit. A consumer's position is the highest ``position`` among its rows whose commit is
+#: published; the rows are keyed by the output (``topic``) like every catalog row of a commit.
+CONSUMERS = _types(
+    consumer="text",              # the consumer's name, chosen by the user, stable across restarts
+    source="text",                # the source topic's qualified name, namespace.name
+    topic="text",                 # the OUTPUT table's qualified name: the table whose commit wrote the row
+    position="bigint",            # the consumer read every source entry with _position <= position
+    commit_id="bigint",           # the output commit that wrote the row (and the output rows of the batch)
+    consumed_at="timestamp",      # when the batch ran
+)
+
 CATALOG_TABLES = {
     "producer_sequences": PRODUCER_SEQUENCES,
     "seqdedup_topics": TOPICS,
     "seqdedup_policies": POLICIES,
     "seqdedup_statements": STATEMENTS,
     "seqdedup_meta": META,
+    "seqdedup_consumers": CONSUMERS,
 }
+
+#: Tables added to the version-2 layout after catalogs of that version were first written: a catalog without them
+#: is still version 2, and ``Catalog.create()`` adds them when a writable session opens it.
+ADDED_TABLES = frozenset({"seqdedup_consumers"})
 
 #: Columns seqdedup adds to every topic, after the user's own.
 SYSTEM_COLUMNS = _types(

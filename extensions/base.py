@@ -11,6 +11,9 @@ from sqlglot import exp
 
 from seqdedup.catalog.schema import create_table
 
+#: The column that numbers loaded rows (a producer's messages) in their arrival order, from 0.
+ARRIVAL = "__sd_arrival"
+
 
 class EngineAdapter:
     """One connection to one engine. Subclasses set the flags and implement the primitives."""
@@ -66,6 +69,23 @@ class EngineAdapter:
 
     def drop_temp_table(self, name: str) -> None:
         raise NotImplementedError
+
+    def load_arrow(self, name: str, table) -> exp.Table:
+        """A temporary table ``name`` holding a ``pyarrow.Table``'s rows, in its order."""
+        raise NotImplementedError
+
+    def load_dataframe(self, name: str, frame) -> exp.Table:
+        """A temporary table ``name`` holding a Spark DataFrame's rows (read through Arrow by engines other
+        than Spark), with a column ``ARRIVAL`` numbering them from 0 in the frame's order."""
+        import pyarrow as pa
+
+        table = frame.toArrow()
+        return self.load_arrow(name, table.append_column(ARRIVAL, pa.array(range(table.num_rows), pa.int64())))
+
+    @property
+    def identity(self) -> str:
+        """What tells this adapter's database apart from others in this process (R14: live producer names)."""
+        return f"{type(self).__name__}:{id(self)}"
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:

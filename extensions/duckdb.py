@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import threading
 from typing import Iterator
@@ -109,6 +110,20 @@ class DuckDBAdapter(EngineAdapter):
 
     def drop_temp_table(self, name: str) -> None:
         self.execute(exp.Drop(tables=[self.temp_table(name)], kind="TABLE", exists=True))
+
+    def load_arrow(self, name: str, table) -> exp.Table:
+        view = f"{name}_arrow"
+        self.connection.register(view, table)
+        try:
+            return self.create_temp_table(name, exp.select("*").from_(exp.to_identifier(view, quoted=True)))
+        finally:
+            self.connection.unregister(view)
+
+    @property
+    def identity(self) -> str:
+        if self.path in (":memory:", "(connection)") or self.path.startswith(":memory:"):
+            return super().identity
+        return f"duckdb:{os.path.realpath(self.path)}"
 
     def file_rows(self, path: str, fmt: str, row_column: str) -> exp.Select:
         reader = {"json": "read_json_auto", "csv": "read_csv_auto", "parquet": "read_parquet"}[fmt]

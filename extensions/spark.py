@@ -33,7 +33,7 @@ from seqdedup.errors import EngineError, TopicError
 from seqdedup.sql.dialects import SparkAnsi
 from seqdedup.udfs.guards import SIGNATURES, guard_message
 
-from .base import EngineAdapter
+from .base import ARRIVAL, EngineAdapter
 
 #: Where a local session keeps its warehouse and Derby metastore, unless told otherwise.
 DEFAULT_HOME = "seqdedup-spark"
@@ -131,13 +131,30 @@ class SparkAdapter(EngineAdapter):
                              "digits and _; pick another name (DuckDB topics may use any name)")
 
     def create_temp_table(self, name: str, query: exp.Expression) -> exp.Table:
-        # Materialized once, so the steps that read it see the same rows (a view would be recomputed).
-        frame = self._sql(query).localCheckpoint(eager=True)
-        frame.createOrReplaceTempView(name)
-        return self.temp_table(name)
+        return self._checkpoint(name, self._sql(query))
 
     def drop_temp_table(self, name: str) -> None:
         self.spark.catalog.dropTempView(name)
+
+    def load_arrow(self, name: str, table) -> exp.Table:
+        return self._checkpoint(name, self.spark.createDataFrame(table))
+
+    def load_dataframe(self, name: str, frame) -> exp.Table:
+        from pyspark.sql import functions as F
+        from pyspark.sql.window import Window
+
+        # Numbered in the frame's order (monotonically_increasing_id follows partitions, then rows), once.
+        order = Window.orderBy(F.monotonically_increasing_id())
+        return self._checkpoint(name, frame.withColumn(ARRIVAL, F.row_number().over(order) - 1))
+
+    def _checkpoint(self, name: str, frame) -> exp.Table:
+        # Materialized once, so the steps that read it see the same rows (a view would be recomputed).
+        frame.localCheckpoint(eager=True).createOrReplaceTempView(name)
+        return self.temp_table(name)
+
+    @property
+    def identity(self) -> str:
+        return f"spark:{self.spark.conf.get('spark.sql.warehouse.dir')}"
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:

@@ -34,6 +34,15 @@ class EngineError(SeqdedupError):
     """The engine refused or failed the work (locked file, read-only database, engine error)."""
 
 
+class ProducerError(SeqdedupError):
+    """A producer is used wrongly: a name already connected to the topic (R14), mixed explicit and automatic ids."""
+
+
+class OutcomeUnknownError(SeqdedupError):
+    """A send could not be settled before its timeout; its entries stay pending, with their ids, and the next
+    ``send`` or ``flush`` retries them (never under new ids)."""
+
+
 class NotRewrittenError(SeqdedupError):
     """A seqdedup function reached the engine without the rewrite; run the statement through seqdedup."""
 

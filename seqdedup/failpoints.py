@@ -4,6 +4,9 @@ process group (the Spark driver JVM is a child of the Python process), with SIGK
 
 This is how a test stops a real write at an exact step; nothing is cleaned up, as after ``kill -9``. The names are
 the steps of a commit, in order: ``after_topic_rows``, ``after_run_log``, ``before_publish``, ``after_publish``.
+
+In-process tests use ``inject(name, error)`` instead: the failpoint raises ``error`` (a fault whose outcome the
+caller cannot know, such as a lost connection) the next time it is reached.
 """
 from __future__ import annotations
 
@@ -11,13 +14,21 @@ import os
 import signal
 
 ENVIRONMENT = "SEQDEDUP_CRASH_AT"
-NAMES = ("after_topic_rows", "after_run_log", "before_publish", "after_publish")
+NAMES = ("after_topic_rows", "after_run_log", "before_publish", "after_publish", "after_output_rows")
 
 
 _reached: dict[str, int] = {}
+_injected: dict[str, list[BaseException]] = {}
+
+
+def inject(name: str, *errors: BaseException) -> None:
+    """Raise each of ``errors`` in turn, one per time ``failpoint(name)`` is reached, in this process."""
+    _injected.setdefault(name, []).extend(errors)
 
 
 def failpoint(name: str) -> None:
+    if _injected.get(name):
+        raise _injected[name].pop(0)
     target, _, nth = os.environ.get(ENVIRONMENT, "").partition(":")
     if target != name:
         return

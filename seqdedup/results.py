@@ -22,6 +22,7 @@ class StatementResult:
     producers: list[ProducerCount] = field(default_factory=list)
     snapshot_id: int | None = None    # the snapshot the statement took, if one was due (R8)
     rounds: int = 0                   # decision rounds it needed (1 unless batch entries straddled a mark)
+    commit: int | None = None         # the topic commit that wrote its entries (their ``_commit``)
 
     @property
     def written(self) -> int:

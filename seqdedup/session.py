@@ -68,6 +68,7 @@ class Session:
         self._tag = uuid.uuid4().hex[:8]   # in the names of this session's temporary tables: sessions may share
                                            # a connection (DuckDB) or a SparkSession, whose temporary names are shared
         self._lock = threading.RLock()   # one writer at a time in this process (R14 within a process)
+        self.attempted: dict[str, int] = {}   # topic key -> number of the last commit begun (a failed one too)
         self.catalog.check_version()
         if not adapter.read_only:
             with adapter.transaction():
@@ -142,6 +143,7 @@ class Session:
         """One commit of a topic: what is written inside, with its number, becomes visible together or never."""
         with self.adapter.transaction():     # DuckDB publishes when this transaction commits
             number = self.catalog.next_commit(ref)
+            self.attempted[ref.key] = number     # a producer whose send failed learns what it may have written
             self.adapter.open_commit(ref, number)
             try:
                 yield number
@@ -266,7 +268,7 @@ class Session:
         written = sum(row[1] for row in counts)
         snapshot_id = self._snapshot_if_due(topic, header, state, accepted, base + written, now, commit)
         return StatementResult(
-            topic=ref.key, statement_id=statement_id, snapshot_id=snapshot_id, rounds=rounds,
+            topic=ref.key, statement_id=statement_id, snapshot_id=snapshot_id, rounds=rounds, commit=commit,
             producers=[ProducerCount(p, w, d, first, last) for p, w, d, first, last, _ in counts],
         )
 
@@ -499,6 +501,21 @@ class Session:
             "duplicates": sum(r[2] for r in rows),
             "producers": {r[0]: {"written": r[1], "duplicates": r[2]} for r in rows},
         }
+
+    # --- clients -------------------------------------------------------------------------------------------------
+
+    def producer(self, topic: str, *, name: str | None = None, initial_sequence_id: int | None = None,
+                 send_timeout: float | None = 30.0):
+        """A producer for the topic (see ``seqdedup.producer.Producer``)."""
+        from .producer import Producer
+
+        return Producer(self, topic, name=name, initial_sequence_id=initial_sequence_id, send_timeout=send_timeout)
+
+    def kafka_ingest(self, topic: str, batches, *, order_by: str | None = None):
+        """Write Kafka record batches, each once, with epoch fencing (R15; see ``seqdedup.kafka``)."""
+        from .kafka import ingest_batches
+
+        return ingest_batches(self, topic, batches, order_by=order_by)
 
     def close(self) -> None:
         self.adapter.close()

@@ -1,0 +1,279 @@
+"""The producer side of effectively-once (PIP 6): a named producer that resumes from its last sequence id.
+
+A ``Producer`` writes to one topic under one name. Its entries carry sequence ids, automatic (the next after the
+producer's mark, or after ``initial_sequence_id``) or explicit (a column of the data: an offset in a file, say).
+``send`` is one ``INSERT ... WHERE is_not_dup(name, id)`` statement, so whatever the topic already holds comes back
+as a duplicate. When a send fails in a way that leaves its outcome unknown (the engine failed mid-commit, the
+connection dropped), the same entries are sent again with the same ids until they are settled: a retry never gets
+new ids, which is how Pulsar clients with a send timeout end up writing twice.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+import warnings
+import weakref
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+
+from seqdedup.catalog.state import literal
+from seqdedup.errors import (CatalogError, InvalidEntryError, NotRewrittenError, OutcomeUnknownError, PolicyError,
+                             ProducerError, RewriteError, TopicError)
+from seqdedup.extensions.base import ARRIVAL
+
+from .frames import load
+from .receipts import HIGHEST, PRODUCER, SEQUENCE_ID, Receipts, receipts_query
+
+log = logging.getLogger("seqdedup.producer")
+
+#: Errors that say the statement was refused before anything was written: retrying cannot help.
+DEFINITE = (InvalidEntryError, TopicError, RewriteError, PolicyError, CatalogError, NotRewrittenError, ProducerError)
+
+
+class SeqdedupWarning(UserWarning):
+    """A use that works as specified but is probably not what was meant."""
+
+
+# R14: the producers connected in this process, by (database, topic, name). Two processes cannot share a
+# writable database on either engine (DuckDB locks its file, embedded Derby its metastore).
+_live: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_live_lock = threading.Lock()
+_counter = itertools.count()
+
+
+def generated_name() -> str:
+    """A name unique to this producer: host, process and a random part (Pulsar: cluster and a counter)."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+
+
+@dataclass
+class _Send:
+    """Entries staged for one send: their table, their ids' expression, and the commits that may hold them."""
+
+    stage: exp.Table
+    name: str                       # the staged table's temporary name
+    sequence_id: exp.Expression     # the entry's id over the staged row
+    count: int
+    first_automatic: int | None     # the first automatic id given, to take back when the send is refused
+    own_commits: set[int]
+
+
+class Producer:
+    """Writes entries to one topic under one name; create it with ``session.producer(topic, ...)``."""
+
+    def __init__(self, session, topic: str, *, name: str | None = None, initial_sequence_id: int | None = None,
+                 send_timeout: float | None = 30.0):
+        if name is not None and (not isinstance(name, str) or not name):
+            raise ProducerError(f"a producer name must be a non-empty string, not {name!r}")
+        if initial_sequence_id is not None and (isinstance(initial_sequence_id, bool) or not isinstance(
+                initial_sequence_id, int) or not 0 <= initial_sequence_id < 2**63 - 1):
+            raise InvalidEntryError(f"initial_sequence_id must be an integer from 0 to 2**63 - 2, not "
+                                    f"{initial_sequence_id!r}")
+        if send_timeout is not None and send_timeout <= 0:
+            raise ProducerError("send_timeout must be positive, or None to retry until each entry is settled")
+        self.session = session
+        self.topic = session.topic(topic)
+        self.name = name or generated_name()
+        self.send_timeout = send_timeout
+        self._key = (session.adapter.identity, self.topic.ref.key, self.name)
+        with _live_lock:
+            if self._key in _live:
+                raise ProducerError(f"producer {self.name!r} is already connected to topic {self.topic.ref.key}; "
+                                    "close it first (producer.close()), or give this one another name")
+            _live[self._key] = self
+        self._closed = False
+        self._tag = f"{session._tag}_{next(_counter)}"
+        self._pending: list[_Send] = []
+        self._explicit: bool | None = None    # decided by the first send: explicit ids or automatic ones
+        mark = session.last_sequence_id(topic, self.name)
+        self._last = mark
+        self._next = mark + 1 if initial_sequence_id is None else initial_sequence_id + 1
+        if initial_sequence_id is not None and initial_sequence_id < mark:   # stacklevel 3: session.producer's caller
+            warnings.warn(SeqdedupWarning(
+                f"producer {self.name!r} starts after id {initial_sequence_id} but the topic's mark for it is {mark}: "
+                f"automatic ids {initial_sequence_id + 1}..{mark} will be dropped as duplicates (Pulsar does the "
+                "same); leave initial_sequence_id out to continue after the mark"), stacklevel=3)
+
+    @property
+    def last_sequence_id(self) -> int:
+        """The highest id this producer's topic holds for its name, as far as this producer knows (R13): the mark
+        when it was created, then raised by every settled send. ``-1``: none."""
+        return self._last
+
+    @property
+    def pending(self) -> int:
+        """Entries sent whose outcome is not settled yet (after an ``OutcomeUnknownError``)."""
+        return sum(s.count for s in self._pending)
+
+    def send(self, data, *, sequence_id: str | None = None) -> Receipts:
+        """Write entries; returns each one's outcome (its position, or that it was a duplicate).
+
+        ``data``: rows (dicts, or tuples in the topic's column order), a pandas DataFrame, a pyarrow Table, or a
+        Spark DataFrame. ``sequence_id`` names the column that holds explicit ids; without it the producer numbers
+        the entries itself, after its last id. Entries still pending from a failed send go first.
+        """
+        self._check_open()
+        self.flush()
+        send = self._stage(data, sequence_id)
+        if send is None:
+            return Receipts([])
+        self._pending.append(send)
+        return self._settle(send)
+
+    def flush(self) -> list[Receipts]:
+        """Settle the pending entries of earlier sends, in order; their outcomes."""
+        return [self._settle(send) for send in list(self._pending)]
+
+    def close(self) -> None:
+        """Disconnect: the name can be used again. Pending entries are dropped (their ids stay theirs)."""
+        for send in self._pending:
+            self.session.adapter.drop_temp_table(send.name)
+        self._pending.clear()
+        self._closed = True
+        with _live_lock:
+            if _live.get(self._key) is self:
+                del _live[self._key]
+
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Producer({self.name!r}, topic={self.topic.ref.key!r}, last_sequence_id={self._last})"
+
+    # --- the steps of a send ---------------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ProducerError(f"producer {self.name!r} is closed; create a new one to send")
+
+    def _stage(self, data, column: str | None) -> _Send | None:
+        explicit = column is not None
+        if self._explicit is not None and explicit != self._explicit:
+            raise ProducerError(
+                f"producer {self.name!r} sends {'explicit' if self._explicit else 'automatic'} ids; mixing them with "
+                f"{'explicit' if explicit else 'automatic'} ones lets an explicit id fall at or below an automatic "
+                "one and be dropped. Use one kind per producer name")
+        adapter = self.session.adapter
+        name = f"__sd_send_{self._tag}_{next(_counter)}"
+        stage = load(adapter, name, data, [c for c, _ in self.topic.user_columns])
+        try:
+            types = {c: kind for c, kind in adapter.columns(stage) if c != ARRIVAL}
+            self._check_columns(list(types), column)
+            if column is not None:
+                self._check_id_type(column, types)
+            count = self._count_fitting(stage, types)
+        except BaseException:
+            adapter.drop_temp_table(name)
+            raise
+        if count == 0:
+            adapter.drop_temp_table(name)
+            return None
+        self._explicit = explicit
+        if explicit:
+            ids, first = exp.column(column, quoted=True), None
+        else:
+            ids, first = exp.column(ARRIVAL) + exp.convert(self._next), self._next
+            self._next += count
+        return _Send(stage, name, ids, count, first, set())
+
+    def _check_columns(self, present: list[str], column: str | None) -> None:
+        wanted = {c.lower() for c, _ in self.topic.user_columns}
+        have = {c.lower() for c in present}
+        if column is not None and column.lower() not in have:
+            raise TopicError(f"the data has no column {column!r} for the sequence ids; its columns are {present}")
+        extra = sorted(have - wanted - ({column.lower()} if column else set()))
+        missing = sorted(wanted - have)
+        if extra or missing:
+            raise TopicError(f"the data does not fit topic {self.topic.ref.key}: "
+                             + "; ".join(part for part in (f"unknown columns {extra}" if extra else "",
+                                                           f"missing columns {missing}" if missing else "") if part)
+                             + f". The topic's columns are {[c for c, _ in self.topic.user_columns]}")
+
+    def _check_id_type(self, column: str, types: dict[str, str]) -> None:
+        """Explicit ids are integers; the error names the column (the statement's would name is_not_dup's argument)."""
+        kind = next(k for c, k in types.items() if c.lower() == column.lower()).split("(")[0].upper()
+        if kind not in self.session.adapter.INTEGER_TYPES | self.session.adapter.NULL_TYPES:
+            raise InvalidEntryError(f"the sequence id column {column!r} has type {kind}; sequence ids are integers "
+                                    "(64-bit signed, 0 or more)")
+
+    def _count_fitting(self, stage: exp.Table, types: dict[str, str]) -> int:
+        """The staged rows, once every value is known to cast to its topic column's type: a value that does not
+        would fail the statement on every retry, so it is refused here, before anything is sent."""
+        adapter = self.session.adapter
+        staged = {c.lower(): c for c in types}
+        checks = []
+        for name, kind in self.topic.user_columns:
+            value = exp.column(staged[name.lower()], quoted=True)
+            try:
+                to = exp.DataType.build(kind, dialect=adapter.DIALECT)
+            except sqlglot.errors.ParseError:     # a type sqlglot cannot read: the statement will judge its values
+                checks.append(exp.Literal.number(0))
+                continue
+            cast = exp.TryCast(this=value.copy(), to=to, safe=True)
+            checks.append(exp.Count(this=exp.Case().when(
+                exp.and_(exp.not_(value.is_(exp.null())), cast.is_(exp.null())), exp.Literal.number(1))))
+        count, *unfit = adapter.fetchall(exp.select(exp.Count(this=exp.Star()), *checks).from_(stage.copy()))[0]
+        bad = [f"{n} value(s) of column {name!r} ({types[staged[name.lower()]]}) do not cast to {kind}"
+               for (name, kind), n in zip(self.topic.user_columns, unfit) if n]
+        if bad:
+            raise TopicError(f"the data does not fit topic {self.topic.ref.key}: {'; '.join(bad)}. Nothing was sent")
+        return count
+
+    def _settle(self, send: _Send) -> Receipts:
+        """Run the send's statement until its outcome is known; then read each entry's outcome."""
+        session, ref = self.session, self.topic.ref
+        deadline = None if self.send_timeout is None else time.monotonic() + self.send_timeout
+        delay = 0.05
+        while True:
+            try:
+                result = session.run(self._statement(send))
+                break
+            except DEFINITE:
+                self._pending.remove(send)
+                session.adapter.drop_temp_table(send.name)
+                if send.first_automatic is not None and self._next == send.first_automatic + send.count:
+                    self._next = send.first_automatic      # nothing was written: the ids are free again
+                raise
+            except Exception as error:
+                # The statement may have committed before failing: its commit is among those to look in.
+                if ref.key in session.attempted:
+                    send.own_commits.add(session.attempted[ref.key])
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise OutcomeUnknownError(
+                        f"{send.count} entries of producer {self.name!r} are not settled after {self.send_timeout} s "
+                        f"({error}); they stay pending with their ids: send or flush again to retry them") from error
+                log.warning("send of %d entries by %s failed (%s); retrying with the same ids", send.count,
+                            self.name, error)
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+        send.own_commits.add(result.commit)
+        rows = session.adapter.fetchall(receipts_query(ref.table, self._entries(send), send.own_commits))
+        self._pending.remove(send)
+        session.adapter.drop_temp_table(send.name)
+        receipts = Receipts(rows)
+        self._last = max(self._last, max(row[1] for row in rows))
+        return receipts
+
+    def _statement(self, send: _Send) -> exp.Insert:
+        columns = [exp.to_identifier(c, quoted=True) for c, _ in self.topic.user_columns]
+        call = exp.Anonymous(this="is_not_dup", expressions=[literal(self.name), send.sequence_id.copy()])
+        select = exp.select(*[exp.column(c.copy()) for c in columns]).from_(send.stage.copy()).where(call)
+        if self._explicit:      # explicit ids may come in any order: arrival decides, as in Pulsar
+            select = select.order_by(exp.column(ARRIVAL))
+        return exp.insert(select, self.topic.ref.table, columns=columns)
+
+    def _entries(self, send: _Send) -> exp.Select:
+        return exp.select(ARRIVAL, exp.alias_(literal(self.name), PRODUCER),
+                          exp.alias_(exp.cast(send.sequence_id.copy(), "bigint"), SEQUENCE_ID),
+                          exp.alias_(exp.cast(send.sequence_id.copy(), "bigint"), HIGHEST)).from_(send.stage.copy())
+

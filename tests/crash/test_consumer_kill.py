@@ -1,0 +1,83 @@
+"""The consumer side of effectively-once under kill -9: a consumer that stores its position with its output in one
+commit, killed at any step of a batch's commit and restarted, ends with an output that counts every entry of the
+topic exactly once. Real processes, really killed (the Spark driver JVM included).
+
+A child fills a topic; then children consume it into ``SELECT count(*) AS n, sum(amount) AS total FROM
+new_entries`` a few entries a batch, each killed at a step picked by a seeded random choice (the n-th time it reaches
+``after_output_rows``, ``before_publish`` or ``after_publish``, each point as often), until a last child runs to the
+end. Every child opening the database checks that the output and the stored position agree (sum(n) = position,
+sum(total) = the sum of the amounts up to it) and that the position is where the kill must have left it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+CHILD = Path(__file__).with_name("consumer_child.py")
+POINTS = ("after_output_rows", "before_publish", "after_publish")
+ENTRIES = {"duckdb": 60, "spark": 24}     # a Spark batch costs seconds, and each child starts a JVM
+KILLS = {"duckdb": 6, "spark": 3}
+BATCH = 7                                  # max_entries of a batch
+
+
+def child(engine: str, database: str, *args: str, crash_at: str | None = None) -> tuple[int, dict, str]:
+    """Run the child to its end or its kill: (exit code, its JSON lines merged, the tail of its stderr)."""
+    env = {k: v for k, v in os.environ.items() if k != "SEQDEDUP_CRASH_AT"}
+    if crash_at:
+        env["SEQDEDUP_CRASH_AT"] = crash_at
+    done = subprocess.run([sys.executable, str(CHILD), engine, database, *args], capture_output=True, text=True,
+                          env=env, start_new_session=True, timeout=600)   # its own group: the kill takes the JVM
+    lines: dict = {}
+    for line in done.stdout.splitlines():
+        if line.startswith("{"):
+            lines.update(json.loads(line))
+    return done.returncode, lines, done.stderr[-3000:]
+
+
+def check(state: dict, position: int, amounts: list[int], what: str) -> None:
+    assert state["position"] == position, f"{what}: the consumer stored position {state['position']}, expected " \
+                                          f"{position}"
+    assert state["n"] == position, f"{what}: the output counts {state['n']} entries up to position {position}"
+    assert state["total"] == sum(amounts[:position]), f"{what}: the output's total {state['total']} is not the " \
+                                                      f"sum of the amounts up to position {position}"
+
+
+def test_consumer_killed_at_random_steps_resumes_with_no_loss_and_no_double_counting(engine, tmp_path):
+    engine = engine.name
+    database = str(tmp_path / ("home" if engine == "spark" else "seqdedup.duckdb"))
+    entries = ENTRIES[engine]
+    code, lines, stderr = child(engine, database, "--setup", str(entries))
+    assert code == 0, stderr
+    amounts = lines["setup"]["amounts"]
+    assert len(amounts) == entries
+
+    rng = random.Random(f"consumer-kill-{engine}")
+    chain = list(POINTS) * (KILLS[engine] // len(POINTS))      # every point, in a seeded random order
+    rng.shuffle(chain)
+    position, previous = 0, "the setup"
+    kills = []
+    for point in chain:
+        remaining = -(-(entries - position) // BATCH)      # batches left
+        # every kill leaves at least one batch for the next child: after_publish keeps the batch it dies in
+        hit = rng.choice([n for n in (1, 2) if n <= remaining - (point == "after_publish")])
+        code, lines, stderr = child(engine, database, "--consume", str(BATCH), crash_at=f"{point}:{hit}")
+        assert code == -signal.SIGKILL, f"{point}:{hit}: the child was not killed ({code}): {stderr}"
+        assert "consumed" not in lines, f"{point}:{hit}: the child finished"
+        check(lines["state"], position, amounts, f"after {previous}")
+        committed = hit if point == "after_publish" else hit - 1      # batches published before the kill
+        position = min(entries, position + committed * BATCH)
+        previous = f"the kill at {point}:{hit}"
+        kills.append(f"{point}:{hit}")
+
+    code, lines, stderr = child(engine, database, "--consume", str(BATCH))
+    assert code == 0, stderr
+    check(lines["state"], position, amounts, f"after {previous}")
+    assert lines["consumed"]["batches"][0][0] == position
+    check(lines["consumed"], entries, amounts, f"the last run (kills: {kills})")
+    assert lines["consumed"]["n"] == len(amounts) and lines["consumed"]["total"] == sum(amounts)
+    print(kills)
