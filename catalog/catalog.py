@@ -20,6 +20,8 @@ from .state import SnapshotHeader, last_position_query, last_snapshot_query, lit
 class Executor(Protocol):
     DEFAULT_NAMESPACE: str
     DATABASE: str | None
+    DIALECT: str | type                       # the dialect the engine's type names are read in
+    read_only: bool
 
     def execute(self, statement: exp.Expression) -> None: ...
     def fetchall(self, query: exp.Expression) -> list[tuple]: ...
@@ -63,9 +65,10 @@ def topic_ref(name: str | exp.Table, default_namespace: str, namespace: str | No
     if isinstance(name, str):
         try:
             table = exp.to_table(name, dialect="spark")
-        except sqlglot.errors.ParseError:
+        except sqlglot.errors.SqlglotError:      # a quote or backtick left open
             table = None
-        if table is None or table.catalog or not table.name:
+        # `a;b` parses as two statements and `a--b` as `a` with a comment: never silently another name
+        if not isinstance(table, exp.Table) or table.catalog or not table.name or any(n.comments for n in table.walk()):
             raise TopicError(f"{name!r} is not a topic name; write namespace.name, and quote parts with backticks "
                              "if they hold spaces, dots or other symbols")
     else:
@@ -102,13 +105,28 @@ class Catalog:
         return bool(self.executor.columns(catalog_table("seqdedup_meta")))
 
     def check_version(self) -> None:
+        """Refuse, before anything is written, a catalog this seqdedup cannot use: written by another version, a
+        table missing, a column missing or of another type. A CatalogError says what is wrong and how to fix it.
+
+        A catalog whose creation was cut short is not damaged: its tables are there but the version row is not (on
+        Spark, where each CREATE is its own catalog operation, a process stopped during its first ``connect``).
+        With every catalog table still empty, a writable session finishes it (``create``)."""
         if not self.exists():
             return
         rows = self.executor.fetchall(
             exp.select("value").from_(catalog_table("seqdedup_meta")).where(exp.column("key").eq(literal("catalog_version"))))
         if not rows:
-            raise CatalogError("the seqdedup catalog has no version row; it is damaged: restore it, or run "
-                               "`seqdedup init` on a new database")
+            if not self._unfinished():
+                raise CatalogError(
+                    "the seqdedup catalog has no catalog_version row in seqdedup_meta, though its other tables hold "
+                    "rows: it is damaged. Restore seqdedup_meta from a backup (if this seqdedup, catalog version "
+                    f"{CATALOG_VERSION}, wrote the catalog, the missing row is ('catalog_version', "
+                    f"'{CATALOG_VERSION}'))")
+            if self.executor.read_only:
+                raise CatalogError("the seqdedup catalog was never finished (a process stopped while creating it); "
+                                   "connect once without read_only=True to finish it")
+            self._check_tables(missing_ok=True)    # create() adds the missing tables and the version row
+            return
         version = int(rows[0][0])
         if version < CATALOG_VERSION:
             raise CatalogError(f"this catalog was written by an older seqdedup (catalog version {version}; this one "
@@ -117,13 +135,52 @@ class Catalog:
         if version > CATALOG_VERSION:
             raise CatalogError(f"this catalog was written by a newer seqdedup (catalog version {version}, this "
                                f"seqdedup reads up to {CATALOG_VERSION}); upgrade seqdedup to use it")
+        self._check_tables()
+
+    def _check_tables(self, *, missing_ok: bool = False) -> None:
+        """Every catalog table is there with every column, of its type (a table in ADDED_TABLES, or any table when
+        ``missing_ok``, may be missing: ``create`` adds it)."""
         for name, columns in CATALOG_TABLES.items():
-            present = {c for c, _ in self.executor.columns(catalog_table(name))}
-            if not present and name in ADDED_TABLES:    # a table newer than the catalog: create() adds it
-                continue
-            if not set(columns) <= present:
-                raise CatalogError(f"the catalog table {catalog_table(name).sql()} is missing or lacks columns "
-                                   f"{sorted(set(columns) - present)}; restore it from a backup")
+            present = self.executor.columns(catalog_table(name))
+            if not present:
+                if missing_ok or name in ADDED_TABLES:
+                    continue
+                raise CatalogError(f"the catalog table {name} is missing (dropped outside seqdedup?); restore it "
+                                   "from a backup of this database: seqdedup cannot rebuild it, and refuses to run "
+                                   "without it")
+            problem = self._shape_problem(present, columns)
+            if problem:
+                raise CatalogError(f"the catalog table {name} is damaged: {problem} (changed outside seqdedup?); "
+                                   "restore it from a backup of this database")
+
+    def _shape_problem(self, present: list[tuple[str, str]], wanted: dict[str, exp.DataType]) -> str | None:
+        """What keeps a table with columns ``present`` (name, engine type) from holding the columns ``wanted``."""
+        types = {name.lower(): kind for name, kind in present}
+        missing = [name for name in wanted if name.lower() not in types]
+        if missing:
+            return f"it lacks the column{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
+        for name, kind in wanted.items():
+            if self._type(types[name.lower()]) != self._type(kind):
+                return (f"its column {name} has the type {types[name.lower()]}, where seqdedup needs "
+                        f"{kind.sql(dialect=self.executor.DIALECT)}")
+        return None
+
+    def _type(self, kind: str | exp.DataType) -> object:
+        """A column type as the engine reads it back (VARCHAR and STRING both TEXT), to compare types."""
+        dialect = self.executor.DIALECT
+        text = kind.sql(dialect=dialect) if isinstance(kind, exp.DataType) else kind
+        try:
+            return exp.DataType.build(text, dialect=dialect).this
+        except (sqlglot.errors.ParseError, ValueError):
+            return text.upper()
+
+    def _unfinished(self) -> bool:
+        """No catalog table holds a row: a creation cut short before its version row, never used."""
+        for name in CATALOG_TABLES:
+            table = catalog_table(name)
+            if self.executor.columns(table) and self.executor.fetchall(exp.select(literal(1)).from_(table).limit(1)):
+                return False
+        return True
 
     def create(self) -> None:
         """Create the catalog tables (idempotent)."""
@@ -148,8 +205,13 @@ class Catalog:
                              "CREATE TABLE ... TBLPROPERTIES ('seqdedup.deduplication_enabled' = 'true'))")
         columns = self.executor.columns(ref.table)
         if not columns:
-            raise CatalogError(f"topic {ref.key} is registered but its table is missing; restore the table or "
-                               "drop the topic")
+            raise CatalogError(f"topic {ref.key} is registered but its table is missing (dropped outside seqdedup?); "
+                               "restore the table from a backup of this database: it holds the topic's entries, "
+                               "which the catalog cannot rebuild")
+        problem = self._shape_problem(columns, SYSTEM_COLUMNS)
+        if problem:
+            raise CatalogError(f"the table of topic {ref.key} is damaged: {problem} (changed outside seqdedup?); "
+                               "restore the table from a backup of this database")
         settings = self.settings(ref)
         return Topic(ref=ref, user_columns=[c for c in columns if c[0] not in SYSTEM_COLUMNS], settings=settings,
                      applied=policy.resolve(settings))
@@ -252,8 +314,9 @@ class Catalog:
     def last_snapshot(self, ref: TopicRef) -> SnapshotHeader:
         rows = self.executor.fetchall(last_snapshot_query(ref.key, self.executor.visible_commits(ref)))
         if not rows:
-            raise CatalogError(f"topic {ref.key} has no complete snapshot row in producer_sequences; "
-                               "the catalog is damaged: run `seqdedup recover` to write a new one")
+            raise CatalogError(f"topic {ref.key} has no complete snapshot in producer_sequences (its rows were "
+                               "deleted, or the table restored from a backup older than the topic): the catalog is "
+                               "damaged; restore producer_sequences from a backup of this database")
         return SnapshotHeader(*rows[0])
 
     def last_position(self, ref: TopicRef, header: SnapshotHeader) -> int:

@@ -5,6 +5,7 @@ import contextlib
 import os
 import re
 import threading
+import time
 from typing import Iterator
 
 import duckdb
@@ -17,18 +18,42 @@ from .base import EngineAdapter
 
 DEFAULT_DATABASE = "seqdedup.duckdb"
 
+#: What DuckDB's error says when the disk is full (ENOSPC, EFBIG past a file size limit, EDQUOT).
+DISK_FULL = ("No space left on device", "File too large", "Disk quota exceeded")
 
-def _friendly(error: duckdb.Error, path: str) -> EngineError:
+
+def _friendly(error: duckdb.Error, path: str, *, waited: float | None = None) -> EngineError:
     """An EngineError that names the problem and the fix for the DuckDB errors users meet most."""
     text = str(error)
     if "Could not set lock on file" in text:
         holder = re.search(r"PID (\d+)", text)
         who = f"process {holder.group(1)}" if holder else "another process"
-        return EngineError(f"the database {path} is in use by {who}; DuckDB allows one writing process per file: "
-                           "stop the other process, or open the file read-only")
+        after = f" (waited {waited} s for it)" if waited else ""
+        return EngineError(f"the database {path} is in use by {who}{after}; DuckDB allows one process per file "
+                           "while a writer has it open: stop the other process, close its session, or connect "
+                           "with a longer lock_timeout")
+    said = text.splitlines()[0] if text else type(error).__name__
+    # After a fatal error (a checkpoint that could not be written) DuckDB refuses every statement on the database.
+    fatal = isinstance(error, duckdb.FatalException) or "database has been invalidated" in text
+    reopen = "; DuckDB stopped using the database after this error: close this session and connect again" if fatal \
+        else ""
+    if any(words in text for words in DISK_FULL):
+        return EngineError(f"the disk is full: DuckDB could not write the database {path} ({said}); free space (or "
+                           "raise the file size limit, ulimit -f), then run the statement again: seqdedup writes "
+                           f"each entry once, so a retry is safe{reopen}")
+    if "Read-only file system" in text:
+        return EngineError(f"the database {path} is on a read-only file system ({said}); remount it writable or "
+                           "copy the file somewhere writable, or connect with read_only=True to only read")
+    if "Permission denied" in text:
+        return EngineError(f"this user may not write the database {path} ({said}); make the file and its folder "
+                           f"writable (DuckDB writes {path}.wal beside it), or connect with read_only=True to only "
+                           "read")
     if "read-only" in text.lower() or "read only" in text.lower():
-        return EngineError(f"the database {path} is open read-only, so nothing can be written; open it writable "
-                           f"(DuckDB said: {text.splitlines()[0]})")
+        return EngineError(f"the database {path} is open read-only, so nothing can be written; connect without "
+                           f"read_only=True to write (DuckDB said: {said})")
+    if fatal:
+        return EngineError(f"DuckDB stopped using the database {path} after a fatal error ({said}); close this "
+                           "session and connect again")
     return EngineError(f"DuckDB: {text}")
 
 
@@ -42,28 +67,42 @@ class DuckDBAdapter(EngineAdapter):
     INTEGER_TYPES = frozenset({"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
                                "UINTEGER", "UBIGINT", "UHUGEINT"})
 
-    def __init__(self, database: str | duckdb.DuckDBPyConnection = DEFAULT_DATABASE, *, read_only: bool = False):
+    def __init__(self, database: str | duckdb.DuckDBPyConnection = DEFAULT_DATABASE, *, read_only: bool = False,
+                 lock_timeout: float | None = 60.0):
         if isinstance(database, duckdb.DuckDBPyConnection):
             self.path, self.connection = "(connection)", database
         else:
             self.path = str(database)
-            try:
-                self.connection = duckdb.connect(self.path, read_only=read_only)
-            except duckdb.Error as error:
-                raise _friendly(error, self.path) from None
+            self.connection = self._open(read_only, lock_timeout)
         self.read_only = read_only
         self._depth = 0   # nesting of transaction()
         # Statements run on the one connection (the session lets one thread write at a time), so the user's
         # temporary views stay visible. Reads of committed state may come from any thread: each thread reads
         # through a cursor of its own, outside the writer's transaction.
         self._local = threading.local()
+        self._cursors: list[duckdb.DuckDBPyConnection] = []    # every thread's, closed with the adapter
         self._register(self.connection)
         self.DATABASE = self.fetchall("SELECT current_database()")[0][0]
+
+    def _open(self, read_only: bool, lock_timeout: float | None) -> duckdb.DuckDBPyConnection:
+        """Connect; while another process holds the file's lock, wait for it (at most ``lock_timeout`` s)."""
+        deadline = None if lock_timeout is None else time.monotonic() + lock_timeout
+        pause = 0.05
+        while True:
+            try:
+                return duckdb.connect(self.path, read_only=read_only)
+            except duckdb.Error as error:
+                locked = "Could not set lock on file" in str(error)
+                if not locked or (deadline is not None and time.monotonic() + pause > deadline):
+                    raise _friendly(error, self.path, waited=lock_timeout if locked else None) from None
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
 
     def reader(self) -> duckdb.DuckDBPyConnection:
         cursor = getattr(self._local, "cursor", None)
         if cursor is None:
             cursor = self._local.cursor = self.connection.cursor()
+            self._cursors.append(cursor)
             self._register(cursor)
         return cursor
 
@@ -121,8 +160,8 @@ class DuckDBAdapter(EngineAdapter):
 
     @property
     def identity(self) -> str:
-        if self.path in (":memory:", "(connection)") or self.path.startswith(":memory:"):
-            return super().identity
+        if self.path == "(connection)" or self.path.startswith(":memory:"):   # one database per connection
+            return f"duckdb:connection-{id(self.connection)}"
         return f"duckdb:{os.path.realpath(self.path)}"
 
     def file_rows(self, path: str, fmt: str, row_column: str) -> exp.Select:
@@ -175,6 +214,9 @@ class DuckDBAdapter(EngineAdapter):
                        f"{name.sql('duckdb')}")
 
     def close(self) -> None:
-        with contextlib.suppress(duckdb.Error):
-            self.connection.close()
+        # Every cursor too: the database file stays locked for other processes while any connection is open.
+        for connection in [*self._cursors, self.connection]:
+            with contextlib.suppress(duckdb.Error):
+                connection.close()
+        self._cursors.clear()
         self._local = threading.local()

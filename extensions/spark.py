@@ -16,9 +16,11 @@ catalog rows whose commit is not published, which every read leaves out (``visib
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import sys
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,13 +41,19 @@ from .base import ARRIVAL, EngineAdapter
 DEFAULT_HOME = "seqdedup-spark"
 
 
-def local_session(home: str | Path = DEFAULT_HOME, master: str = "local[2]"):
-    """A local SparkSession with a Hive catalog in ``home`` (warehouse and Derby metastore)."""
+def local_session(home: str | Path = DEFAULT_HOME, master: str = "local[2]", lock_timeout: float | None = 60.0):
+    """A local SparkSession with a Hive catalog in ``home`` (warehouse and Derby metastore).
+
+    Embedded Derby admits one process per metastore: a second one logs thousands of lines and hangs until the
+    first ends. So the home is locked for this process first, waiting at most ``lock_timeout`` seconds for another
+    process to let it go, then an EngineError that names that process.
+    """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)   # workers must run this Python, with pyarrow
     from pyspark.sql import SparkSession
 
     home = Path(home).resolve()
     home.mkdir(parents=True, exist_ok=True)
+    _lock_home(home, lock_timeout)
     session = (
         SparkSession.builder.master(master).appName("seqdedup").enableHiveSupport()
         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
@@ -63,8 +71,95 @@ def local_session(home: str | Path = DEFAULT_HOME, master: str = "local[2]"):
     return session
 
 
+#: The homes this process holds, path -> the open lock file (a lock lives as long as its file stays open).
+_homes: dict[Path, object] = {}
+
+
+def _lock_home(home: Path, timeout: float | None) -> None:
+    if home in _homes:
+        return
+    file = open(home / "seqdedup.lock", "a+")
+    deadline = None if timeout is None else time.monotonic() + timeout
+    pause = 0.05
+    while True:
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if deadline is not None and time.monotonic() + pause > deadline:
+                file.seek(0)
+                holder = file.read().strip() or "another process"
+                file.close()
+                raise EngineError(f"the Spark home {home} is in use by {holder} (waited {timeout} s for it): its "
+                                  "embedded Derby metastore admits one process at a time; stop the other process, "
+                                  "use another home, or connect with a longer lock_timeout") from None
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
+    file.truncate(0)
+    file.write(f"process {os.getpid()}")
+    file.flush()
+    _homes[home] = file
+
+
 #: Where a topic's commits are staged, under the table's directory (a leading _ hides it from file listings).
 STAGING = "_seqdedup_commits"
+
+#: What a Java cause of a failed write says when the disk is full (ENOSPC, EFBIG past a file size limit, EDQUOT),
+#: and when this process may not write where the warehouse is (EACCES, EROFS, or Hadoop's own words for them).
+DISK_FULL = ("No space left on device", "File too large", "Disk quota exceeded")
+NOT_WRITABLE = ("Permission denied", "Read-only file system", "Mkdirs failed", "unable to create one")
+
+
+def _causes(error: Exception) -> list[str]:
+    """The first line of a Spark error, then of every Java exception behind it, outermost first (a full disk is
+    often several causes deep, under a generic task or job failure)."""
+    texts = [str(error)]
+    java = getattr(error, "java_exception", None) or getattr(error, "_origin", None)
+    with contextlib.suppress(Exception):    # a JVM that is gone answers nothing more
+        while java is not None and len(texts) < 30:
+            texts.append(str(java.toString()))
+            java = java.getCause()
+    return [text.strip().splitlines()[0] if text.strip() else type(error).__name__ for text in texts]
+
+
+def _engine_error(error: Exception) -> EngineError:
+    """An EngineError that names the problem and the fix, for a PySpark error or a failed Java job."""
+    causes = _causes(error)
+    for cause in reversed(causes):           # the innermost cause says it best
+        if any(words in cause for words in DISK_FULL):
+            return EngineError(f"the disk is full: Spark could not write a file ({cause}); free space (or raise the "
+                               "file size limit, ulimit -f), then run the statement again: seqdedup publishes a "
+                               "commit only once all its files are written, so a retry writes each entry once")
+    for cause in reversed(causes):
+        if any(words in cause for words in NOT_WRITABLE):
+            return EngineError(f"Spark may not write to the warehouse ({cause}); make its folder writable by this "
+                               "user, or connect with read_only=True to only read")
+    # A failed Java job (a Py4JJavaError) says only which call failed; its Java exception says why.
+    return EngineError(f"Spark: {causes[1] if hasattr(error, 'java_exception') and len(causes) > 1 else causes[0]}")
+
+
+def _writes(statement: exp.Expression | str) -> bool:
+    """Whether a statement changes stored data (a read, or a temporary view or function, does not).
+
+    Example:
+        >>> _writes("CREATE OR REPLACE TEMPORARY VIEW v AS SELECT 1"), _writes("INSERT INTO t SELECT 1")
+        (False, True)
+    """
+    if isinstance(statement, str):
+        try:
+            statement = sqlglot.parse_one(statement, read=SparkAnsi)
+        except sqlglot.errors.ParseError:
+            return True
+    if isinstance(statement, (exp.Query, exp.Describe, exp.Show, exp.Use, exp.Set)):
+        return False
+    if isinstance(statement, exp.Command):   # what sqlglot does not parse: SHOW ..., EXPLAIN ... read
+        return str(statement.this).upper() not in ("SHOW", "EXPLAIN")
+    if isinstance(statement, exp.Create):
+        properties = statement.args.get("properties")
+        return not (properties and any(isinstance(p, exp.TemporaryProperty) for p in properties.expressions))
+    if isinstance(statement, exp.Drop):
+        return not statement.args.get("temporary")
+    return True
 
 
 @dataclass
@@ -81,12 +176,13 @@ class SparkAdapter(EngineAdapter):
     INTEGER_TYPES = frozenset({"TINYINT", "SMALLINT", "INT", "BIGINT"})
     ROW_NUMBER_NEEDS_ORDER = True
 
-    def __init__(self, spark=None, *, master: str = "local[2]", read_only: bool = False):
+    def __init__(self, spark=None, *, master: str = "local[2]", read_only: bool = False,
+                 lock_timeout: float | None = 60.0):
         # PySpark logs a JSON error record for every AnalysisException, even a caught one.
         for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
             logging.getLogger(name).setLevel(logging.CRITICAL)
         if spark is None or isinstance(spark, (str, Path)):
-            spark = local_session(spark or DEFAULT_HOME, master)
+            spark = local_session(spark or DEFAULT_HOME, master, lock_timeout)
         self.spark = spark
         self.path = "spark"
         self.read_only = read_only
@@ -95,40 +191,57 @@ class SparkAdapter(EngineAdapter):
         self._locations: dict[str, str] = {}        # topic key -> its table's directory
         self.register_functions()
 
-    def _sql(self, statement: exp.Expression | str):
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        """Spark's errors, from Python or from a failed Java job (a Py4JJavaError), as EngineErrors."""
+        from py4j.protocol import Py4JJavaError
         from pyspark.errors import PySparkException
 
-        text = statement if isinstance(statement, str) else self.sql(statement)
         try:
+            yield
+        except (PySparkException, Py4JJavaError) as error:
+            raise _engine_error(error) from error
+
+    def _check_writable(self, statement: exp.Expression | str, what: str | None = None) -> None:
+        """Spark has no read-only mode: a read-only session refuses every write itself, before Spark starts it."""
+        if self.read_only and (what or _writes(statement)):
+            if what is None:
+                what = statement.split(None, 1)[0].upper() if isinstance(statement, str) else statement.key.upper()
+            raise EngineError(f"this seqdedup session on Spark is read-only (connected with read_only=True), so "
+                              f"nothing can be written ({what} refused before it ran); connect without "
+                              "read_only=True to write")
+
+    def _sql(self, statement: exp.Expression | str):
+        text = statement if isinstance(statement, str) else self.sql(statement)
+        with self._errors():
             return self.spark.sql(text)
-        except PySparkException as error:
-            raise EngineError(f"Spark: {str(error).splitlines()[0]}") from error
 
     def execute(self, statement: exp.Expression | str) -> None:
+        self._check_writable(statement)
         self._sql(statement)
 
     def fetchall(self, query: exp.Expression | str, *, committed: bool = False) -> list[tuple]:
-        from pyspark.errors import PySparkException
-
-        try:
+        with self._errors():
             return [tuple(row) for row in self._sql(query).collect()]
-        except PySparkException as error:
-            raise EngineError(f"Spark: {str(error).splitlines()[0]}") from error
 
     def query_columns(self, query: exp.Expression) -> list[tuple[str, str]]:
         return [(f.name, f.dataType.simpleString()) for f in self._sql(query).schema.fields]
 
     def columns(self, table: exp.Table, *, committed: bool = False) -> list[tuple[str, str]]:
         name = table.sql(dialect=self.DIALECT)
-        if not self.spark.catalog.tableExists(name):
-            return []
-        return [(f.name, f.dataType.simpleString()) for f in self.spark.table(name).schema.fields]
+        with self._errors():
+            if not self.spark.catalog.tableExists(name):
+                return []
+            return [(f.name, f.dataType.simpleString()) for f in self.spark.table(name).schema.fields]
 
     def check_name(self, part: str) -> None:
         """The Hive catalog takes only letters, digits and _ in table and database names."""
         if not part.replace("_", "").isascii() or not part.replace("_", "").isalnum():
             raise TopicError(f"{part!r} cannot name a table in Spark's Hive catalog, which allows only letters, "
                              "digits and _; pick another name (DuckDB topics may use any name)")
+        if len(part) > 128:     # the metastore's limit for database names; longer names fail deep in Hive
+            raise TopicError(f"{part[:20]!r}... ({len(part)} characters) is too long for Spark's Hive catalog, which "
+                             "takes names of up to 128 characters; pick a shorter name")
 
     def create_temp_table(self, name: str, query: exp.Expression) -> exp.Table:
         return self._checkpoint(name, self._sql(query))
@@ -149,7 +262,8 @@ class SparkAdapter(EngineAdapter):
 
     def _checkpoint(self, name: str, frame) -> exp.Table:
         # Materialized once, so the steps that read it see the same rows (a view would be recomputed).
-        frame.localCheckpoint(eager=True).createOrReplaceTempView(name)
+        with self._errors():
+            frame.localCheckpoint(eager=True).createOrReplaceTempView(name)
         return self.temp_table(name)
 
     @property
@@ -188,13 +302,15 @@ class SparkAdapter(EngineAdapter):
         return exp.or_(visible, column.eq(current.number)) if current else visible
 
     def open_commit(self, topic, commit: int) -> None:
+        self._check_writable(None, f"a commit of {topic.key}")     # refused before the statement does any work
         self._open[topic.key] = _OpenCommit(commit, self._published(topic))
 
     def write_topic(self, topic, insert: exp.Insert) -> int | None:
         current = self._open[topic.key]
         names = [column.name for column in insert.this.expressions]
         current.directory = self._stage(topic, insert.expression, names, current.number)
-        return self.spark.read.parquet(current.directory).count()
+        with self._errors():
+            return self.spark.read.parquet(current.directory).count()
 
     def publish(self, topic) -> None:
         current = self._open[topic.key]
@@ -221,7 +337,9 @@ class SparkAdapter(EngineAdapter):
             for name, kind in self.columns(topic.table) if name != "_commit"
         ]).from_(inner.subquery("r"))
         directory = f"{self._location(topic)}/{STAGING}/{commit}-{uuid.uuid4().hex}"
-        self._sql(typed).write.mode("errorifexists").parquet(directory)
+        self._check_writable(exp.insert(typed, topic.table.copy()))     # the topic rows, written below
+        with self._errors():
+            self._sql(typed).write.mode("errorifexists").parquet(directory)
         return directory
 
     def _location(self, topic) -> str:

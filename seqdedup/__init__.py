@@ -16,22 +16,48 @@ from seqdedup.udfs import DupStatus
 __version__ = "0.1.0"
 
 
-def connect(database=None, *, engine: str = "duckdb", read_only: bool = False, clock=None, dialect: str = "spark"):
+def connect(database=None, *, engine: str = "duckdb", read_only: bool = False, clock=None, dialect: str = "spark",
+            lock_timeout: float | None = 60.0):
     """A seqdedup session on an engine.
 
     ``database`` is a DuckDB file path (default ``seqdedup.duckdb`` in the working folder), ``":memory:"``, an
     open ``duckdb`` connection, or a ``SparkSession`` (then the engine is Spark; with ``engine="spark"`` and no
     session, a local one with a Hive catalog in ``seqdedup-spark/``). Statements are read as Spark SQL unless
-    ``dialect`` says otherwise.
+    ``dialect`` says otherwise. One write runs at a time per database: a writer waits at most ``lock_timeout``
+    seconds for another (a thread of this process, or another process holding the DuckDB file or the Spark home),
+    then gets an EngineError; ``None`` waits as long as it takes (see ``seqdedup.locks``).
     """
     from seqdedup.extensions import create_adapter
     from seqdedup.session import Session, utcnow
 
     if hasattr(database, "sparkContext"):      # a SparkSession: the Spark engine, whatever engine says
         engine = "spark"
-    adapter = create_adapter(engine, database, read_only=read_only)
-    return Session(adapter, clock=clock or utcnow, dialect=dialect)
+    adapter = create_adapter(engine, database, read_only=read_only, lock_timeout=lock_timeout)
+    try:
+        return Session(adapter, clock=clock or utcnow, dialect=dialect, lock_timeout=lock_timeout)
+    except BaseException:      # a refused catalog: let go of the database (a DuckDB file stays locked while open)
+        adapter.close()
+        raise
 
 
-__all__ = ["connect", "DupStatus", "SeqdedupError", "InvalidEntryError", "RewriteError", "TopicError",
+#: Loaded on first use, so that ``import seqdedup`` stays light: name -> module.
+_LAZY = {"consume": "seqdedup.consumer", "consumer_position": "seqdedup.consumer", "Reader": "seqdedup.consumer",
+         "Producer": "seqdedup.producer", "foreach_batch": "seqdedup.streaming"}
+
+
+#: Submodules reachable as attributes without an import of their own (``seqdedup.streaming.foreach_batch``).
+_SUBMODULES = ("streaming", "consumer", "producer", "kafka", "recovery")
+
+
+def __getattr__(name: str):
+    import importlib
+
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"seqdedup.{name}")
+    raise AttributeError(f"module 'seqdedup' has no attribute {name!r}")
+
+
+__all__ = ["connect", "consume", "consumer_position", "Reader", "Producer", "foreach_batch", "DupStatus", "SeqdedupError", "InvalidEntryError", "RewriteError", "TopicError",
            "PolicyError", "CatalogError", "EngineError", "NotRewrittenError"]

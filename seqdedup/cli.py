@@ -20,10 +20,11 @@ def _session(args):
     if args.engine == "spark":
         from seqdedup.extensions.spark import local_session
 
-        target = local_session(args.database, master=args.master)
+        target = local_session(args.database, master=args.master, lock_timeout=args.lock_timeout)
     else:
         target = args.database
-    return seqdedup.connect(target, engine=args.engine, dialect=getattr(args, "dialect", "spark"))
+    return seqdedup.connect(target, engine=args.engine, dialect=getattr(args, "dialect", "spark"),
+                            lock_timeout=args.lock_timeout)
 
 
 def _emit(args, value, text: str | None = None) -> None:
@@ -165,6 +166,8 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--engine", default="duckdb", choices=["duckdb", "spark"],
                         help="engine: duckdb (default, embedded) or spark (PySpark)")
     common.add_argument("--master", default="local[2]", help="Spark master URL (with --engine spark)")
+    common.add_argument("--lock-timeout", type=float, default=60.0, metavar="SECONDS",
+                        help="how long to wait for another writer of the database (default 60)")
     common.add_argument("--json", action="store_true", help="print JSON for scripts")
     common.add_argument("--debug", action="store_true", help="show the full traceback on errors")
 

@@ -132,12 +132,14 @@ def consume(session, source: str, sql: str, *, into: str, consumer: str, max_ent
     if limit is None:
         raise TopicError("max_entries=None: consume needs a batch size, a positive integer")
     source_ref, out_ref = session.ref(source), session.ref(into)
-    session.topic(source_ref)                    # an unknown source is named before anything else
-    _check_output_name(session, out_ref)
-    tree = _parse(session, sql)
-    # The query is checked against the source's columns before anything is written, even with nothing to consume.
-    empty = exp.select("*").from_(source_ref.table.copy()).where(exp.false()).subquery(NEW_ENTRIES)
-    _output_columns(session, out_ref, session.adapter.query_columns(_bind(tree, empty)))
+    with session._lock:        # the checks read through the writer's connection (DuckDB: the user's temp views)
+        session.topic(source_ref)                    # an unknown source is named before anything else
+        _check_output_name(session, out_ref)
+        tree = _parse(session, sql)
+        # The query is checked against the source's columns before anything is written, even with nothing to
+        # consume.
+        empty = exp.select("*").from_(source_ref.table.copy()).where(exp.false()).subquery(NEW_ENTRIES)
+        _output_columns(session, out_ref, session.adapter.query_columns(_bind(tree, empty)))
 
     batches: list[ConsumeBatch] = []
     while True:
@@ -151,7 +153,8 @@ def consume(session, source: str, sql: str, *, into: str, consumer: str, max_ent
 
 def consumer_position(session, source: str, *, into: str, consumer: str) -> int:
     """The consumer's stored position: the last source position whose output is committed in ``into`` (0: none)."""
-    return _position(session, session.ref(source), session.ref(into), consumer)
+    with session._lock:
+        return _position(session, session.ref(source), session.ref(into), consumer)
 
 
 # --- one batch ---------------------------------------------------------------------------------------------------

@@ -48,8 +48,15 @@ class NotRewrittenError(SeqdedupError):
 
 
 def at(expression) -> str:
-    """' at line L, column C' for a sqlglot expression that remembers where it was parsed, else ''."""
-    meta = getattr(expression, "meta", None) or {}
-    if "line" in meta and "col" in meta:
-        return f" at line {meta['line']}, column {meta['col']}"
-    return ""
+    """' at line L, column C' for a sqlglot expression that remembers where it was parsed, else ''.
+
+    sqlglot keeps positions on identifiers, literals and function calls; for any other node (a column, a GROUP
+    BY, a condition) the position is that of the first token under it that has one.
+    """
+    walk = getattr(expression, "walk", None)
+    nodes = walk() if walk else [expression]
+    known = [m for m in (getattr(n, "meta", None) or {} for n in nodes) if "line" in m and "col" in m]
+    if not known:
+        return ""
+    meta = min(known, key=lambda m: (m["line"], m.get("start", 0)))
+    return f" at line {meta['line']}, column {meta['col']}"

@@ -2,11 +2,14 @@
 process group (the Spark driver JVM is a child of the Python process), with SIGKILL when it reaches
 ``failpoint(<name>)`` for the n-th time (the first by default).
 
-This is how a test stops a real write at an exact step; nothing is cleaned up, as after ``kill -9``. The names are
-the steps of a commit, in order: ``after_topic_rows``, ``after_run_log``, ``before_publish``, ``after_publish``.
+This is how a test stops a real write at an exact step; nothing is cleaned up, as after ``kill -9``. The names:
+``STATEMENT`` are the steps of a statement's commit, in order; ``after_output_rows`` is a consumer batch's step
+before its position is written; the others are steps of snapshots, policy changes and topic creation (see
+``NAMES``), for the crash fuzzer (tests/crash/fuzz.py).
 
-In-process tests use ``inject(name, error)`` instead: the failpoint raises ``error`` (a fault whose outcome the
-caller cannot know, such as a lost connection) the next time it is reached.
+In-process tests use ``inject(name, fault)`` instead: the next time the failpoint is reached it raises ``fault``
+when it is an exception (a fault whose outcome the caller cannot know, such as a lost connection), or calls it (to
+hold a write at that step while another thread looks).
 """
 from __future__ import annotations
 
@@ -14,21 +17,33 @@ import os
 import signal
 
 ENVIRONMENT = "SEQDEDUP_CRASH_AT"
-NAMES = ("after_topic_rows", "after_run_log", "before_publish", "after_publish", "after_output_rows")
+#: The steps of a statement's commit, in order: its topic rows staged, its run log written, about to publish, done.
+STATEMENT = ("after_topic_rows", "after_run_log", "before_publish", "after_publish")
+NAMES = STATEMENT + (
+    "after_output_rows",     # a consumer batch: output rows written, its position not yet
+    "after_snapshot_rows",   # a snapshot's rows written (a statement's, a purge's, a policy change's), not published
+    "after_policy_rows",     # a policy change recorded, the state not yet made to follow it
+    "after_topic_table",     # a new topic's table created, not yet registered
+)
 
 
 _reached: dict[str, int] = {}
-_injected: dict[str, list[BaseException]] = {}
+_injected: dict[str, list] = {}
 
 
-def inject(name: str, *errors: BaseException) -> None:
-    """Raise each of ``errors`` in turn, one per time ``failpoint(name)`` is reached, in this process."""
-    _injected.setdefault(name, []).extend(errors)
+def inject(name: str, *faults) -> None:
+    """Raise (an exception) or call (a function) each of ``faults`` in turn, one per time ``failpoint(name)`` is
+    reached, in this process."""
+    _injected.setdefault(name, []).extend(faults)
 
 
 def failpoint(name: str) -> None:
     if _injected.get(name):
-        raise _injected[name].pop(0)
+        fault = _injected[name].pop(0)
+        if isinstance(fault, BaseException):
+            raise fault
+        fault()
+        return
     target, _, nth = os.environ.get(ENVIRONMENT, "").partition(":")
     if target != name:
         return

@@ -121,7 +121,8 @@ class Producer:
         """
         self._check_open()
         self.flush()
-        send = self._stage(data, sequence_id)
+        with self.session._lock:      # staging runs on the writer's connection
+            send = self._stage(data, sequence_id)
         if send is None:
             return Receipts([])
         self._pending.append(send)
@@ -133,8 +134,9 @@ class Producer:
 
     def close(self) -> None:
         """Disconnect: the name can be used again. Pending entries are dropped (their ids stay theirs)."""
-        for send in self._pending:
-            self.session.adapter.drop_temp_table(send.name)
+        with self.session._lock:
+            for send in self._pending:
+                self.session.adapter.drop_temp_table(send.name)
         self._pending.clear()
         self._closed = True
         with _live_lock:
@@ -240,7 +242,8 @@ class Producer:
                 break
             except DEFINITE:
                 self._pending.remove(send)
-                session.adapter.drop_temp_table(send.name)
+                with session._lock:
+                    session.adapter.drop_temp_table(send.name)
                 if send.first_automatic is not None and self._next == send.first_automatic + send.count:
                     self._next = send.first_automatic      # nothing was written: the ids are free again
                 raise
@@ -257,9 +260,10 @@ class Producer:
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
         send.own_commits.add(result.commit)
-        rows = session.adapter.fetchall(receipts_query(ref.table, self._entries(send), send.own_commits))
+        with session._lock:
+            rows = session.adapter.fetchall(receipts_query(ref.table, self._entries(send), send.own_commits))
+            session.adapter.drop_temp_table(send.name)
         self._pending.remove(send)
-        session.adapter.drop_temp_table(send.name)
         receipts = Receipts(rows)
         self._last = max(self._last, max(row[1] for row in rows))
         return receipts

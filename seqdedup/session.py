@@ -5,6 +5,7 @@ import contextlib
 import datetime as dt
 import threading
 import uuid
+from dataclasses import replace
 from typing import Callable, Iterable, Iterator
 
 import sqlglot
@@ -14,7 +15,7 @@ from seqdedup.catalog import policies as policy
 from seqdedup.catalog.catalog import Catalog, Topic, TopicRef, topic_ref
 from seqdedup.catalog.schema import SYSTEM_COLUMNS, catalog_table
 from seqdedup.catalog.state import SnapshotHeader, literal, producer_state_query
-from seqdedup.errors import EngineError, InvalidEntryError, RewriteError, SeqdedupError, TopicError
+from seqdedup.errors import EngineError, InvalidEntryError, RewriteError, SeqdedupError, TopicError, at
 from seqdedup.extensions.base import EngineAdapter
 from seqdedup.sql import rewrite, statements
 from seqdedup.sql.dialects import read_dialect
@@ -22,6 +23,7 @@ from seqdedup.sql.functions import expand_state_functions
 from seqdedup.udfs import DupStatus
 
 from .failpoints import failpoint
+from .locks import WriterLock, shared
 from .results import Done, ProducerCount, QueryResult, StatementResult
 
 MAX_ID = 2**63 - 1
@@ -58,32 +60,43 @@ class PushedMarks:
 class Session:
     """seqdedup on one engine. Create it with ``seqdedup.connect(...)``."""
 
-    def __init__(self, adapter: EngineAdapter, *, clock: Callable[[], dt.datetime] = utcnow, dialect: str = "spark"):
+    def __init__(self, adapter: EngineAdapter, *, clock: Callable[[], dt.datetime] = utcnow, dialect: str = "spark",
+                 lock_timeout: float | None = 60.0):
         self.adapter = adapter
         self.clock = clock            # the time statements, snapshots and purges see; tests move it
         self.dialect = dialect        # the dialect statements are read in unless sql() is told otherwise
         self.catalog = Catalog(adapter)
         self.committed = Catalog(adapter.committed_reads())   # state reads from any thread, outside statements
-        self.pushed = PushedMarks()
         self._tag = uuid.uuid4().hex[:8]   # in the names of this session's temporary tables: sessions may share
                                            # a connection (DuckDB) or a SparkSession, whose temporary names are shared
-        self._lock = threading.RLock()   # one writer at a time in this process (R14 within a process)
+        # One writer at a time per database in this process, whichever session it uses (seqdedup/locks.py).
+        self._lock = WriterLock(adapter.identity, lock_timeout)
         self.attempted: dict[str, int] = {}   # topic key -> number of the last commit begun (a failed one too)
-        self.catalog.check_version()
-        if not adapter.read_only:
-            with adapter.transaction():
-                self.catalog.create()
+        with self._lock:
+            database = shared(adapter.identity)
+            if database.pushed is None:
+                database.pushed = PushedMarks()
+            self.pushed: PushedMarks = database.pushed    # R6: shared with every session on the database
+            self.catalog.check_version()
+            if not adapter.read_only:
+                with adapter.transaction():
+                    self.catalog.create()
 
     # --- names ---------------------------------------------------------------------------------------------------
 
     def ref(self, topic: str | exp.Table, namespace: str | None = None) -> TopicRef:
         return topic_ref(topic, self.adapter.DEFAULT_NAMESPACE, namespace, self.adapter.DATABASE)
 
+    def _reads(self) -> Catalog:
+        """The catalog as this thread reads it: with its own uncommitted writes while it is the writer, else as
+        committed (any thread may read while another writes)."""
+        return self.catalog if self._lock.held() else self.committed
+
     def topic(self, topic: str | TopicRef) -> Topic:
-        return self.catalog.topic(topic if isinstance(topic, TopicRef) else self.ref(topic))
+        return self._reads().topic(topic if isinstance(topic, TopicRef) else self.ref(topic))
 
     def topics(self) -> list[str]:
-        return [r.key for r in self.catalog.topics()]
+        return [r.key for r in self._reads().topics()]
 
     # --- topics and policies (R9, R10) ---------------------------------------------------------------------------
 
@@ -95,8 +108,10 @@ class Session:
         types = {}
         for column, kind in columns.items():
             try:
-                types[column] = kind if isinstance(kind, exp.DataType) else exp.DataType.build(kind, dialect="spark")
-            except (sqlglot.errors.ParseError, ValueError):
+                # parsed whole: DataType.build would read "STRING, y INT" as STRING and drop the rest silently
+                types[column] = kind if isinstance(kind, exp.DataType) else sqlglot.parse_one(
+                    kind, into=exp.DataType, read="spark")
+            except (sqlglot.errors.SqlglotError, ValueError):
                 raise TopicError(f"column {column!r} has an unknown type {kind!r}; use a Spark SQL type such as "
                                  "STRING, BIGINT, DOUBLE, TIMESTAMP") from None
         with self._lock:
@@ -107,10 +122,11 @@ class Session:
             # end leaves an unregistered table that the next create takes over.
             with self.adapter.transaction():
                 self.catalog.create_table(ref, types)
+                failpoint("after_topic_table")
                 with self._commit(ref) as commit:
                     self.catalog.set_policies("topic", ref.key, policies, now)
                     enabled = policy.resolve(self.catalog.settings(ref)).deduplication_enabled
-                    self.catalog.write_snapshot(ref, None, header=None, position=0,
+                    self._write_snapshot(ref, None, header=None, position=0,
                                                 kind="enabled" if enabled else "disabled", now=now, commit=commit)
                 self.catalog.register(ref, now)
         return self.topic(ref)
@@ -133,6 +149,7 @@ class Session:
             now = self.clock()
             with self.adapter.transaction():
                 self.catalog.set_policies(scope, target, policies, now)
+                failpoint("after_policy_rows")
                 for ref in self.catalog.topics():
                     if scope == "global" or (scope == "namespace" and ref.namespace == target) or ref.key == target:
                         with self._commit(ref) as commit:
@@ -153,13 +170,19 @@ class Session:
                 self.adapter.close_commit(ref)
         failpoint("after_publish")
 
+    def _write_snapshot(self, ref: TopicRef, marks: exp.Expression | None, **options) -> int:
+        """Write a snapshot in the open commit (see ``Catalog.write_snapshot``); returns its id."""
+        snapshot_id = self.catalog.write_snapshot(ref, marks, **options)
+        failpoint("after_snapshot_rows")
+        return snapshot_id
+
     def _sync_status(self, topic: Topic, now: dt.datetime, commit: int) -> SnapshotHeader:
         """Make the state follow the applied policy: disabling forgets, enabling starts empty at the log's end (R10)."""
         header = self.catalog.last_snapshot(topic.ref)
         if header.enabled != topic.applied.deduplication_enabled:
             kind = "enabled" if topic.applied.deduplication_enabled else "disabled"
             position = self.catalog.last_position(topic.ref, header)
-            self.catalog.write_snapshot(topic.ref, None, header=header, position=position, kind=kind, now=now,
+            self._write_snapshot(topic.ref, None, header=header, position=position, kind=kind, now=now,
                                         commit=commit)
             header = self.catalog.last_snapshot(topic.ref)
         return header
@@ -235,9 +258,9 @@ class Session:
         header = self._sync_status(topic, now, commit)
         base = catalog.last_position(ref, header)
 
-        keys = self._temp(temps, "__sd_keys", plan.keys)
-        self._check_keys(keys)
+        self._check_keys(plan.arguments)      # types and shape first: checked without running the SELECT
         targets, values = self._check_values(topic, plan)
+        keys = self._entries(plan, temps)
         batches = self._validate_entries(keys)
 
         if header.enabled:
@@ -317,15 +340,32 @@ class Session:
         """The order positions are numbered in: none, unless the engine's row_number() requires one."""
         return plan.key_columns if self.adapter.ROW_NUMBER_NEEDS_ORDER else None
 
-    def _check_keys(self, keys: exp.Table) -> None:
-        """Producers are strings and ids integers; anything else is an error that says how to cast."""
-        types = {name: kind.split("(")[0].upper() for name, kind in self.adapter.columns(keys)}
+    def _check_keys(self, arguments: exp.Select) -> None:
+        """Producers are strings and ids integers; anything else is an error that says how to cast.
+
+        ``arguments`` is the SELECT of is_not_dup's arguments as written: their types are read without running it,
+        before a COALESCE could convert a string or boolean highest id into a number.
+        """
+        types = dict(self.adapter.query_columns(arguments))
+        ids = "an integer: CAST it to BIGINT (sequence ids are signed 64-bit, 0 to 9223372036854775807)"
         checks = ((rewrite.PRODUCER, "producer", self.adapter.STRING_TYPES, "a string: CAST it to STRING"),
-                  (rewrite.SEQUENCE_ID, "sequence_id", self.adapter.INTEGER_TYPES, "an integer: CAST it to BIGINT"),
-                  (rewrite.HIGHEST, "highest_sequence_id", self.adapter.INTEGER_TYPES, "an integer: CAST it to BIGINT"))
+                  (rewrite.SEQUENCE_ID, "sequence_id", self.adapter.INTEGER_TYPES, ids),
+                  (rewrite.HIGHEST, "highest_sequence_id", self.adapter.INTEGER_TYPES, ids))
         for column, role, allowed, fix in checks:
-            if types[column] not in allowed | self.adapter.NULL_TYPES:
-                raise InvalidEntryError(f"is_not_dup's {role} argument has type {types[column]}; it must be {fix}")
+            kind = types.get(column)
+            if kind is not None and kind.split("(")[0].strip('"').upper() not in allowed | self.adapter.NULL_TYPES:
+                raise InvalidEntryError(f"is_not_dup's {role} argument has type {kind.upper()}; it must be {fix}")
+
+    def _entries(self, plan: rewrite.DedupInsert, temps: list[str]) -> exp.Table:
+        """Plan step 1, the statement's entries, computed once. An engine error here is one of the user's expressions
+        failing on some row (an overflow, a bad cast, a division by zero): the error says where to look."""
+        try:
+            return self._temp(temps, "__sd_keys", plan.keys)
+        except EngineError as error:
+            raise EngineError(
+                f"could not compute the statement's entries: {str(error).rstrip('.!')}. Fix the expression that "
+                f"fails, among is_not_dup's arguments{at(plan.call)}, the WHERE conditions and the ORDER BY "
+                "(sequence ids must fit signed 64-bit: 0 to 9223372036854775807). Nothing was written") from error
 
     def _check_values(self, topic: Topic, plan: rewrite.DedupInsert) -> tuple[list[str], list[str]]:
         """The topic columns written and the SELECT's columns that fill them; TopicError when they do not fit."""
@@ -340,6 +380,9 @@ class Session:
                 raise TopicError(f"topic {topic.ref.key} has no columns {unknown}; its columns are {user_columns} "
                                  f"(system columns {list(SYSTEM_COLUMNS)} are written by seqdedup)")
             targets = [lowered[c.lower()] for c in plan.columns]
+            repeated = sorted({c for c in targets if targets.count(c) > 1})
+            if repeated:
+                raise TopicError(f"the INSERT lists the columns {repeated} more than once; list each column once")
         if len(values) != len(targets):
             raise TopicError(f"the SELECT gives {len(values)} values per entry but topic {topic.ref.key} takes "
                              f"{len(targets)} ({', '.join(targets)}); list the columns to write, in order")
@@ -381,7 +424,7 @@ class Session:
         if not self.adapter.fetchall(exp.select(exp.Count(this=exp.Star())).from_(state.copy()).where(expired))[0][0]:
             return header, state
         kept = exp.select("*").from_(state.copy()).where(exp.not_(expired.copy()))
-        self.catalog.write_snapshot(topic.ref, kept, header=header, position=position, kind="purge", now=now,
+        self._write_snapshot(topic.ref, kept, header=header, position=position, kind="purge", now=now,
                                     commit=commit, max_producers=topic.applied.max_producers_in_snapshot)
         header = self.catalog.last_snapshot(topic.ref)
         return header, self._temp(temps, "__sd_state_kept", kept)
@@ -397,7 +440,7 @@ class Session:
         if not due:
             return None
         if state is None:
-            return self.catalog.write_snapshot(topic.ref, None, header=header, position=last_position,
+            return self._write_snapshot(topic.ref, None, header=header, position=last_position,
                                                kind="disabled", now=now, commit=commit)
         new = (exp.select(exp.alias_(exp.column(rewrite.PRODUCER), "producer"),
                           exp.alias_(exp.Max(this=exp.column(rewrite.HIGHEST)), "sequence_id"),
@@ -408,7 +451,7 @@ class Session:
         marks = (exp.select("producer", exp.alias_(exp.Max(this=exp.column("sequence_id")), "sequence_id"),
                             exp.alias_(exp.Max(this=exp.column("last_publish_time")), "last_publish_time"))
                  .from_(both.subquery("m")).group_by("producer"))
-        return self.catalog.write_snapshot(topic.ref, marks, header=header, position=last_position,
+        return self._write_snapshot(topic.ref, marks, header=header, position=last_position,
                                            kind="snapshot", now=now, commit=commit,
                                            max_producers=policies.max_producers_in_snapshot)
 
@@ -418,8 +461,13 @@ class Session:
         """The producer_state query of a topic, as it stands now (as committed, with ``committed``)."""
         catalog = self.committed if committed else self.catalog
         ref = self.ref(topic)
-        catalog.topic(ref)
+        applied = catalog.topic(ref).applied
         header = catalog.last_snapshot(ref)
+        if header.enabled != applied.deduplication_enabled:
+            # A policy change recorded, but the process died before the snapshot that makes the state follow it
+            # (on Spark they are two writes). The next write takes that snapshot; until then, the state is what it
+            # will make it: empty, whether deduplication was just disabled or just enabled again (R10).
+            header = replace(header, snapshot_id=0, kind="disabled")     # no snapshot has id 0: no rows, no replay
         return producer_state_query(ref.key, ref.table, header)
 
     def _pushed_for(self, topic: str, producer: str) -> int | None:
@@ -469,7 +517,7 @@ class Session:
                                                                temps)
                     if position == purged_header.position:
                         return purged_header.snapshot_id if purged_header is not header else None
-                    return self.catalog.write_snapshot(
+                    return self._write_snapshot(
                         ref, exp.select("*").from_(state.copy()), header=purged_header, position=position,
                         kind="snapshot", now=now, commit=commit, max_producers=t.applied.max_producers_in_snapshot)
             finally:
@@ -483,13 +531,14 @@ class Session:
     def stats(self, topic: str) -> dict:
         """What the topic holds and what its statements wrote and dropped."""
         ref = self.ref(topic)
-        t = self.topic(ref)
-        header = self.catalog.last_snapshot(ref)
-        last = self.catalog.last_position(ref, header)
+        catalog = self._reads()
+        t = catalog.topic(ref)
+        header = catalog.last_snapshot(ref)
+        last = catalog.last_position(ref, header)
         log = (exp.select("producer", exp.alias_(exp.func("sum", exp.column("written")), "written"),
                           exp.alias_(exp.func("sum", exp.column("duplicates")), "duplicates"))
-               .from_(self.catalog.run_log(ref).subquery("log")).group_by("producer").order_by("producer"))
-        rows = self.adapter.fetchall(log)
+               .from_(catalog.run_log(ref).subquery("log")).group_by("producer").order_by("producer"))
+        rows = catalog.executor.fetchall(log)
         return {
             "topic": ref.key,
             "deduplication_enabled": t.applied.deduplication_enabled,

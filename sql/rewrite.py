@@ -54,11 +54,63 @@ class DedupInsert:
     values: exp.Select              # the entries' values beside the same keys, read once more by the final INSERT
     order: list[exp.Ordered]        # arrival order inside a producer, over the key columns
     key_columns: list[str]          # every column of `keys`, in order
+    arguments: exp.Select           # is_not_dup's arguments as written (no COALESCE), to check their types first
+    call: exp.Anonymous             # the is_not_dup call as the user wrote it, for the line and column in errors
 
     @property
     def ordered(self) -> bool:
         """The statement says its arrival order (ORDER BY); else entries arrive in (producer, id) order."""
         return len(self.order) > 2
+
+
+#: What an INSERT with is_not_dup may have besides its target and SELECT. Anything else sqlglot parsed (OVERWRITE,
+#: PARTITION, BY NAME, RETURNING, ON CONFLICT, ...) is an error: a clause the plan would silently drop.
+INSERT_PARTS = {"this", "expression", "with_", "hint"}
+#: What its SELECT may have. The rest (GROUP BY, LIMIT, SORT BY, ...) is an error, for the same reason.
+SELECT_PARTS = {"expressions", "from_", "joins", "laterals", "where", "order", "with_", "hint"}
+#: Clause names as users write them, for the messages.
+CLAUSES = {"group": "GROUP BY", "windows": "WINDOW", "sort": "SORT BY", "cluster": "CLUSTER BY",
+           "distribute": "DISTRIBUTE BY", "by_name": "BY NAME", "conflict": "ON CONFLICT", "alternative": "OR ...",
+           "where": "REPLACE WHERE", "sample": "TABLESAMPLE", "locks": "FOR UPDATE"}
+
+
+def _clause(arg: str) -> str:
+    return CLAUSES.get(arg, arg.rstrip("_").upper())
+
+
+def _outside_subqueries(node: exp.Expression, *types: type) -> exp.Expression | None:
+    """The first node of one of ``types`` in ``node``, not looking into subqueries (they are rows of their own)."""
+    return next((n for n in node.walk(prune=lambda n: isinstance(n, exp.Query) and n is not node)
+                 if isinstance(n, types)), None)
+
+
+def _refuse_clauses(insert: exp.Insert, select: exp.Select) -> None:
+    """A RewriteError for a clause of the INSERT or its SELECT that the plan cannot keep (see INSERT_PARTS and
+    SELECT_PARTS), and for an aggregate or window over the rows (it would count the duplicates too)."""
+    target = insert.this.this if isinstance(insert.this, exp.Schema) else insert.this
+    extra = [a for a, v in insert.args.items() if v and a not in INSERT_PARTS]
+    extra += [a for a, v in target.args.items() if v and a not in ("this", "db", "catalog")]
+    if extra:
+        raise RewriteError(
+            f"INSERT ... {_clause(extra[0])}{at(insert.args.get(extra[0]) or target)} cannot be used with is_not_dup: "
+            "a topic is append-only and seqdedup writes its columns; write INSERT INTO <topic> [(columns)] SELECT ..."
+        )
+    for arg in (a for a, v in select.args.items() if v and a not in SELECT_PARTS):
+        clause = f"{_clause(arg)}{at(select.args[arg])}"
+        if arg in ("sort", "cluster", "distribute"):
+            raise RewriteError(f"{clause} does not give an arrival order; use ORDER BY to say in which order entries "
+                               "arrive, or leave it out for (producer, sequence id) order")
+        raise RewriteError(f"is_not_dup decides one entry per row, so its SELECT cannot have {clause}; aggregate, "
+                           "limit or sample in a subquery in FROM instead")
+    order = select.args.get("order") or exp.Order()
+    for place, parts, what, types in (("SELECT list", select.expressions, "aggregate or use a window",
+                                       (exp.Window, exp.AggFunc)),
+                                      ("ORDER BY", order.expressions, "aggregate", (exp.AggFunc,))):
+        for offender in filter(None, (_outside_subqueries(part, *types) for part in parts)):
+            raise RewriteError(
+                f"is_not_dup decides one entry per row, so its {place} cannot {what} ({offender.sql()[:60]}"
+                f"{at(offender)}): it would see the duplicates too; compute it in a subquery in FROM instead"
+            )
 
 
 def validate_is_not_dup(tree: exp.Expression) -> exp.Anonymous:
@@ -70,6 +122,9 @@ def validate_is_not_dup(tree: exp.Expression) -> exp.Anonymous:
         >>> validate_is_not_dup(sqlglot.parse_one("INSERT INTO t SELECT p, s FROM x WHERE is_not_dup(p, s) OR s > 0"))
         Traceback (most recent call last):
         seqdedup.errors.RewriteError: is_not_dup must be a condition of the WHERE clause joined by AND, not inside OR; ...
+        >>> validate_is_not_dup(sqlglot.parse_one("INSERT INTO t SELECT p FROM x WHERE is_not_dup(p, s) SORT BY s", read="spark"))
+        Traceback (most recent call last):
+        seqdedup.errors.RewriteError: SORT BY at line 1, column 58 does not give an arrival order; ...
     """
     found = calls(tree, "is_not_dup")
     if len(found) != 1:
@@ -106,11 +161,12 @@ def validate_is_not_dup(tree: exp.Expression) -> exp.Anonymous:
         raise RewriteError(
             f"is_not_dup{at(call)} must be in the WHERE of the INSERT's own SELECT, not in a subquery or CTE"
         )
-    for arg in ("group", "having", "distinct", "limit", "qualify", "windows"):
-        if select.args.get(arg):
+    _refuse_clauses(tree, select)
+    for name in ("dup_status", "last_sequence_id", "producer_state"):
+        for other in calls(tree, name):
             raise RewriteError(
-                f"is_not_dup decides one entry per row, so its SELECT cannot have {arg.upper()}; "
-                "aggregate in a subquery in FROM instead"
+                f"{name}{at(other)} cannot be used in the statement that calls is_not_dup: it would read the state "
+                "the statement is changing; read it in a query of its own before the INSERT"
             )
     for argument in call.expressions:
         if argument.find(exp.AggFunc, exp.Window, exp.Subquery) or calls(argument, "is_not_dup"):
@@ -156,17 +212,22 @@ def expand_is_not_dup(tree: exp.Insert) -> DedupInsert:
     """
     call = validate_is_not_dup(tree)
     select: exp.Select = tree.expression.copy()
+    if tree.args.get("with_"):      # WITH ... INSERT INTO t SELECT: the CTEs belong to the SELECT the plan reads
+        ctes = tree.args["with_"].copy()
+        ctes.set("expressions", ctes.expressions + (select.args["with_"].expressions if select.args.get("with_") else []))
+        select.set("with_", ctes)
     producer, sequence_id, *rest = [a.copy() for a in call.expressions]
     highest = exp.func("coalesce", rest[0], sequence_id.copy()) if rest else sequence_id.copy()
     user_order = _arrival_order(select)
 
     # Drop the call from WHERE; the other conditions stay, so a row they filter out is not an entry at all.
     select_call = calls(select, "is_not_dup")[0]
-    condition = select.args["where"].this
-    remaining = [c.unnest() for c in (condition.flatten() if isinstance(condition, exp.And) else [condition])
-                 if c.unnest() is not select_call]
+    remaining = [c for c in _conjuncts(select.args["where"].this) if c is not select_call]
     select.set("where", exp.Where(this=exp.and_(*remaining)) if remaining else None)
     select.set("order", None)
+    arguments = select.copy()
+    arguments.set("expressions", [exp.alias_(a.copy(), name) for a, name in
+                                  zip(call.expressions, (PRODUCER, SEQUENCE_ID, HIGHEST))])
 
     keys = [exp.alias_(producer, PRODUCER), exp.alias_(sequence_id, SEQUENCE_ID), exp.alias_(highest, HIGHEST)]
     keys += [exp.alias_(o.this.copy(), f"__sd_o{i}") for i, o in enumerate(user_order)]
@@ -183,7 +244,20 @@ def expand_is_not_dup(tree: exp.Insert) -> DedupInsert:
     target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
     columns = [c.name for c in tree.this.expressions] if isinstance(tree.this, exp.Schema) else None
     return DedupInsert(target=target.copy(), columns=columns, keys=key_select, values=value_select, order=order,
-                       key_columns=[k.alias for k in keys])
+                       key_columns=[k.alias for k in keys], arguments=arguments, call=call)
+
+
+def _conjuncts(condition: exp.Expression) -> list[exp.Expression]:
+    """The conditions an AND chain joins, through parentheses: ``(a AND (b)) AND c`` gives ``[a, b, c]``.
+
+    Example:
+        >>> [c.sql() for c in _conjuncts(sqlglot.parse_one("((f(x)) AND (y > 0 OR z)) AND w"))]
+        ['F(x)', 'y > 0 OR z', 'w']
+    """
+    condition = condition.unnest()
+    if isinstance(condition, exp.And):
+        return _conjuncts(condition.this) + _conjuncts(condition.expression)
+    return [condition]
 
 
 def _with(ordered: exp.Ordered, this: exp.Expression) -> exp.Ordered:

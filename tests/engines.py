@@ -63,9 +63,9 @@ class Harness:
             self.namespace = "main"
         self.session = self.connect()
 
-    def connect(self):
+    def connect(self, **options):
         target = spark_session(self.database) if self.engine.name == "spark" else self.database
-        return seqdedup.connect(target, engine=self.engine.name, clock=self.clock)
+        return seqdedup.connect(target, engine=self.engine.name, clock=self.clock, **options)
 
     def key(self, topic: str = "events") -> str:
         """The topic's name in the catalog tables: namespace.name."""
@@ -81,8 +81,10 @@ class Harness:
         return name
 
     def stage(self, rows: list[tuple], name: str = "staging") -> None:
-        """A temporary view of entries: (producer, seq) or (producer, seq, highest), numbered in arrival order."""
-        padded = [(r[0], r[1], r[2] if len(r) > 2 else None, i, f"{r[0]}/{r[1]}") for i, r in enumerate(rows)]
+        """A temporary view of entries: (producer, seq), (producer, seq, highest) or (producer, seq, highest, payload),
+        numbered in arrival order; the payload is ``producer/seq`` unless given."""
+        padded = [(r[0], r[1], r[2] if len(r) > 2 else None, i, r[3] if len(r) > 3 else f"{r[0]}/{r[1]}")
+                  for i, r in enumerate(rows)]
         padded = padded or [(None, None, None, None, None)]        # no entries: one row, filtered out below
         values = exp.values([tuple(literal(v) if v is not None else exp.null() for v in row) for row in padded],
                             alias="t", columns=["producer", "seq", "highest", "arrival", "payload"])

@@ -47,7 +47,7 @@ def _model_counts(result) -> dict[str, tuple[int, int]]:
 
 
 #: Examples per run: Spark runs each statement as a handful of jobs, so it gets fewer.
-EXAMPLES = {"duckdb": 200, "spark": 8}
+EXAMPLES = {"duckdb": 120, "spark": 8}
 
 
 def test_engine_matches_the_reference_model(engine, tmp_path_factory):

@@ -19,7 +19,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from seqdedup.failpoints import NAMES
+from seqdedup.failpoints import STATEMENT
 
 CHILD = Path(__file__).with_name("child.py")
 PRODUCERS = ["p0", "p1", "p2", "p3"]
@@ -31,7 +31,7 @@ PUBLISHED = {"after_topic_rows": False, "after_run_log": False, "before_publish"
 
 
 def points(engine: str) -> list[str]:
-    return list(NAMES) + (TIMED if engine == "spark" else [])
+    return list(STATEMENT) + (TIMED if engine == "spark" else [])
 
 
 def statement(i: int, path: Path) -> Path:

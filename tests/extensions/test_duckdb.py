@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -30,9 +31,10 @@ def test_a_new_process_reads_the_same_state(duckdb_dedup):
     duckdb_dedup.session = duckdb_dedup.connect()
 
 
-def test_a_second_writer_process_gets_a_clear_error(duckdb_dedup):
+def test_a_second_writer_process_waits_its_lock_timeout_then_gets_a_clear_error(duckdb_dedup):
     duckdb_dedup.topic()
-    code = "import seqdedup; seqdedup.connect(%r)" % duckdb_dedup.database
+    code = "import seqdedup; seqdedup.connect(%r, lock_timeout=0.5)" % duckdb_dedup.database
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode != 0
-    assert "is in use by process" in result.stderr and "one writing process per file" in result.stderr
+    assert f"is in use by process {os.getpid()} (waited 0.5 s for it)" in result.stderr
+    assert "one process per file while a writer has it open" in result.stderr

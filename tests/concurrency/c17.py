@@ -1,0 +1,48 @@
+"""Scenario C17, two writers on one topic with overlapping ids, as data the thread and process tests share.
+
+Writer ``a`` sends producers p0 and p1 (ids 0..249) and p2 (0..499); writer ``b`` sends p0 and p1 (the same ids)
+and p3 (0..499): 1000 entries each, 500 of them the same (producer, id) as the other writer's. Each sends its
+entries in id order, in statements of a given size. Whatever the interleaving, the topic must hold each of the
+1500 distinct entries exactly once, and the writers' results must add up to that.
+"""
+from __future__ import annotations
+
+from sqlglot import exp
+
+from seqdedup.catalog.state import literal
+
+TOPIC = "events"
+IDS = {"a": {"p0": 250, "p1": 250, "p2": 500}, "b": {"p0": 250, "p1": 250, "p3": 500}}
+EXPECTED = sorted({(p, s) for ids in IDS.values() for p, n in ids.items() for s in range(n)})
+
+
+def entries(writer: str) -> list[tuple[str, int]]:
+    """The writer's 1000 entries, in id order, its producers interleaved."""
+    ids = IDS[writer]
+    return [(p, s) for s in range(max(ids.values())) for p in sorted(ids) if s < ids[p]]
+
+
+def statements(writer: str, size: int) -> list[list[tuple[str, int]]]:
+    rows = entries(writer)
+    return [rows[i:i + size] for i in range(0, len(rows), size)]
+
+
+def send(session, writer: str, rows: list[tuple[str, int]]):
+    """One statement with these entries, in this order, staged in a view of the writer's own (sessions of one
+    SparkSession share their temporary views)."""
+    view = f"staging_{writer}"
+    values = exp.values([(literal(p), literal(s), literal(i)) for i, (p, s) in enumerate(rows)], alias="t",
+                        columns=["producer", "seq", "arrival"])
+    session.run(exp.Create(this=exp.table_(view), kind="VIEW", replace=True, expression=exp.select(
+        exp.cast(exp.column("producer"), "string").as_("producer"), exp.cast(exp.column("seq"), "bigint").as_("seq"),
+        "arrival").from_(values), properties=exp.Properties(expressions=[exp.TemporaryProperty()])))
+    payload = exp.func("concat", literal(f"{writer}:"), exp.column("producer"), literal("/"),
+                       exp.cast(exp.column("seq"), "string"))
+    return session.run(exp.insert(
+        exp.select(payload).from_(view).where(exp.func("is_not_dup", exp.column("producer"), exp.column("seq")))
+        .order_by("arrival"), TOPIC))
+
+
+def topic_entries(session) -> list[tuple[str, int]]:
+    """(producer, sequence id) of every entry, sorted: one row per entry, so a duplicate shows twice."""
+    return sorted((p, s) for p, s in session.sql(f"SELECT _producer, _sequence_id FROM {TOPIC}").rows)

@@ -1,0 +1,378 @@
+"""Crash fuzzing: random producers and operations, ``kill -9`` of the writing process at a random moment, restart,
+and a check of everything against the reference model.
+
+    python -m tests.crash.fuzz --engine duckdb --iterations 1000 [--seed N] [--workdir DIR]   (from the repo root)
+
+One *iteration* is one writer process (fuzz_child.py). It opens the database (recovering the state), reports what
+it finds, retries the operation its predecessor had in flight, and runs a few more operations of the plan: sends
+(single and batch entries, retransmits of old ids, repeats inside a statement, holes, disorder, entries that
+straddle a producer's mark, invalid entries now and then), snapshots (with purges of idle producers: the clock
+jumps past the inactivity timeout now and then), disable and enable. It is killed with SIGKILL (its whole process
+group: on Spark the driver JVM too) at a random step of a commit (a failpoint: mid-statement, mid-snapshot,
+between a policy change and its snapshot, mid-creation of the topic), after a random delay (any moment: while
+recovering, deciding, writing), or not at all.
+
+The parent keeps the truth: the reference model (udfs/reference.py) fed with every operation known to have
+committed. A violation is any of:
+- the recovered database is neither the model without the operation that was in flight at the kill, nor the model
+  with it: an acknowledged entry missing or there twice, an entry of a statement that did not commit, part of a
+  statement, positions that are not dense, or recovered marks (last snapshot + replay) that differ from the marks
+  the model computes from the whole history;
+- an acknowledged operation whose answer (entries written and dropped per producer, or the error) differs from
+  the model's;
+- a writer that fails in a way the plan did not ask for.
+After a violation the run goes on with a new database, so a long run reports every violation it meets.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from seqdedup.errors import InvalidEntryError
+from seqdedup.failpoints import NAMES, STATEMENT
+from seqdedup.udfs import Entry, Policies, SequenceTracker
+from seqdedup.udfs.reference import validate
+
+CHILD = Path(__file__).with_name("fuzz_child.py")
+#: The failpoints each operation passes (a snapshot's only when one is due; an invalid send's none of them).
+POINTS = {
+    "create": ["after_topic_table", "after_snapshot_rows", "before_publish", "after_publish"],
+    "send": list(STATEMENT) + ["after_snapshot_rows"],
+    "snapshot": ["after_snapshot_rows", "before_publish", "after_publish"],
+    "disable": ["after_policy_rows", "after_snapshot_rows", "before_publish", "after_publish"],
+    "enable": ["after_policy_rows", "after_snapshot_rows", "before_publish", "after_publish"],
+}
+assert {name for names in POINTS.values() for name in names} <= set(NAMES)
+#: Operations per writer process, at most: a Spark process costs seconds to start, so it does more per life.
+PER_CHILD = {"duckdb": 6, "spark": 4}
+
+
+# --- the plan ------------------------------------------------------------------------------------------------------
+
+class Planner:
+    """Random operations with the shapes that break deduplication, from one seed."""
+
+    def __init__(self, rng: random.Random):
+        self.rng = rng
+        self.at = 0.0                                  # the clock of the next operation, seconds
+        self.sent: dict[str, int] = {}                 # producer -> highest id it has used
+        self.count = 0
+
+    def policies(self) -> dict:
+        r = self.rng
+        return {"snapshot_interval_entries": r.choice([1, 2, 3, 5, 1000]),
+                "snapshot_interval_seconds": r.choice([0, 60, 120]),
+                "producer_inactivity_timeout": r.choice([1, 2, 360])}
+
+    def next(self) -> dict:
+        r = self.rng
+        self.count += 1
+        self.at += r.choice([0, 0, 1, 5, 20, 45, 90, 200])       # jumps past a 1-minute timeout purge producers
+        if self.count == 1:
+            return {"kind": "create", "policies": self.policies(), "at": self.at}
+        kind = r.choices(["send", "snapshot", "disable", "enable"], weights=[80, 8, 4, 8])[0]
+        if kind != "send":
+            return {"kind": kind, "at": self.at}
+        size = r.choice([1, 2, 3, 5, 8, 12]) if r.random() < 0.95 else 300
+        entries = [self._entry(i) for i in range(size)]
+        if r.random() < 0.05:                                    # invalid input: the statement must change nothing
+            entry = entries[r.randrange(size)]
+            flaw = r.randrange(4)
+            if flaw == 0:
+                entry[0] = None                                  # no producer
+            elif flaw == 1:
+                entry[1] = None                                  # no sequence id
+            elif flaw == 2:
+                entry[1] = -3                                    # a negative id
+            else:
+                entry[2] = entry[1] - 1                          # highest below lowest
+        return {"kind": "send", "entries": entries, "ordered": r.random() < 0.7, "at": self.at}
+
+    def _entry(self, i: int) -> list:
+        r = self.rng
+        producer = f"p{r.randrange(5)}" if r.random() < 0.97 else f"new-{self.count}"
+        top = self.sent.get(producer, -1)
+        roll = r.random()
+        if roll < 0.55 or top < 0:                     # the next ids, sometimes after a hole
+            sequence_id = top + 1 + (r.randrange(3) if r.random() < 0.2 else 0)
+        elif roll < 0.85:                              # a retransmit of an id already used
+            sequence_id = r.randint(max(0, top - 6), top)
+        else:                                          # disorder: a little ahead
+            sequence_id = top + r.randint(1, 6)
+        highest = None
+        if r.random() < 0.25:                          # a batch entry, which may straddle the mark
+            start = sequence_id - r.randint(0, 3) if r.random() < 0.3 else sequence_id
+            sequence_id, highest = max(0, start), max(0, start) + r.randint(0, 4)
+        self.sent[producer] = max(top, highest if highest is not None else sequence_id)
+        return [producer, sequence_id, highest, f"{self.count}:{i}"]
+
+
+# --- the truth -----------------------------------------------------------------------------------------------------
+
+class Model:
+    """The reference model fed with every operation that committed; ``None`` before the topic is created."""
+
+    def __init__(self) -> None:
+        self.tracker: SequenceTracker | None = None
+
+    def apply(self, operation: dict) -> dict:
+        """Apply one operation as the engine does; returns what its acknowledgement must say."""
+        kind, at = operation["kind"], operation["at"]
+        if kind == "create":
+            if self.tracker is None:
+                self.tracker = SequenceTracker(Policies(**operation["policies"]), now=at)
+            return {}
+        tracker = self.tracker
+        if kind == "send":
+            entries = [Entry(p, s, h, payload) for p, s, h, payload in operation["entries"]]
+            try:
+                for index, entry in enumerate(entries):
+                    validate(entry, index)
+            except InvalidEntryError as error:
+                return {"error": type(error).__name__}
+            if tracker.enabled:                  # a statement purges idle producers first (R11)
+                tracker.purge_inactive(at)
+            result = tracker.apply_statement(entries, now=at,
+                                             order=list(range(len(entries))) if operation["ordered"] else None)
+            producers = set(result.written) | set(result.duplicates)
+            return {"counts": {p: [result.written.get(p, 0), result.duplicates.get(p, 0)] for p in producers}}
+        if kind == "snapshot" and tracker.enabled:
+            tracker.purge_inactive(at)
+        elif kind == "disable" and tracker.enabled:
+            tracker.disable(at)
+        elif kind == "enable" and not tracker.enabled:
+            tracker.enable(at)
+        return {}
+
+    def observed(self) -> dict:
+        """What a recovered database must show: entries, marks, enabled."""
+        t = self.tracker
+        if t is None:
+            return {"topic": False}
+        return {"topic": True,
+                "entries": sorted((e.producer, e.sequence_id, e.highest_sequence_id, e.payload) for e in t.log),
+                "marks": t.state() if t.enabled else {}, "enabled": t.enabled}
+
+
+def observed(state: dict) -> tuple[dict, str | None]:
+    """The comparable part of a child's state report, and a problem with the positions if there is one."""
+    if not state["topic"]:
+        return {"topic": False}, None
+    positions = sorted(row[4] for row in state["entries"])
+    problem = None if positions == list(range(1, len(positions) + 1)) else f"positions not dense: {positions[:20]}"
+    return {"topic": True, "entries": sorted(tuple(row[:4]) for row in state["entries"]),
+            "marks": state["marks"], "enabled": state["enabled"]}, problem
+
+
+def difference(got: dict, want: dict) -> str:
+    if got.get("topic") != want.get("topic"):
+        return f"topic exists: {got.get('topic')} != {want.get('topic')}"
+    parts = []
+    if got["entries"] != want["entries"]:
+        g, w = set(got["entries"]), set(want["entries"])
+        twice = len(got["entries"]) - len(g)
+        parts.append(f"entries: {len(got['entries'])} (twice: {twice}) vs {len(want['entries'])}; "
+                     f"extra {sorted(g - w)[:5]}, missing {sorted(w - g)[:5]}")
+    if got["marks"] != want["marks"]:
+        parts.append(f"marks {got['marks']} != {want['marks']}")
+    if got["enabled"] != want["enabled"]:
+        parts.append(f"enabled {got['enabled']} != {want['enabled']}")
+    return "; ".join(parts)
+
+
+# --- the run -------------------------------------------------------------------------------------------------------
+
+@dataclass
+class Stats:
+    iterations: int = 0
+    kills: dict = field(default_factory=lambda: {"failpoint": 0, "timer": 0})
+    operations: int = 0                  # acknowledged operations
+    in_flight_committed: int = 0         # operations in flight at a kill that turned out committed
+    violations: list = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+
+    def line(self, total: int) -> str:
+        per = (time.monotonic() - self.started) / max(self.iterations, 1)
+        return (f"iteration {self.iterations}/{total}: kills {sum(self.kills.values())} (failpoint "
+                f"{self.kills['failpoint']}, timer {self.kills['timer']}), operations {self.operations}, "
+                f"in flight and committed {self.in_flight_committed}, violations {len(self.violations)}, "
+                f"{per:.1f} s/iteration")
+
+
+class Fuzz:
+    """One database under attack, and the model of what it must hold."""
+
+    def __init__(self, engine: str, workdir: Path, rng: random.Random, stats: Stats, generation: int = 0):
+        self.engine, self.workdir, self.rng, self.stats = engine, workdir, rng, stats
+        name = f"home-{generation}" if engine == "spark" else f"fuzz-{generation}.duckdb"
+        self.database = str(workdir / name)
+        self.planner = Planner(rng)
+        self.operations: list[dict] = []
+        self.model = Model()
+        self.acked = 0                   # operations before this index are acknowledged and in the model
+        self.pending: int | None = None  # an operation that may have committed before its writer was killed
+        # Seconds a writer takes to recover (from "started" to "state") and per operation, learnt as it goes: a
+        # random kill is timed within them.
+        self.startup, self.per_operation = {"duckdb": (0.3, 0.1), "spark": (20.0, 5.0)}[engine]
+
+    def iteration(self, kill: bool = True) -> list[str]:
+        """One writer process; returns the violations it revealed."""
+        count = self.rng.randint(1, PER_CHILD[self.engine]) if kill else 0
+        while len(self.operations) < self.acked + count:
+            self.operations.append(self.planner.next())
+        plan = self.workdir / "plan.json"
+        plan.write_text(json.dumps({"first": self.acked, "operations": self.operations[self.acked:self.acked + count]}))
+        # Kills alternate between a failpoint and a random moment; every tenth writer is left to finish.
+        mode = ("none" if self.stats.iterations % 10 == 9 else ("failpoint", "timer")[self.stats.iterations % 2]) \
+            if kill else "none"
+        env = {k: v for k, v in os.environ.items() if k != "SEQDEDUP_CRASH_AT"}
+        if mode == "failpoint":
+            env["SEQDEDUP_CRASH_AT"] = self._failpoint(self.operations[self.acked:self.acked + count])
+        child = subprocess.Popen([sys.executable, str(CHILD), self.engine, self.database, str(plan)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                 start_new_session=True)
+        timer = None
+        stderr: list[str] = []
+        reader = threading.Thread(target=lambda: stderr.append(child.stderr.read()), daemon=True)
+        reader.start()
+        violations, recovered, last = [], False, None
+
+        def arm(window: float) -> threading.Timer:
+            armed = threading.Timer(self.rng.uniform(0, window), _kill, [child])
+            armed.start()
+            return armed
+
+        for raw in child.stdout:
+            if not raw.startswith("{"):
+                continue
+            line, now = json.loads(raw), time.monotonic()
+            if "started" in line:
+                if mode == "timer" and self.rng.random() < 0.3:      # a kill while it recovers, or later
+                    timer = arm(self.startup + self.per_operation * count)
+            elif "state" in line:
+                recovered = True
+                self.startup = 0.7 * self.startup + 0.3 * (now - last)
+                if mode == "timer" and timer is None:
+                    timer = arm(self.per_operation * count)
+                violations += self._recovered(line["state"])
+            elif "ack" in line:
+                self.per_operation = 0.7 * self.per_operation + 0.3 * (now - last)
+                violations += self._acknowledged(line)
+            last = now
+            if violations:
+                break
+        if violations:
+            _kill(child)
+        code = child.wait(timeout=900)
+        if timer:
+            timer.cancel()
+        reader.join(timeout=60)
+        killed = code == -signal.SIGKILL
+        if killed:
+            self.stats.kills["timer" if mode == "timer" else "failpoint"] += 1
+            if recovered:                    # it may have begun the next operation
+                self.pending = self.acked if self.acked < len(self.operations) else None
+        elif code != 0 and not violations:
+            violations.append(f"the writer failed (exit {code}): {''.join(stderr)[-2000:]}")
+        elif not violations:
+            self.pending = None
+        self.stats.iterations += 1
+        return violations
+
+    def _failpoint(self, plan: list[dict]) -> str:
+        """``name:n``: a step of one of the plan's operations, at the n-th time the writer should pass it."""
+        target = max(self.rng.randrange(len(plan)), self.rng.randrange(len(plan)))    # later ones more often
+        name = self.rng.choice(POINTS[plan[target]["kind"]])
+        passes = 1 + sum(name in POINTS[operation["kind"]] for operation in plan[:target])
+        return f"{name}:{passes}"
+
+    def _recovered(self, state: dict) -> list[str]:
+        """The writer's view after recovery must be the model without the operation in flight, or with it."""
+        got, problem = observed(state)
+        if problem:
+            return [problem]
+        without = self.model.observed()
+        if self.pending is not None:
+            applied = copy.deepcopy(self.model)
+            applied.apply(self.operations[self.pending])
+            if got == applied.observed() and got != without:
+                self.model = applied
+                self.stats.in_flight_committed += 1
+        self.pending = None
+        want = self.model.observed()
+        return [] if got == want else [f"after recovery: {difference(got, want)}"]
+
+    def _acknowledged(self, line: dict) -> list[str]:
+        index = line.pop("ack")
+        if index != self.acked:
+            return [f"acknowledged operation {index}, expected {self.acked}"]
+        want = self.model.apply(self.operations[index])
+        self.acked += 1
+        self.stats.operations += 1
+        if line != want:
+            return [f"operation {index} {self.operations[index]['kind']} answered {line}, the model says {want}"]
+        return []
+
+
+def _kill(child: subprocess.Popen) -> None:
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def run(engine: str, iterations: int, seed: int, workdir: Path, *, report=None, every: int = 50) -> Stats:
+    """``iterations`` writer processes against one database (a new one after a violation), then a last writer
+    that only recovers and checks. ``report`` gets a progress line every ``every`` iterations."""
+    rng = random.Random(seed)
+    stats = Stats()
+    generation = 0
+    fuzz = Fuzz(engine, workdir, rng, stats)
+    for i in range(iterations):
+        for violation in fuzz.iteration():
+            stats.violations.append(f"seed {seed}, iteration {i}, database {fuzz.database}: {violation}")
+            generation += 1
+            fuzz = Fuzz(engine, workdir, rng, stats, generation)
+        if report and (i + 1) % every == 0:
+            report(stats.line(iterations))
+    for violation in fuzz.iteration(kill=False):
+        stats.violations.append(f"seed {seed}, final check, database {fuzz.database}: {violation}")
+    return stats
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb")
+    parser.add_argument("--iterations", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--every", type=int, default=None, help="progress line every N iterations")
+    args = parser.parse_args()
+    seed = args.seed if args.seed is not None else random.randrange(2**32)
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="seqdedup-fuzz-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    print(f"crash fuzz: engine {args.engine}, {args.iterations} iterations, seed {seed}, in {workdir}", flush=True)
+    every = args.every or (50 if args.engine == "duckdb" else 5)
+    stats = run(args.engine, args.iterations, seed, workdir, report=lambda s: print(s, flush=True), every=every)
+    for violation in stats.violations:
+        print("VIOLATION", violation)
+    print(f"done: {stats.iterations} iterations, {sum(stats.kills.values())} kills "
+          f"({stats.kills['failpoint']} at failpoints, {stats.kills['timer']} at random moments), "
+          f"{stats.operations} operations acknowledged, {stats.in_flight_committed} in-flight operations found "
+          f"committed, {len(stats.violations)} violations")
+    sys.exit(1 if stats.violations else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""The writer process the crash fuzzer (fuzz.py) kills: it opens a database, reports what it recovered, and runs
+operations of a plan, acknowledging each one as it returns.
+
+    python fuzz_child.py ENGINE DATABASE PLAN
+
+PLAN is a JSON file: {"first": index of its first operation, "operations": [...]}; an operation is one of
+``{"kind": "create", "policies": {...}}``, ``{"kind": "send", "entries": [[producer, seq, highest|null,
+payload], ...], "ordered": bool}``, ``{"kind": "snapshot"}``, ``{"kind": "disable"}``, ``{"kind": "enable"}``,
+each with ``"at"``, the seconds since the fuzz began that the session's clock reads while it runs.
+
+Prints one JSON line per step: {"started": ...} once seqdedup is imported (the parent times random kills from
+it), {"state": ...} once the database is open and its state recovered, {"ack": i, ...} after operation i returned.
+``SEQDEDUP_CRASH_AT`` (seqdedup/failpoints.py) makes it kill itself at a step of a commit.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+
+from sqlglot import exp
+
+import seqdedup
+from seqdedup import InvalidEntryError
+from seqdedup.catalog.state import literal
+
+TOPIC = "events"
+EPOCH = dt.datetime(2026, 1, 1)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = EPOCH
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+def say(**line) -> None:
+    print(json.dumps(line), flush=True)
+
+
+def state(session) -> dict:
+    """What the database holds, as a new process recovers it: the topic's entries and the producers' marks."""
+    if not any(key.endswith(f".{TOPIC}") for key in session.topics()):
+        return {"topic": False}
+    entries = session.sql(f"SELECT _producer, _sequence_id, _highest_sequence_id, payload, _position FROM {TOPIC}")
+    return {"topic": True, "entries": [list(row) for row in entries.rows],
+            "marks": {p: s for p, s, _ in session.producer_state(TOPIC).rows},
+            "enabled": session.topic(TOPIC).applied.deduplication_enabled}
+
+
+def stage(session, entries: list[list]) -> None:
+    """A temporary view ``staging`` of the entries, numbered in arrival order."""
+    rows = [(literal(p) if p is not None else exp.null(), literal(s) if s is not None else exp.null(),
+             literal(h) if h is not None else exp.null(), literal(payload), literal(i))
+            for i, (p, s, h, payload) in enumerate(entries)]
+    values = exp.values(rows, alias="t", columns=["producer", "seq", "highest", "payload", "arrival"])
+    select = exp.select(exp.cast(exp.column("producer"), "string").as_("producer"),
+                        exp.cast(exp.column("seq"), "bigint").as_("seq"),
+                        exp.cast(exp.column("highest"), "bigint").as_("highest"), "payload", "arrival").from_(values)
+    session.run(exp.Create(this=exp.table_("staging"), kind="VIEW", replace=True, expression=select,
+                           properties=exp.Properties(expressions=[exp.TemporaryProperty()])))
+
+
+def run(session, operation: dict) -> dict:
+    kind = operation["kind"]
+    if kind == "create":
+        if state(session)["topic"]:       # a retried create whose first attempt committed
+            return {}
+        session.create_topic(TOPIC, {"payload": "STRING"}, **operation["policies"])
+    elif kind == "send":
+        stage(session, operation["entries"])
+        order = " ORDER BY arrival" if operation["ordered"] else ""
+        try:
+            result = session.sql(f"INSERT INTO {TOPIC} SELECT payload FROM staging "
+                                 f"WHERE is_not_dup(producer, seq, highest){order}")
+        except InvalidEntryError as error:
+            return {"error": type(error).__name__}
+        return {"counts": {p.producer: [p.written, p.duplicates] for p in result.producers}}
+    elif kind == "snapshot":
+        session.snapshot(TOPIC)
+    else:
+        session.alter_topic(TOPIC, deduplication_enabled=kind == "enable")
+    return {}
+
+
+def main() -> None:
+    engine, database, plan = sys.argv[1:4]
+    with open(plan) as file:
+        plan = json.load(file)
+    say(started=True)
+    clock = Clock()
+    if engine == "spark":
+        from seqdedup.extensions.spark import local_session
+
+        session = seqdedup.connect(local_session(database), clock=clock)
+    else:
+        session = seqdedup.connect(database, clock=clock)
+    say(state=state(session))
+    for index, operation in enumerate(plan["operations"], start=plan["first"]):
+        clock.now = EPOCH + dt.timedelta(seconds=operation["at"])
+        say(ack=index, **run(session, operation))
+    session.close()
+
+
+if __name__ == "__main__":
+    main()
