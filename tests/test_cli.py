@@ -10,7 +10,7 @@ import pytest
 
 def seqdedup(*args: str, cwd, check: bool = True) -> subprocess.CompletedProcess:
     result = subprocess.run([sys.executable, "-m", "seqdedup", *args], cwd=cwd, capture_output=True, text=True,
-                            timeout=120)
+                            timeout=900)
     if check and result.returncode != 0:
         raise AssertionError(f"seqdedup {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}")
     return result

@@ -48,21 +48,21 @@ def test_unknown_while_a_statement_is_in_flight(dedup, monkeypatch):
     def claim_and_wait(topic, marks):
         original(topic, marks)
         claimed.set()
-        release.wait(10)
+        release.wait(600)      # bounds, not timings: a loaded Spark takes long
 
     monkeypatch.setattr(session.pushed, "claim", claim_and_wait)
     dedup.stage([("p", 2), ("p", 3)])
     writer = threading.Thread(target=lambda: session.sql(
         "INSERT INTO events SELECT payload FROM staging WHERE is_not_dup(producer, seq)"))
     writer.start()
-    assert claimed.wait(10)
+    assert claimed.wait(600)
     try:
         assert session.dup_status("events", "p", 3) is DupStatus.UNKNOWN
         assert session.dup_status("events", "p", 1) is DupStatus.DUP
         assert session.dup_status("events", "p", 4) is DupStatus.NOT_DUP
     finally:
         release.set()
-        writer.join(10)
+        writer.join(600)
     assert session.dup_status("events", "p", 3) is DupStatus.DUP
 
 

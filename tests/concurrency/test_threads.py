@@ -114,13 +114,13 @@ def test_unknown_to_every_session_while_a_statement_is_in_flight(dedup):
 
     def pause():
         inside.set()
-        assert release.wait(60)
+        assert release.wait(600)
 
     failpoints.inject("before_publish", pause)
     try:
         writer_ = threading.Thread(target=dedup.send, args=([("p", 1), ("p", 2)],))
         writer_.start()
-        assert inside.wait(120)
+        assert inside.wait(600)
         try:
             assert [reader.dup_status("events", "p", s) for s in (1, 2, 3)] == [
                 DupStatus.UNKNOWN, DupStatus.UNKNOWN, DupStatus.NOT_DUP]
