@@ -17,6 +17,12 @@ from seqdedup.udfs.guards import SIGNATURES, guard_message
 from .base import EngineAdapter
 
 DEFAULT_DATABASE = "seqdedup.duckdb"
+#: A one-row table that tells an in-memory database apart from another (see ``DuckDBAdapter.identity``).
+INSTANCE_MARKER = "seqdedup_instance"
+
+#: Database files open in this process: identity -> (the path DuckDB opened it by, how many adapters use it).
+_open_files: dict[str, tuple[str, int]] = {}
+_files_lock = threading.Lock()
 
 #: What DuckDB's error says when the disk is full (ENOSPC, EFBIG past a file size limit, EDQUOT).
 DISK_FULL = ("No space left on device", "File too large", "Disk quota exceeded")
@@ -57,6 +63,22 @@ def _friendly(error: duckdb.Error, path: str, *, waited: float | None = None) ->
     return EngineError(f"DuckDB: {text}")
 
 
+def register_functions(cursor: duckdb.DuckDBPyConnection) -> None:
+    """Register the function set on a DuckDB connection (or cursor) as temporary macros: guards under the names the
+    rewrite gives meaning to, which fail loudly with the way to run the statement, and ``kafka_producer_name``. Any
+    connection that may see seqdedup SQL (a dbt connection, say) can take them."""
+    for name, signatures in SIGNATURES.items():
+        message = exp.func("error", exp.Literal.string(guard_message(name)))
+        overloads = ", ".join(
+            f"({', '.join(args)}) AS {message.sql('duckdb')}" for args in signatures
+        )
+        cursor.execute(f"CREATE OR REPLACE TEMPORARY MACRO {name}{overloads}")
+    name = exp.func("concat", exp.Literal.string("KOP-PID-PREFIX-"), exp.column("producer_id"),
+                    exp.Literal.string("-"), exp.column("producer_epoch"))
+    cursor.execute(f"CREATE OR REPLACE TEMPORARY MACRO kafka_producer_name(producer_id, producer_epoch) AS "
+                   f"{name.sql('duckdb')}")
+
+
 class DuckDBAdapter(EngineAdapter):
     DIALECT = "duckdb"
     DEFAULT_NAMESPACE = "main"
@@ -76,12 +98,14 @@ class DuckDBAdapter(EngineAdapter):
             self.connection = self._open(read_only, lock_timeout)
         self.read_only = read_only
         self._depth = 0   # nesting of transaction()
+        self._identity: str | None = None
+        self._claimed = False   # counted in _open_files
         # Statements run on the one connection (the session lets one thread write at a time), so the user's
         # temporary views stay visible. Reads of committed state may come from any thread: each thread reads
         # through a cursor of its own, outside the writer's transaction.
         self._local = threading.local()
         self._cursors: list[duckdb.DuckDBPyConnection] = []    # every thread's, closed with the adapter
-        self._register(self.connection)
+        register_functions(self.connection)
         self.DATABASE = self.fetchall("SELECT current_database()")[0][0]
 
     def _open(self, read_only: bool, lock_timeout: float | None) -> duckdb.DuckDBPyConnection:
@@ -103,7 +127,7 @@ class DuckDBAdapter(EngineAdapter):
         if cursor is None:
             cursor = self._local.cursor = self.connection.cursor()
             self._cursors.append(cursor)
-            self._register(cursor)
+            register_functions(cursor)
         return cursor
 
     def execute(self, statement: exp.Expression | str) -> None:
@@ -160,9 +184,40 @@ class DuckDBAdapter(EngineAdapter):
 
     @property
     def identity(self) -> str:
-        if self.path == "(connection)" or self.path.startswith(":memory:"):   # one database per connection
-            return f"duckdb:connection-{id(self.connection)}"
-        return f"duckdb:{os.path.realpath(self.path)}"
+        """The database itself, however it was reached: a file by its device and inode (two paths, a hard link, a
+        second ``duckdb.connect`` or a cursor all name one file), an in-memory database by a marker written in it
+        (every cursor of the connection shares it; another ``:memory:`` connection is another database)."""
+        if self._identity is None:
+            rows = self.fetchall("SELECT path FROM duckdb_databases() WHERE database_name = current_database()")
+            path = rows[0][0] if rows else None
+            if path and os.path.exists(path):
+                status = os.stat(path)
+                self._identity = f"duckdb:file:{status.st_dev}:{status.st_ino}"
+                self._claim_file(os.path.realpath(path))
+            else:
+                self._identity = f"duckdb:memory:{self._memory_marker()}"
+        return self._identity
+
+    def _claim_file(self, path: str) -> None:
+        """DuckDB shares one instance per path in a process; a second path to the same file (a hard link) opens a
+        second instance that neither sees nor locks out the first one's writes, and both would write the file. So
+        a file open in this process through one path is refused through another."""
+        with _files_lock:
+            opened = _open_files.get(self._identity)
+            if opened and opened[0] != path and opened[1] > 0:
+                self._identity = None
+                raise EngineError(f"the database file {path} is already open in this process as {opened[0]} (the "
+                                  "same file: a hard link or a copy of the path); DuckDB would open it twice and the "
+                                  f"two would overwrite each other's writes: connect to {opened[0]}")
+            _open_files[self._identity] = (path, (opened[1] if opened else 0) + 1)
+        self._claimed = True
+
+    def _memory_marker(self) -> str:
+        marker = exp.table_(INSTANCE_MARKER)
+        if not self.columns(marker):
+            self.execute(exp.Create(this=marker, kind="TABLE", exists=True, expression=exp.select(
+                exp.alias_(exp.cast(exp.func("uuid"), "text"), "id"))))
+        return self.fetchall(exp.select("id").from_(marker))[0][0]
 
     def file_rows(self, path: str, fmt: str, row_column: str) -> exp.Select:
         reader = {"json": "read_json_auto", "csv": "read_csv_auto", "parquet": "read_parquet"}[fmt]
@@ -197,23 +252,14 @@ class DuckDBAdapter(EngineAdapter):
         self.execute("COMMIT")
 
     def register_functions(self) -> None:
-        self._register(self.connection)
-
-    @staticmethod
-    def _register(cursor: duckdb.DuckDBPyConnection) -> None:
-        """Temporary macros on a connection: guards that fail loudly, and kafka_producer_name."""
-        for name, signatures in SIGNATURES.items():
-            message = exp.func("error", exp.Literal.string(guard_message(name)))
-            overloads = ", ".join(
-                f"({', '.join(args)}) AS {message.sql('duckdb')}" for args in signatures
-            )
-            cursor.execute(f"CREATE OR REPLACE TEMPORARY MACRO {name}{overloads}")
-        name = exp.func("concat", exp.Literal.string("KOP-PID-PREFIX-"), exp.column("producer_id"),
-                        exp.Literal.string("-"), exp.column("producer_epoch"))
-        cursor.execute(f"CREATE OR REPLACE TEMPORARY MACRO kafka_producer_name(producer_id, producer_epoch) AS "
-                       f"{name.sql('duckdb')}")
+        register_functions(self.connection)
 
     def close(self) -> None:
+        if self._claimed:
+            with _files_lock:
+                path, users = _open_files[self._identity]
+                _open_files[self._identity] = (path, users - 1)
+            self._claimed = False
         # Every cursor too: the database file stays locked for other processes while any connection is open.
         for connection in [*self._cursors, self.connection]:
             with contextlib.suppress(duckdb.Error):
