@@ -1,6 +1,7 @@
 """Shared pieces of the benchmarks: the standard workload, timing, and ratio reporting."""
 from __future__ import annotations
 
+import functools
 import os
 import pathlib
 import re
@@ -31,3 +32,46 @@ def timed(function, *args, **kwargs) -> tuple[float, object]:
     start = time.perf_counter()
     value = function(*args, **kwargs)
     return time.perf_counter() - start, value
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+class Engines:
+    """A session on one engine with a scratch database: DuckDB a file in ``tmp``; Spark a local session with its
+    Hive home in ``tmp`` and a namespace of its own per ``fresh()``."""
+
+    def __init__(self, name: str, tmp: pathlib.Path):
+        self.name, self.tmp, self.count = name, tmp, 0
+        self.spark = None
+        if name == "spark":
+            from seqdedup.extensions.spark import local_session
+
+            self.spark = local_session(tmp / "spark-home", master="local[2]")
+
+    def fresh(self):
+        """A session on a new, empty database (Spark: a new namespace, made current)."""
+        import seqdedup
+
+        self.count += 1
+        if self.spark is None:
+            return seqdedup.connect(str(self.tmp / f"bench{self.count}.duckdb"))
+        self.spark.sql(f"CREATE DATABASE bench{self.count}")
+        self.spark.sql(f"USE bench{self.count}")
+        return seqdedup.connect(self.spark)
+
+    def raw(self, session, text: str):
+        """Run Spark SQL text on the engine itself, not through seqdedup (the baselines); for DuckDB it is
+        translated once, before any clock runs (``duckdb_text``)."""
+        if self.spark is not None:
+            return self.spark.sql(text).collect()
+        return session.adapter.connection.execute(duckdb_text(text)).fetchall()
+
+
+@functools.lru_cache(maxsize=None)
+def duckdb_text(text: str) -> str:
+    import sqlglot
+
+    return sqlglot.transpile(text, read="spark", write="duckdb")[0]

@@ -5,7 +5,9 @@ Engine differences are capability flags on the adapter class, never ``if engine 
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
 
 from sqlglot import exp
 
@@ -37,12 +39,46 @@ class EngineAdapter:
     #: The engine catalog topics are qualified with, when the engine needs it (DuckDB: the attached database).
     DATABASE: str | None = None
 
+    #: The plan a statement runs by default (see sql/plan.py): "window" (one pass, a sort by producer) or
+    #: "exceptions" (a narrow decision on the keys, then one filtered write).
+    PLAN: str = "exceptions"
+    #: The function that hashes an entry's key for the check of written rows (64-bit).
+    KEY_HASH: str = "hash"
+    #: The engine publishes commits itself and says which are published (Spark: the topic's partitions); where it
+    #: does not, every commit that ended is published (a transaction).
+    TRACKS_COMMITS: bool = False
+
+    @property
+    def PARTITIONS(self) -> int | None:
+        """How many partitions the window plan distributes a statement's entries over (None: the engine decides
+        and takes no hint)."""
+        return None
+
+    @property
+    def exclusive(self) -> bool:
+        """No other process can publish to this database while the adapter is open (DuckDB locks its file; a
+        local Spark home is locked by its process), so a topic's state in memory stays true without a check."""
+        return True
+
     def execute(self, statement: exp.Expression | str) -> None:
         raise NotImplementedError
 
     def fetchall(self, query: exp.Expression | str, *, committed: bool = False) -> list[tuple]:
         """Rows of a query. ``committed``: read only committed data, from any thread, outside a running statement."""
         raise NotImplementedError
+
+    def fetch_arrow(self, query: exp.Expression, *, committed: bool = False):
+        """A query's rows as a ``pyarrow.Table``."""
+        raise NotImplementedError
+
+    def relation(self, name: str, table, *, committed: bool = False) -> exp.Table:
+        """A pyarrow Table readable by name (``name``, dropped with ``drop_temp_table``) without copying it row by
+        row through Python: the producers' marks enter a statement this way."""
+        raise NotImplementedError
+
+    def row_number(self) -> exp.Expression:
+        """A number for each row of the window plan's output, unique within the statement, from 1."""
+        return exp.Window(this=exp.RowNumber())
 
     def execute_count(self, statement: exp.Expression) -> int | None:
         """Run a write; the number of rows it wrote, when the engine says."""
@@ -104,6 +140,42 @@ class EngineAdapter:
         """Write the open commit's topic rows (``insert``); the number written, when the engine says."""
         return self.execute_count(insert)
 
+    def write_decided(self, topic, decided: exp.Select, keep: str, insert_for: Callable[[exp.Expression], exp.Insert],
+                      metrics: dict[str, exp.Expression], outcome: list[exp.Expression], last: str,
+                      proceed: Callable[[dict], bool]) -> "Decided":
+        """The window plan's write: the rows of ``decided`` whose column ``keep`` is true, through the INSERT that
+        ``insert_for`` makes of them; the ``metrics`` (aggregates over every row of ``decided``) and the
+        ``outcome`` columns of its ``last`` rows (one per producer).
+
+        Here the decided rows are materialized once, the metrics read first, and nothing is written unless
+        ``proceed(metrics)``. An engine that can observe a job (Spark) does it all in one pass and writes anyway:
+        the caller then discards the commit's rows (``discard_commit_rows``)."""
+        table = self.create_temp_table(f"__sd_decided_{uuid.uuid4().hex[:12]}", decided)
+        try:
+            values = self.fetchall(exp.select(*[exp.alias_(e.copy(), k) for k, e in metrics.items()]).from_(
+                table.copy()))[0]
+            got = dict(zip(metrics, values))
+            if not proceed(got):
+                return Decided(got)
+            self.write_topic(topic, insert_for(exp.select("*").from_(table.copy()).where(exp.column(keep))))
+            rows = self.fetch_arrow(exp.select(*[e.copy() for e in outcome]).from_(table.copy()).where(
+                exp.column(last)))
+            return Decided(got, rows)
+        finally:
+            self.drop_temp_table(table.name)
+
+    def discard_commit_rows(self, topic) -> None:
+        """Forget the topic rows the open commit wrote (they were never published); the commit goes on."""
+
+    def commit_rows(self, topic, commit: int) -> exp.Expression:
+        """The topic rows the open commit ``commit`` wrote, as a source to read."""
+        return exp.select("*").from_(topic.table.copy()).where(exp.column("_commit").eq(exp.convert(commit))).subquery(
+            "written")
+
+    def published_commits(self, topic) -> set[int]:
+        """The topic's published commits, where the engine tracks them (``TRACKS_COMMITS``); else empty."""
+        return set()
+
     def publish(self, topic) -> None:
         """Make the open commit's rows visible, all at once. With transactions the COMMIT does it."""
 
@@ -143,6 +215,14 @@ class EngineAdapter:
         return tree.sql(dialect=self.DIALECT)
 
 
+@dataclass
+class Decided:
+    """What ``write_decided`` reports: the metrics, and the outcome rows (a pyarrow Table or a list of dicts)."""
+
+    metrics: dict
+    outcome: object = field(default=None)
+
+
 class CommittedReads:
     """An adapter seen through its readers: every read sees committed data only, from any thread."""
 
@@ -157,6 +237,9 @@ class CommittedReads:
 
     def columns(self, table: exp.Table, *, committed: bool = True) -> list[tuple[str, str]]:
         return self._adapter.columns(table, committed=True)
+
+    def fetch_arrow(self, query: exp.Expression, *, committed: bool = True):
+        return self._adapter.fetch_arrow(query, committed=True)
 
     def visible_commits(self, topic, *, include_open: bool = False) -> exp.Expression:
         return self._adapter.visible_commits(topic, include_open=False)

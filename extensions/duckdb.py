@@ -99,6 +99,7 @@ class DuckDBAdapter(EngineAdapter):
         self.read_only = read_only
         self._depth = 0   # nesting of transaction()
         self._identity: str | None = None
+        self._relations: dict[str, duckdb.DuckDBPyConnection] = {}   # registered Arrow tables -> their connection
         self._claimed = False   # counted in _open_files
         # Statements run on the one connection (the session lets one thread write at a time), so the user's
         # temporary views stay visible. Reads of committed state may come from any thread: each thread reads
@@ -142,6 +143,19 @@ class DuckDBAdapter(EngineAdapter):
     def fetchall(self, query: exp.Expression | str, *, committed: bool = False) -> list[tuple]:
         return self._run(query, committed=committed).fetchall()
 
+    def fetch_arrow(self, query: exp.Expression | str, *, committed: bool = False):
+        text = query if isinstance(query, str) else self.sql(query)
+        try:
+            return (self.reader() if committed else self.connection).sql(text).to_arrow_table()
+        except duckdb.Error as error:
+            raise _friendly(error, self.path) from error
+
+    def relation(self, name: str, table, *, committed: bool = False) -> exp.Table:
+        connection = self.reader() if committed else self.connection
+        connection.register(name, table)      # a view over the Arrow table: no copy
+        self._relations[name] = connection
+        return exp.table_(exp.to_identifier(name, quoted=True))
+
     def _run(self, statement: exp.Expression | str, *, committed: bool = False):
         text = statement if isinstance(statement, str) else self.sql(statement)
         try:
@@ -172,6 +186,10 @@ class DuckDBAdapter(EngineAdapter):
         return table
 
     def drop_temp_table(self, name: str) -> None:
+        if name in self._relations:
+            with contextlib.suppress(duckdb.Error):    # a registration inside a rolled-back transaction is gone
+                self._relations.pop(name).unregister(name)
+            return
         self.execute(exp.Drop(tables=[self.temp_table(name)], kind="TABLE", exists=True))
 
     def load_arrow(self, name: str, table) -> exp.Table:

@@ -19,6 +19,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import shutil
 import sys
 import time
 import uuid
@@ -30,12 +31,13 @@ import sqlglot
 from sqlglot import exp
 
 from seqdedup.catalog.schema import create_table
+from seqdedup.catalog.state import literal
 
 from seqdedup.errors import EngineError, TopicError
 from seqdedup.sql.dialects import SparkAnsi
 from seqdedup.udfs.guards import SIGNATURES, guard_message
 
-from .base import ARRIVAL, EngineAdapter
+from .base import ARRIVAL, Decided, EngineAdapter
 
 #: Where a local session keeps its warehouse and Derby metastore, unless told otherwise.
 DEFAULT_HOME = "seqdedup-spark"
@@ -103,6 +105,16 @@ def _lock_home(home: Path, timeout: float | None) -> None:
 
 #: Where a topic's commits are staged, under the table's directory (a leading _ hides it from file listings).
 STAGING = "_seqdedup_commits"
+#: Where temporary tables are written, under the warehouse.
+SCRATCH = "_seqdedup_scratch"
+#: Up to this many rows, a relation made from Arrow is an inline table in the query (see ``SparkAdapter.relation``).
+INLINE_ROWS = 64
+
+
+def _remove(directory: str) -> None:
+    """Delete a directory seqdedup wrote, on a local file system; elsewhere it stays, unread (an orphan)."""
+    if directory.startswith("file:") or directory.startswith("/"):
+        shutil.rmtree(directory.removeprefix("file:"), ignore_errors=True)
 
 #: What a Java cause of a failed write says when the disk is full (ENOSPC, EFBIG past a file size limit, EDQUOT),
 #: and when this process may not write where the warehouse is (EACCES, EROFS, or Hadoop's own words for them).
@@ -165,7 +177,8 @@ def _writes(statement: exp.Expression | str) -> bool:
 @dataclass
 class _OpenCommit:
     number: int
-    published: set[int]             # the topic's published commits when it opened (one writer: they stay so)
+    published: set[int] | None      # the topic's published commits when it opened, once asked (one writer: they
+                                    # stay so)
     directory: str | None = None    # where its topic rows were staged, once they were
 
 
@@ -175,6 +188,9 @@ class SparkAdapter(EngineAdapter):
     STRING_TYPES = frozenset({"STRING"})
     INTEGER_TYPES = frozenset({"TINYINT", "SMALLINT", "INT", "BIGINT"})
     ROW_NUMBER_NEEDS_ORDER = True
+    PLAN = "window"          # one job per statement: the exceptions plan would take three or four
+    KEY_HASH = "xxhash64"
+    TRACKS_COMMITS = True    # a commit is published by registering its partition
 
     def __init__(self, spark=None, *, master: str = "local[2]", read_only: bool = False,
                  lock_timeout: float | None = 60.0):
@@ -189,6 +205,8 @@ class SparkAdapter(EngineAdapter):
         self.DEFAULT_NAMESPACE = spark.catalog.currentDatabase()
         self._open: dict[str, _OpenCommit] = {}     # topic key -> its commit in progress
         self._locations: dict[str, str] = {}        # topic key -> its table's directory
+        self._table_columns: dict[str, list[tuple[str, str]]] = {}   # topic key -> its table's columns
+        self._scratch: dict[str, str] = {}          # temporary table -> the directory that holds its rows
         self.register_functions()
 
     @contextlib.contextmanager
@@ -224,6 +242,42 @@ class SparkAdapter(EngineAdapter):
         with self._errors():
             return [tuple(row) for row in self._sql(query).collect()]
 
+    def fetch_arrow(self, query: exp.Expression | str, *, committed: bool = False):
+        with self._errors():
+            return self._sql(query).toArrow()
+
+    def relation(self, name: str, table, *, committed: bool = False) -> exp.Table:
+        """A few rows (a statement's handful of producers) go into the query as an inline table: a relation made
+        from Arrow is a distributed one, and a join with it costs a job to broadcast it."""
+        with self._errors():
+            if 0 < table.num_rows <= INLINE_ROWS:
+                rows = [tuple(literal(v) for v in row.values()) for row in table.to_pylist()]
+                inline = exp.select("*").from_(exp.values(rows, alias="t", columns=table.column_names))
+                self._sql(inline).createOrReplaceTempView(name)
+            else:
+                self.spark.createDataFrame(table).createOrReplaceTempView(name)
+        return self.temp_table(name)
+
+    @property
+    def PARTITIONS(self) -> int:
+        return int(self.spark.conf.get("spark.sql.shuffle.partitions"))
+
+    def row_number(self) -> exp.Expression:
+        """Row r of partition i of n gets ``r * n + i + 1``: unique with no global sort (the window plan fixes n
+        with a REPARTITION hint, which adaptive execution leaves as it is)."""
+        partition = exp.cast(exp.func("spark_partition_id"), "bigint")
+        row = exp.Sub(this=exp.func("monotonically_increasing_id"),
+                      expression=exp.BitwiseLeftShift(this=partition.copy(), expression=exp.convert(33)))
+        return exp.Add(this=exp.Add(this=exp.Mul(this=exp.Paren(this=row), expression=exp.convert(self.PARTITIONS)),
+                                    expression=partition), expression=exp.convert(1))
+
+    @property
+    def exclusive(self) -> bool:
+        """A session ``local_session`` made holds its home's lock: nobody else publishes. A user's session may
+        share its metastore with other drivers."""
+        warehouse = self.spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:")
+        return any(str(home / "warehouse") == warehouse.rstrip("/") for home in _homes)
+
     def query_columns(self, query: exp.Expression) -> list[tuple[str, str]]:
         return [(f.name, f.dataType.simpleString()) for f in self._sql(query).schema.fields]
 
@@ -244,13 +298,19 @@ class SparkAdapter(EngineAdapter):
                              "takes names of up to 128 characters; pick a shorter name")
 
     def create_temp_table(self, name: str, query: exp.Expression) -> exp.Table:
-        return self._checkpoint(name, self._sql(query))
+        return self._materialize(name, self._sql(query))
 
     def drop_temp_table(self, name: str) -> None:
         self.spark.catalog.dropTempView(name)
+        directory = self._scratch.pop(name, None)
+        if directory is not None:
+            _remove(directory)
 
     def load_arrow(self, name: str, table) -> exp.Table:
-        return self._checkpoint(name, self.spark.createDataFrame(table))
+        # the rows travel inside the plan (a local relation): every read sees the same ones, with no job
+        with self._errors():
+            self.spark.createDataFrame(table).createOrReplaceTempView(name)
+        return self.temp_table(name)
 
     def load_dataframe(self, name: str, frame) -> exp.Table:
         from pyspark.sql import functions as F
@@ -258,13 +318,21 @@ class SparkAdapter(EngineAdapter):
 
         # Numbered in the frame's order (monotonically_increasing_id follows partitions, then rows), once.
         order = Window.orderBy(F.monotonically_increasing_id())
-        return self._checkpoint(name, frame.withColumn(ARRIVAL, F.row_number().over(order) - 1))
+        return self._materialize(name, frame.withColumn(ARRIVAL, F.row_number().over(order) - 1))
 
-    def _checkpoint(self, name: str, frame) -> exp.Table:
-        # Materialized once, so the steps that read it see the same rows (a view would be recomputed).
+    def _materialize(self, name: str, frame) -> exp.Table:
+        """Compute a frame once, so that the steps that read it see the same rows (a view would be recomputed):
+        written as Parquet to a scratch directory and read back. (Not ``localCheckpoint``: a query over two
+        checkpoints of one lineage fails in Spark 4 with "key not found", and Spark Connect has no checkpoints.)"""
+        directory = f"{self._warehouse()}/{SCRATCH}/{name}-{uuid.uuid4().hex[:8]}"
         with self._errors():
-            frame.localCheckpoint(eager=True).createOrReplaceTempView(name)
+            frame.write.mode("errorifexists").parquet(directory)
+            self._scratch[name] = directory
+            self.spark.read.parquet(directory).createOrReplaceTempView(name)
         return self.temp_table(name)
+
+    def _warehouse(self) -> str:
+        return self.spark.conf.get("spark.sql.warehouse.dir").rstrip("/")
 
     @property
     def identity(self) -> str:
@@ -277,22 +345,26 @@ class SparkAdapter(EngineAdapter):
     # --- commits -----------------------------------------------------------------------------------------------
 
     def create_topic_table(self, table: exp.Table, columns: dict[str, exp.DataType]) -> None:
+        self._table_columns.clear()
+        self._locations.clear()
         create = create_table(table, columns, exists=False)
         create.set("properties", exp.Properties(expressions=[
             exp.FileFormatProperty(this=exp.Var(this="PARQUET")),
             exp.PartitionedByProperty(this=exp.Schema(expressions=[exp.to_identifier("_commit")]))]))
         self.execute(create)
 
-    def _published(self, topic) -> set[int]:
+    def published_commits(self, topic) -> set[int]:
         rows = self.fetchall(f"SHOW PARTITIONS {self.sql(topic.table)}")
         return {int(row[0].split("=", 1)[1]) for row in rows}
 
     def last_published_commit(self, topic) -> int:
-        return max(self._published(topic), default=0)
+        return max(self.published_commits(topic), default=0)
 
     def visible_commits(self, topic, *, include_open: bool = True) -> exp.Expression:
         current = self._open.get(topic.key) if include_open else None
-        published = current.published if current else self._published(topic)
+        if current is not None and current.published is None:
+            current.published = self.published_commits(topic)
+        published = current.published if current else self.published_commits(topic)
         top = max(published, default=0)
         column = exp.column("commit_id")
         visible = column.copy() <= exp.convert(top)
@@ -303,19 +375,52 @@ class SparkAdapter(EngineAdapter):
 
     def open_commit(self, topic, commit: int) -> None:
         self._check_writable(None, f"a commit of {topic.key}")     # refused before the statement does any work
-        self._open[topic.key] = _OpenCommit(commit, self._published(topic))
+        self._open[topic.key] = _OpenCommit(commit, None)
 
     def write_topic(self, topic, insert: exp.Insert) -> int | None:
         current = self._open[topic.key]
         names = [column.name for column in insert.this.expressions]
-        current.directory = self._stage(topic, insert.expression, names, current.number)
+        current.directory, written = self._stage(topic, insert.expression, names, current.number)
+        return written
+
+    def write_decided(self, topic, decided, keep, insert_for, metrics, outcome, last, proceed):
+        """One job: the decided rows are observed (the metrics, and the outcome of each producer's last row, as a
+        list) on their way to the commit's directory, whatever the metrics say (the caller discards them)."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        observation = Observation(f"__sd_observe_{uuid.uuid4().hex[:12]}")
+        named = exp.func("named_struct", *[part for e in outcome
+                                            for part in (exp.Literal.string(e.alias_or_name), e.unalias())])
+        rows = exp.func("collect_list", exp.Case(ifs=[exp.If(this=exp.column(last), true=named)]))
+        view = f"__sd_decided_{uuid.uuid4().hex[:12]}"
         with self._errors():
-            return self.spark.read.parquet(current.directory).count()
+            frame = self._sql(decided).observe(
+                observation, *[F.expr(self.sql(e)).alias(k) for k, e in metrics.items()],
+                F.expr(self.sql(rows)).alias("__sd_outcome"))
+            frame.where(F.col(keep)).createOrReplaceTempView(view)
+            try:
+                self.write_topic(topic, insert_for(exp.table_(view)))
+                got = dict(observation.get)
+            finally:
+                self.spark.catalog.dropTempView(view)
+        outcome_rows = [row.asDict() for row in got.pop("__sd_outcome")]
+        return Decided(got, outcome_rows)
+
+    def discard_commit_rows(self, topic) -> None:
+        current = self._open[topic.key]
+        if current.directory:
+            _remove(current.directory)
+        current.directory = None
+
+    def commit_rows(self, topic, commit: int) -> exp.Expression:
+        current = self._open[topic.key]
+        return exp.Table(this=exp.to_identifier(current.directory, quoted=True), db=exp.to_identifier("parquet"))
 
     def publish(self, topic) -> None:
         current = self._open[topic.key]
         if current.directory is None:    # nothing staged (a snapshot, a policy change): an empty directory
-            current.directory = self._stage(topic, exp.select(exp.null()).where(exp.false()), [], current.number)
+            current.directory, _ = self._stage(topic, exp.select(exp.null()).where(exp.false()), [], current.number)
         alter = sqlglot.parse_one("ALTER TABLE t ADD PARTITION (_commit = 0) LOCATION ''", read="spark")
         alter.set("this", topic.table.copy())
         alter.find(exp.EQ).set("expression", exp.convert(current.number))
@@ -325,22 +430,33 @@ class SparkAdapter(EngineAdapter):
     def close_commit(self, topic) -> None:
         self._open.pop(topic.key, None)
 
-    def _stage(self, topic, rows: exp.Select, names: list[str], commit: int) -> str:
+    def _stage(self, topic, rows: exp.Select, names: list[str], commit: int) -> tuple[str, int]:
         """Write ``rows``, whose columns are ``names``, to a new directory as the topic's Parquet files, every
-        column cast to the table's type (``_commit`` left out: it is the partition's value); returns the path."""
+        column cast to the table's type (``_commit`` left out: it is the partition's value); returns the path and
+        the number of rows written (observed on the way: no second job)."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
         inner = rows.copy()
         inner.set("expressions", [exp.alias_(e.unalias(), f"_c{i}") for i, e in enumerate(inner.expressions)])
         where = {name.lower(): i for i, name in enumerate(names)}
         typed = exp.select(*[
             exp.alias_(exp.cast(exp.column(f"_c{where[name.lower()]}") if name.lower() in where else exp.null(),
                                 exp.DataType.build(kind, dialect=self.DIALECT)), name)
-            for name, kind in self.columns(topic.table) if name != "_commit"
+            for name, kind in self._columns_of(topic) if name != "_commit"
         ]).from_(inner.subquery("r"))
         directory = f"{self._location(topic)}/{STAGING}/{commit}-{uuid.uuid4().hex}"
         self._check_writable(exp.insert(typed, topic.table.copy()))     # the topic rows, written below
+        observation = Observation(f"__sd_rows_{uuid.uuid4().hex[:12]}")
         with self._errors():
-            self._sql(typed).write.mode("errorifexists").parquet(directory)
-        return directory
+            self._sql(typed).observe(observation, F.count(F.lit(1)).alias("rows")).write.mode(
+                "errorifexists").parquet(directory)
+            return directory, observation.get["rows"]
+
+    def _columns_of(self, topic) -> list[tuple[str, str]]:
+        if topic.key not in self._table_columns:
+            self._table_columns[topic.key] = self.columns(topic.table)
+        return self._table_columns[topic.key]
 
     def _location(self, topic) -> str:
         if topic.key not in self._locations:

@@ -4,7 +4,7 @@ a consumer's position in the same commit as the output it computed.
 Pulsar's effectively-once consumer stores the message id it has processed up to together with its results, in one
 atomic write, so that a consumer killed at any moment resumes where its last stored result ends: nothing is lost and
 nothing is counted twice. Here the results are rows of an output table and the message id is the topic's
-``_position``. Each batch of ``consume`` is one commit of the output table (``Session._commit``): the output rows
+``_position``. Each batch of ``consume`` is one commit of the output table (``Writer.commit``): the output rows
 and the row of ``seqdedup_consumers`` recording the position they cover become visible together, or not at all
 (DuckDB: one transaction; Spark: one partition registration, see extensions/spark.py).
 
@@ -132,7 +132,7 @@ def consume(session, source: str, sql: str, *, into: str, consumer: str, max_ent
     if limit is None:
         raise TopicError("max_entries=None: consume needs a batch size, a positive integer")
     source_ref, out_ref = session.ref(source), session.ref(into)
-    with session._lock:        # the checks read through the writer's connection (DuckDB: the user's temp views)
+    with session.writer:        # the checks read through the writer's connection (DuckDB: the user's temp views)
         session.topic(source_ref)                    # an unknown source is named before anything else
         _check_output_name(session, out_ref)
         tree = _parse(session, sql)
@@ -153,7 +153,7 @@ def consume(session, source: str, sql: str, *, into: str, consumer: str, max_ent
 
 def consumer_position(session, source: str, *, into: str, consumer: str) -> int:
     """The consumer's stored position: the last source position whose output is committed in ``into`` (0: none)."""
-    with session._lock:
+    with session.writer:
         return _position(session, session.ref(source), session.ref(into), consumer)
 
 
@@ -162,33 +162,35 @@ def consumer_position(session, source: str, *, into: str, consumer: str) -> int:
 def _batch(session, source: TopicRef, out: TopicRef, tree: exp.Query, consumer: str,
            max_entries: int) -> ConsumeBatch | None:
     adapter = session.adapter
-    temps: list[str] = []
-    with session._lock:
-        try:
-            start = _position(session, source, out, consumer)
-            last = adapter.fetchall(last_position_query(source.table, start))[0][0]
-            through = min(last, start + max_entries)
-            if through <= start:
-                return None
-            entries = session._temp(temps, "__sd_new_entries", exp.select("*").from_(source.table.copy()).where(
-                exp.and_(POSITION.copy() > literal(start), POSITION.copy() <= literal(through))))
-            query = _bind(tree, entries)
-            columns = adapter.query_columns(query)
-            targets = _output_columns(session, out, columns, create=True)
-            now = session.clock()
-            with session._commit(out) as commit:
-                written = adapter.write_topic(out, _output_insert(out, query, [n for n, _ in columns], targets,
-                                                                  commit))
-                failpoint("after_output_rows")
-                adapter.execute(exp.insert(
-                    exp.select(literal(consumer), literal(source.key), literal(out.key), literal(through),
-                               literal(commit), literal(now)),
-                    catalog_table("seqdedup_consumers"), columns=list(CATALOG_TABLES["seqdedup_consumers"])))
-            return ConsumeBatch(consumed_from=start, consumed_through=through, rows_written=written or 0,
-                                commit=commit)
-        finally:
-            for name in temps:
-                adapter.drop_temp_table(name)
+    with session.writer, session.writer.scratch() as scratch:
+        start = _position(session, source, out, consumer)
+        through = _batch_end(session, source, start, max_entries)
+        if through is None:
+            return None
+        entries = scratch.table("__sd_new_entries", exp.select("*").from_(source.table.copy()).where(
+            exp.and_(POSITION.copy() > literal(start), POSITION.copy() <= literal(through))))
+        query = _bind(tree, entries)
+        columns = adapter.query_columns(query)
+        targets = _output_columns(session, out, columns, create=True)
+        now = session.clock()
+        with session.writer.commit(out) as commit:
+            written = adapter.write_topic(out, _output_insert(out, query, [n for n, _ in columns], targets,
+                                                              commit.number))
+            failpoint("after_output_rows")
+            adapter.execute(exp.insert(
+                exp.select(literal(consumer), literal(source.key), literal(out.key), literal(through),
+                           literal(commit.number), literal(now)),
+                catalog_table("seqdedup_consumers"), columns=list(CATALOG_TABLES["seqdedup_consumers"])))
+        return ConsumeBatch(consumed_from=start, consumed_through=through, rows_written=written or 0,
+                            commit=commit.number)
+
+
+def _batch_end(session, source: TopicRef, start: int, max_entries: int) -> int | None:
+    """The position of the ``max_entries``-th entry after ``start`` (or of the last one, if fewer); None when
+    there is none. Positions are not dense, so this is a top-N of the positions after ``start``."""
+    first = exp.select(POSITION.copy()).from_(source.table.copy()).where(POSITION.copy() > literal(start)).order_by(
+        POSITION.copy()).limit(max_entries)
+    return session.adapter.fetchall(exp.select(exp.Max(this=exp.column("_position"))).from_(first.subquery("f")))[0][0]
 
 
 def _position(session, source: TopicRef, out: TopicRef, consumer: str) -> int:

@@ -27,7 +27,7 @@ from seqdedup.errors import InvalidEntryError, TopicError
 from seqdedup.extensions.base import ARRIVAL
 
 from .frames import load
-from .receipts import HIGHEST, PRODUCER, SEQUENCE_ID, receipts_query
+from .receipts import HIGHEST, PRODUCER, SEQUENCE_ID, receipts
 
 PREFIX = "KOP-PID-PREFIX-"
 #: The columns a record batch row must have, beside the topic's own.
@@ -81,14 +81,14 @@ def ingest_batches(session, topic: str, batches, *, order_by: str | None = None)
     """
     target = session.topic(topic)
     adapter = session.adapter
-    tag = f"{session._tag}_{next(_counter)}"
+    tag = f"{session.writer.tag}_{next(_counter)}"
     temps = []
 
     def temp(name: str, query: exp.Expression) -> exp.Table:
         temps.append(f"{name}_{tag}")
         return adapter.create_temp_table(temps[-1], query)
 
-    with session._lock:
+    with session.writer:
         try:
             if isinstance(batches, str):
                 if order_by is None:
@@ -102,7 +102,10 @@ def ingest_batches(session, topic: str, batches, *, order_by: str | None = None)
                 temps.append(f"__sd_kafka_in_{tag}")
                 stage = load(adapter, temps[-1], batches, list(BATCH_COLUMNS) + [c for c, _ in target.user_columns])
             _check(adapter, target, stage)
-            decided = temp("__sd_kafka", _fencing(stage, session._state_for(topic)))
+            marks = session.state(topic).marks
+            temps.append(f"__sd_kafka_marks_{tag}")
+            state = exp.select("producer").from_(adapter.relation(temps[-1], marks))
+            decided = temp("__sd_kafka", _fencing(stage, state))
             columns = [exp.to_identifier(c, quoted=True) for c, _ in target.user_columns]
             call = exp.Anonymous(this="is_not_dup", expressions=[
                 exp.column(NAME), exp.column("base_sequence"), exp.column("last_sequence")])
@@ -112,7 +115,7 @@ def ingest_batches(session, topic: str, batches, *, order_by: str | None = None)
             entries = exp.select(ARRIVAL, exp.alias_(exp.column(NAME), PRODUCER),
                                  exp.alias_(exp.column("base_sequence"), SEQUENCE_ID),
                                  exp.alias_(exp.column("last_sequence"), HIGHEST)).from_(decided.copy())
-            outcomes = adapter.fetchall(receipts_query(target.ref.table, entries, [result.commit]))
+            outcomes = receipts(adapter, target.ref.table, entries, [result.commit])
             batches_in = adapter.fetchall(exp.select("producer_id", "producer_epoch", FENCED).from_(decided.copy())
                                           .order_by(exp.column(ARRIVAL)))
         finally:

@@ -75,6 +75,15 @@ class WriterLock:
         shared_.holder, shared_.owner = threading.current_thread().name, threading.get_ident()
         return self
 
+    def try_enter(self) -> bool:
+        """Enter if no other thread holds the lock now (never waits); whether it did."""
+        shared_ = self._shared
+        if not shared_.lock.acquire(blocking=False):
+            return False
+        shared_.depth += 1
+        shared_.holder, shared_.owner = threading.current_thread().name, threading.get_ident()
+        return True
+
     def __exit__(self, *exc) -> None:
         shared_ = self._shared
         shared_.depth -= 1

@@ -29,7 +29,7 @@ from seqdedup.errors import (CatalogError, InvalidEntryError, NotRewrittenError,
 from seqdedup.extensions.base import ARRIVAL
 
 from .frames import load
-from .receipts import HIGHEST, PRODUCER, SEQUENCE_ID, Receipts, receipts_query
+from .receipts import HIGHEST, PRODUCER, SEQUENCE_ID, Receipts, receipts as read_receipts
 
 log = logging.getLogger("seqdedup.producer")
 
@@ -89,7 +89,7 @@ class Producer:
                                     "close it first (producer.close()), or give this one another name")
             _live[self._key] = self
         self._closed = False
-        self._tag = f"{session._tag}_{next(_counter)}"
+        self._tag = f"{session.writer.tag}_{next(_counter)}"
         self._pending: list[_Send] = []
         self._explicit: bool | None = None    # decided by the first send: explicit ids or automatic ones
         mark = session.last_sequence_id(topic, self.name)
@@ -121,7 +121,7 @@ class Producer:
         """
         self._check_open()
         self.flush()
-        with self.session._lock:      # staging runs on the writer's connection
+        with self.session.writer:      # staging runs on the writer's connection
             send = self._stage(data, sequence_id)
         if send is None:
             return Receipts([])
@@ -134,7 +134,7 @@ class Producer:
 
     def close(self) -> None:
         """Disconnect: the name can be used again. Pending entries are dropped (their ids stay theirs)."""
-        with self.session._lock:
+        with self.session.writer:
             for send in self._pending:
                 self.session.adapter.drop_temp_table(send.name)
         self._pending.clear()
@@ -242,15 +242,15 @@ class Producer:
                 break
             except DEFINITE:
                 self._pending.remove(send)
-                with session._lock:
+                with session.writer:
                     session.adapter.drop_temp_table(send.name)
                 if send.first_automatic is not None and self._next == send.first_automatic + send.count:
                     self._next = send.first_automatic      # nothing was written: the ids are free again
                 raise
             except Exception as error:
                 # The statement may have committed before failing: its commit is among those to look in.
-                if ref.key in session.attempted:
-                    send.own_commits.add(session.attempted[ref.key])
+                if ref.key in session.writer.attempted:
+                    send.own_commits.add(session.writer.attempted[ref.key])
                 if deadline is not None and time.monotonic() >= deadline:
                     raise OutcomeUnknownError(
                         f"{send.count} entries of producer {self.name!r} are not settled after {self.send_timeout} s "
@@ -260,8 +260,8 @@ class Producer:
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
         send.own_commits.add(result.commit)
-        with session._lock:
-            rows = session.adapter.fetchall(receipts_query(ref.table, self._entries(send), send.own_commits))
+        with session.writer:
+            rows = read_receipts(session.adapter, ref.table, self._entries(send), send.own_commits)
             session.adapter.drop_temp_table(send.name)
         self._pending.remove(send)
         receipts = Receipts(rows)

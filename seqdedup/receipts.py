@@ -29,22 +29,26 @@ class Receipt:
     duplicate: bool         # not written by this send: the topic already had it, or its id was at or below the mark
 
 
-def receipts_query(topic: exp.Table, entries: exp.Query, own_commits: Iterable[int]) -> exp.Select:
+def receipts_query(topic: exp.Table, entries: exp.Query, own_commits: Iterable[int], *,
+                   everywhere: bool = False) -> exp.Select:
     """Per entry, in arrival order: its ids, the position of the topic row with the same ids (the latest, when
     deduplication was off and the topic has several) and whether that row is this send's.
 
-    An entry that arrives twice in one send is written once: the later arrival is a duplicate of the first.
+    Only the send's own commits are searched, unless ``everywhere``: a send's written entries are there, and only a
+    duplicate needs the whole topic (where the earlier write of it is). An entry that arrives twice in one send is
+    written once: the later arrival is a duplicate of the first.
     """
     ids = ["_producer", "_sequence_id", "_highest_sequence_id"]
+    commits = [exp.convert(c) for c in sorted(set(own_commits))] or [exp.convert(-1)]
+    where = exp.column("_producer").isin(query=exp.select(PRODUCER).from_(entries.subquery("p")).distinct())
+    if not everywhere:
+        where = exp.and_(exp.column("_commit").isin(*[c.copy() for c in commits]), where)
     found = (exp.select(*ids, exp.alias_(exp.Max(this=exp.column("_position")), "position"),
                         exp.alias_(exp.Max(this=exp.column("_commit")), "written_by"))
-             .from_(topic.copy())
-             .where(exp.column("_producer").isin(query=exp.select(PRODUCER).from_(entries.subquery("p")).distinct()))
-             .group_by(*ids))
+             .from_(topic.copy()).where(where).group_by(*ids))
     keys = [exp.column(c, "e") for c in (PRODUCER, SEQUENCE_ID, HIGHEST)]
     first = exp.Window(this=exp.RowNumber(), partition_by=[k.copy() for k in keys],
                        order=exp.Order(expressions=[exp.Ordered(this=exp.column(ARRIVAL, "e"))])).eq(1)
-    commits = [exp.convert(c) for c in sorted(set(own_commits))] or [exp.convert(-1)]
     own = exp.func("coalesce", exp.column("written_by", "f").isin(*commits), exp.false())
     on = exp.and_(*[exp.column(c, "f").eq(k.copy()) for c, k in zip(ids, keys)])
     return (exp.select(*[k.copy() for k in keys[1:]], exp.column("position", "f"),
@@ -52,6 +56,15 @@ def receipts_query(topic: exp.Table, entries: exp.Query, own_commits: Iterable[i
             .from_(entries.subquery("e"))
             .join(found.subquery("f"), on=on, join_type="left")
             .order_by(exp.column(ARRIVAL, "e")))
+
+
+def receipts(adapter, topic: exp.Table, entries: exp.Query, own_commits: Iterable[int]) -> list[tuple]:
+    """The rows of ``receipts_query``: from the send's own commits, and from the whole topic only when some entry
+    was not written by them (a duplicate, whose position is that of its earlier write)."""
+    rows = adapter.fetchall(receipts_query(topic, entries, own_commits))
+    if any(row[2] is None for row in rows):
+        rows = adapter.fetchall(receipts_query(topic, entries, own_commits, everywhere=True))
+    return rows
 
 
 class Receipts:

@@ -6,6 +6,8 @@ from sqlglot import exp
 
 from seqdedup.catalog.state import literal
 
+from .topic_state import load
+
 
 def full_replay(session, topic: str, after: int) -> dict[str, int]:
     """The marks recomputed from every entry after ``after``: the slow, obviously right answer."""
@@ -18,9 +20,9 @@ def full_replay(session, topic: str, after: int) -> dict[str, int]:
 def recover(session, topic: str) -> dict:
     ref = session.ref(topic)
     session.topic(ref)
-    header = session.catalog.last_snapshot(ref)
-    last = session.catalog.last_position(ref, header)
-    state = {p: s for p, s, _ in session.producer_state(topic).rows}
+    current = load(session.committed, session.adapter.committed_reads(), ref)     # from the catalog, not memory
+    header, last = current.header, current.end
+    state = dict(zip(current.marks.column("producer").to_pylist(), current.marks.column("sequence_id").to_pylist()))
     # The current enablement began at the last "enabled" snapshot; with no purge since, a replay of the whole log
     # from there must give the same marks as the snapshot plus the short replay.
     kinds = session.adapter.fetchall(
@@ -31,5 +33,5 @@ def recover(session, topic: str) -> dict:
     matches = (full_replay(session, topic, positions.get("enabled", 0)) == state) if comparable else None
     snapshot_id = session.snapshot(topic)
     return {"topic": ref.key, "snapshot_id": header.snapshot_id, "snapshot_position": header.position,
-            "replayed": last - header.position, "producers": len(state), "last_position": last,
+            "replayed": current.since_snapshot, "producers": len(state), "last_position": last,
             "matches_full_replay": matches, "new_snapshot_id": snapshot_id}

@@ -1,24 +1,13 @@
-"""Rewriting ``INSERT INTO topic SELECT ... WHERE is_not_dup(producer, seq[, highest])`` into set-based SQL.
+"""Reading ``INSERT INTO topic SELECT ... WHERE is_not_dup(producer, seq[, highest])``: where ``is_not_dup`` may
+stand, what the statement's parts are, and their split into what the plan needs (``expand_is_not_dup``):
 
-A statement runs as a short plan of engine-neutral trees (see ``seqdedup.session``):
+- ``keys``: the user's SELECT without ``is_not_dup``, its other conditions kept, reduced to each entry's producer,
+  lowest and highest id, and the values of its ``ORDER BY`` (the arrival order; without one, arrival is (producer,
+  sequence id, highest sequence id)). Narrow, so deciding never moves the payload around;
+- ``values``: the same rows with the values to write beside the keys;
+- ``order``: the arrival order inside a producer, over the key columns, with NULL ordering made explicit.
 
-1. ``keys``: the user's SELECT without ``is_not_dup``, its other conditions kept, reduced to each entry's
-   producer, lowest and highest id, and the values of its ``ORDER BY`` (the arrival order; without one, arrival
-   is (producer, sequence id, highest sequence id)). Narrow, so deciding never moves the payload around.
-2. ``decisions``: each entry joined to its producer's recovered mark, then decided by windows over the earlier
-   entries of its producer. A running ``max`` over every earlier entry is exact for single messages, but a
-   rejected batch entry that straddles the mark must not raise it (R2). So, when the statement has batch
-   entries, each round bounds the mark from below (earlier lowest ids, and highest ids of earlier accepted
-   entries) and from above (highest ids of every earlier entry not known rejected), decides the entries the
-   bounds settle, and the next round sees those decisions. The first undecided entry of each producer is always
-   settled in the next round, so this ends; without batch entries one round decides everything.
-   Without ``ORDER BY`` and without batch entries there is nothing to order: the new entries are the distinct
-   (producer, id) above the mark, a hash aggregate (``aggregate_decisions``).
-3. ``accepted``: the new entries, and one INSERT that reads the values again, matches them to the accepted keys
-   and numbers their positions.
-
-The decision never reads the topic itself: only the recovered state (one row per producer) and the statement's
-own entries, so its cost does not grow with the topic.
+The steps that decide and write are in ``sql.plan``.
 """
 from __future__ import annotations
 
@@ -32,11 +21,12 @@ from seqdedup.errors import RewriteError, at
 #: The functions seqdedup gives meaning to; anywhere else in a statement they are errors, never ignored.
 FUNCTIONS = ("is_not_dup", "dup_status", "last_sequence_id", "producer_state", "kafka_producer_name")
 
-# Columns of the key, decision and accepted tables. The prefix keeps them apart from the user's columns.
+#: The prefix of every column seqdedup adds to a statement; a user column may not start with it (it could collide).
+RESERVED = "__sd_"
+# Columns of the keys: each entry's producer, lowest and highest id.
 PRODUCER, SEQUENCE_ID, HIGHEST = "__sd_producer", "__sd_sequence_id", "__sd_highest"
-MARK, ACCEPTED, PEERS, POSITION = "__sd_mark", "__sd_accepted", "__sd_peers", "__sd_position"
-#: The system columns every entry is written with, in the order the INSERT gives them.
-SYSTEM = ["_producer", "_sequence_id", "_highest_sequence_id", "_position", "_publish_time", "_commit"]
+#: is_not_dup's arguments as written (the type check reads them before a COALESCE could convert them).
+ARGUMENTS = ("__sd_arg_producer", "__sd_arg_sequence_id", "__sd_arg_highest")
 
 
 def calls(tree: exp.Expression, name: str) -> list[exp.Anonymous]:
@@ -226,13 +216,15 @@ def expand_is_not_dup(tree: exp.Insert) -> DedupInsert:
     select.set("where", exp.Where(this=exp.and_(*remaining)) if remaining else None)
     select.set("order", None)
     arguments = select.copy()
-    arguments.set("expressions", [exp.alias_(a.copy(), name) for a, name in
-                                  zip(call.expressions, (PRODUCER, SEQUENCE_ID, HIGHEST))])
+    arguments.set("expressions", [exp.alias_(a.copy(), name) for a, name in zip(call.expressions, ARGUMENTS)])
 
     keys = [exp.alias_(producer, PRODUCER), exp.alias_(sequence_id, SEQUENCE_ID), exp.alias_(highest, HIGHEST)]
     keys += [exp.alias_(o.this.copy(), f"__sd_o{i}") for i, o in enumerate(user_order)]
     order = [_with(o, exp.column(f"__sd_o{i}")) for i, o in enumerate(user_order)]
     order += [exp.Ordered(this=exp.column(c), nulls_first=True) for c in (SEQUENCE_ID, HIGHEST)]
+    for ordered in order:     # one statement, one order on every engine: NULLs placed as Spark SQL places them
+        if ordered.args.get("nulls_first") is None:
+            ordered.set("nulls_first", not ordered.args.get("desc"))
     values = []
     for i, projection in enumerate(select.expressions):
         star = isinstance(projection, exp.Star) or (isinstance(projection, exp.Column) and projection.is_star)
@@ -264,174 +256,3 @@ def _with(ordered: exp.Ordered, this: exp.Expression) -> exp.Ordered:
     copy = ordered.copy()
     copy.set("this", this)
     return copy
-
-
-# --- plan step 2: decisions -------------------------------------------------------------------------------------
-
-def _earlier(order: list[exp.Ordered], *, peers: bool = False) -> exp.WindowSpec:
-    """The frame of a producer's earlier entries in arrival order (or, with ``peers``, its equal-ordered ones)."""
-    if peers:
-        return exp.WindowSpec(kind="RANGE", start="CURRENT ROW", end="CURRENT ROW")
-    return exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="1", end_side="PRECEDING")
-
-
-def _over(function: exp.Expression, order: list[exp.Ordered], *, peers: bool = False) -> exp.Window:
-    return exp.Window(this=function, partition_by=[exp.column(PRODUCER)],
-                      order=exp.Order(expressions=[o.copy() for o in order]), spec=_earlier(order, peers=peers))
-
-
-def _greatest(*values: exp.Expression) -> exp.Greatest:
-    return exp.Greatest(this=values[0], expressions=list(values[1:]), ignore_nulls=True)
-
-
-def first_decisions(keys: exp.Table, state: exp.Table, key_columns: list[str]) -> exp.Select:
-    """Round 0 of the decisions: every entry with its producer's mark; none decided yet."""
-    c, s = "c", "s"
-    columns = [exp.column(k, table=c) for k in key_columns]
-    return (
-        exp.select(*columns, exp.alias_(exp.column("sequence_id", table=s), MARK),
-                   exp.alias_(exp.cast(exp.null(), "boolean"), ACCEPTED))
-        .from_(keys.as_(c))
-        .join(state.as_(s), on=exp.EQ(this=exp.column("producer", table=s), expression=exp.column(PRODUCER, table=c)),
-              join_type="left")
-    )
-
-
-def decision_round(previous: exp.Expression, key_columns: list[str], order: list[exp.Ordered], *,
-                   batches: bool, first: bool) -> exp.Select:
-    """One round of decisions over ``previous`` (a table, or ``first_decisions``).
-
-    Keep what is decided; accept an entry whose lowest id is above every mark its producer can have, reject one
-    at or below a mark the producer surely has. The bounds are sound, so a decision never changes once made.
-    Without batch entries (``batches`` false) the two bounds are equal and this one round decides everything.
-    The first round also counts each entry's peers (entries of the producer equal in arrival order and ids).
-    """
-    s, h, mark, accepted = (exp.column(c) for c in (SEQUENCE_ID, HIGHEST, MARK, ACCEPTED))
-    above = s > exp.func("coalesce", _greatest(mark, _over(exp.Max(this=h.copy()) if not batches else exp.Max(
-        this=exp.Case(ifs=[exp.If(this=exp.or_(accepted.is_(exp.null()), accepted.copy()), true=h.copy())])),
-        order)), exp.convert(-1))
-    if batches:
-        below = s.copy() <= _greatest(
-            mark.copy(), _over(exp.Max(this=s.copy()), order),
-            _over(exp.Max(this=exp.Case(ifs=[exp.If(this=accepted.copy(), true=h.copy())])), order))
-        decide = exp.Case(ifs=[exp.If(this=above, true=exp.true()), exp.If(this=below, true=exp.false())])
-    else:
-        decide = exp.Case(ifs=[exp.If(this=above, true=exp.true())], default=exp.false())
-    peers = (_over(exp.Count(this=exp.Star()), order, peers=True) if first else exp.column(PEERS))
-    source = previous.subquery("previous") if isinstance(previous, exp.Query) else previous.as_("previous")
-    return exp.select(*key_columns, MARK, exp.alias_(peers, PEERS),
-                      exp.alias_(exp.func("coalesce", accepted.copy(), decide), ACCEPTED)).from_(source)
-
-
-def undecided(decisions: exp.Table) -> exp.Select:
-    return exp.select(exp.Count(this=exp.Star())).from_(decisions.copy()).where(exp.column(ACCEPTED).is_(exp.null()))
-
-
-def aggregate_decisions(keys: exp.Table, state: exp.Table) -> exp.Select:
-    """The fast path: without ``ORDER BY`` and without batch entries, entries arrive in id order, so the new ones are
-    the distinct (producer, sequence id) above the producer's mark: a hash aggregate, no sort.
-
-    Each group is one accepted entry; ``__sd_peers`` counts the rows that sent it (all but one are duplicates).
-    """
-    c, s = "c", "s"
-    select = (exp.select(*[exp.column(k, table=c) for k in (PRODUCER, SEQUENCE_ID, HIGHEST)],
-                         exp.alias_(exp.Count(this=exp.Star()), PEERS))
-              .from_(keys.as_(c)).group_by(*[exp.column(k, table=c) for k in (PRODUCER, SEQUENCE_ID, HIGHEST)]))
-    return select.join(state.as_(s), join_type="left", on=exp.EQ(
-        this=exp.column("producer", table=s), expression=exp.column(PRODUCER, table=c))).where(
-        exp.column(SEQUENCE_ID, table=c) > exp.func("coalesce", exp.column("sequence_id", table=s), exp.convert(-1)))
-
-
-# --- plan step 3: insert, per-producer counts ---------------------------------------------------------------------
-
-def _row_number(order: list[str] | None) -> exp.Window:
-    """row_number() in no particular order, or by ``order`` for engines that require one."""
-    return exp.Window(this=exp.RowNumber(), order=exp.Order(
-        expressions=[exp.Ordered(this=exp.column(c), nulls_first=True) for c in order]) if order else None)
-
-
-def unchecked_rows(value_columns: list[str], values: exp.Select, base_position: int, *,
-                   order: list[str] | None = None) -> exp.Select:
-    """Deduplication disabled: every entry, numbered with its position; nothing is checked (R10)."""
-    position = exp.Add(this=exp.convert(base_position), expression=_row_number(order))
-    return exp.select(*value_columns, PRODUCER, SEQUENCE_ID, HIGHEST, exp.alias_(position, POSITION)).from_(
-        values.subquery("c"))
-
-
-def insert_rows(topic: exp.Table, user_columns: list[str], value_columns: list[str], rows: exp.Table,
-                publish_time: exp.Expression, commit: int) -> exp.Insert:
-    """``INSERT INTO topic`` of rows that already carry their keys and positions (see ``unchecked_rows``)."""
-    keys = [PRODUCER, SEQUENCE_ID, HIGHEST, POSITION]
-    body = exp.select(*value_columns, *keys, publish_time.copy(), exp.convert(commit)).from_(rows.copy())
-    return exp.insert(body, topic.copy(), columns=[exp.to_identifier(c, quoted=True) for c in user_columns + SYSTEM])
-
-
-def numbered(accepted: exp.Select, key_columns: list[str], base_position: int, *,
-             order: list[str] | None = None) -> exp.Select:
-    """The accepted entries with their positions: dense after ``base_position``, in the order the engine numbers
-    them. A statement commits as one unit, so its entries need no order among themselves; numbering the narrow
-    keys here (not the rows in the INSERT) keeps the INSERT free of a window that would serialize it."""
-    position = exp.Add(this=exp.convert(base_position), expression=_row_number(order))
-    return exp.select(*key_columns, PEERS, exp.alias_(position, POSITION)).from_(accepted.subquery("accepted"))
-
-
-def accepted_entries(decisions: exp.Table, key_columns: list[str]) -> exp.Select:
-    """The new entries of the decisions."""
-    return exp.select(*key_columns, PEERS).from_(decisions.copy()).where(exp.column(ACCEPTED))
-
-
-def insert_accepted(topic: exp.Table, user_columns: list[str], value_columns: list[str], values: exp.Select,
-                    key_columns: list[str], accepted: exp.Table, publish_time: exp.Expression, commit: int, *,
-                    ties: bool) -> exp.Insert:
-    """``INSERT INTO topic (user columns, system columns) SELECT ...`` of the accepted entries (see ``numbered``).
-
-    The values are read once more and matched to the accepted keys. Entries that are equal in every key (the same
-    id sent twice at the same arrival) are interchangeable: with ``ties`` one of each group is kept.
-    """
-    c, a = "c", "a"
-    nullable = set(key_columns) - {PRODUCER, SEQUENCE_ID, HIGHEST}     # validated: only ORDER BY values can be NULL
-    on = exp.and_(*[(exp.NullSafeEQ if k in nullable else exp.EQ)(this=exp.column(k, table=c),
-                                                                   expression=exp.column(k, table=a))
-                    for k in key_columns])
-    keys = [PRODUCER, SEQUENCE_ID, HIGHEST, POSITION]
-
-    def matched(peers_condition: exp.Expression) -> exp.Select:
-        return (
-            exp.select(*[exp.column(v, table=c) for v in value_columns], *[exp.column(k, table=a) for k in keys])
-            .from_(values.subquery(c))
-            .join(exp.select("*").from_(accepted.copy()).where(peers_condition).subquery(a), on=on.copy())
-        )
-
-    peers = exp.column(PEERS)
-    body = matched(peers.eq(1) if ties else exp.true())
-    if ties:
-        tied = matched(peers > 1).qualify(exp.Window(       # any one of the interchangeable rows
-            this=exp.RowNumber(), partition_by=[exp.column(POSITION, table=a)],
-            order=exp.Order(expressions=[exp.Ordered(this=exp.column(POSITION, table=a))])).eq(1))
-        body = exp.union(body, tied, distinct=False)
-    rows = exp.select(*value_columns, *keys, publish_time.copy(), exp.convert(commit)).from_(body.subquery("accepted"))
-    return exp.insert(rows, topic.copy(), columns=[exp.to_identifier(c, quoted=True) for c in user_columns + SYSTEM])
-
-
-def producer_counts(keys: exp.Table, accepted: exp.Table) -> exp.Select:
-    """Per producer: entries written, dropped as duplicates, the first and last position and highest id written (R5)."""
-    return sqlglot.parse_one(
-        """
-        SELECT k.producer, coalesce(a.written, 0) AS written, k.sent - coalesce(a.written, 0) AS duplicates,
-               a.first_position, a.last_position, a.highest
-        FROM (SELECT __sd_producer AS producer, count(*) AS sent FROM keys GROUP BY __sd_producer) AS k
-        LEFT JOIN (SELECT __sd_producer AS producer, count(*) AS written, min(__sd_position) AS first_position,
-                          max(__sd_position) AS last_position, max(__sd_highest) AS highest
-                   FROM accepted GROUP BY __sd_producer) AS a ON a.producer = k.producer
-        """,
-        read="spark",
-    ).transform(lambda n: _rename_table(n, keys=keys, accepted=accepted))
-
-
-def _rename_table(node: exp.Expression, **tables: exp.Table) -> exp.Expression:
-    if isinstance(node, exp.Table) and node.name in tables and not node.db:
-        table = tables[node.name].copy()
-        if node.alias:
-            table.set("alias", exp.TableAlias(this=exp.to_identifier(node.alias)))
-        return table
-    return node

@@ -9,6 +9,8 @@ from sqlglot import exp
 import seqdedup
 from seqdedup.catalog.state import literal
 
+from .positions import position_problem
+
 
 @dataclass(frozen=True)
 class EngineUnderTest:
@@ -111,6 +113,10 @@ class Harness:
 
     def positions(self, topic: str = "events") -> list[int]:
         return [r[0] for r in self.session.sql(f"SELECT _position FROM {topic} ORDER BY _position").rows]
+
+    def position_problem(self, topic: str = "events") -> str | None:
+        """What breaks the rule for positions (unique, increasing in commit order) in the topic, or None."""
+        return position_problem(self.session.sql(f"SELECT _commit, _position FROM {topic}").rows)
 
     def ids(self, producer: str, topic: str = "events") -> list[int]:
         return [s for p, s, _ in self.entries(topic) if p == producer]

@@ -1,4 +1,6 @@
-"""Golden SQL: what the rewrite actually runs on each engine, for reviewers to see (STYLE 11).
+"""Golden SQL: what a statement actually runs on each engine, for reviewers to see (STYLE 11), as the plan in
+sql/plan.py describes it (``plan.describe``): DuckDB runs the exceptions plan; Spark the window plan, and the
+exceptions plan when a batch entry straddles the mark.
 
 Set SEQDEDUP_UPDATE_GOLDEN=1 to rewrite the files after an intended change, and read the diff.
 """
@@ -11,7 +13,9 @@ import pytest
 import sqlglot
 from sqlglot import exp
 
-from seqdedup.sql import rewrite
+from seqdedup.extensions.base import EngineAdapter
+from seqdedup.sql import plan, rewrite
+from seqdedup.sql.dialects import SparkAnsi
 
 GOLDEN = pathlib.Path(__file__).resolve().parent / "golden"
 STATEMENTS = {
@@ -19,30 +23,37 @@ STATEMENTS = {
     "batch_ordered": "INSERT INTO events SELECT payload FROM staging WHERE is_not_dup(producer, seq, highest) "
                      "AND payload IS NOT NULL ORDER BY arrival",
 }
-DIALECTS = ["duckdb", "spark"]
+#: dialect -> the plans its engine runs, with what the engine gives them (the Spark adapter's numbering needs a
+#: session, so it is written out here as the adapter builds it for 2 partitions)
+SPARK_NUMBER = sqlglot.parse_one(
+    "(MONOTONICALLY_INCREASING_ID() - SHIFTLEFT(CAST(SPARK_PARTITION_ID() AS BIGINT), 33)) * 2 "
+    "+ CAST(SPARK_PARTITION_ID() AS BIGINT) + 1", read="spark")
+ENGINES = {
+    "duckdb": [dict(kind="exceptions", hash_function="hash", partitions=None,
+                    number=EngineAdapter().row_number())],
+    "spark": [dict(kind="window", hash_function="xxhash64", partitions=2, number=SPARK_NUMBER),
+              dict(kind="exceptions", hash_function="xxhash64", partitions=2, number=SPARK_NUMBER)],
+}
+DIALECT = {"duckdb": "duckdb", "spark": SparkAnsi}
 
 
-def plan_sql(statement: str, dialect: str) -> str:
-    plan = rewrite.expand_is_not_dup(sqlglot.parse_one(statement, read="spark"))
-    keys, state, decisions, accepted = (exp.table_(n) for n in ("keys", "state", "decisions", "accepted"))
-    steps = {
-        "keys": plan.keys,
-        "decisions (fast path)" if not plan.ordered else "decisions (round 1)":
-            rewrite.aggregate_decisions(keys, state) if not plan.ordered else rewrite.decision_round(
-                rewrite.first_decisions(keys, state, plan.key_columns), plan.key_columns, plan.order,
-                batches=True, first=True),
-        "accepted": rewrite.numbered(rewrite.accepted_entries(decisions, plan.key_columns), plan.key_columns, 41),
-        "insert": rewrite.insert_accepted(exp.table_("events", db="main"), ["payload"], ["__sd_v0"], plan.values,
-                                          plan.key_columns, accepted, exp.Literal.string("2026-01-01"), 7, ties=True),
-    }
-    return "\n\n".join(f"-- {name}\n{tree.sql(dialect, pretty=True)};" for name, tree in steps.items()) + "\n"
+def plan_sql(statement: str, engine: str) -> str:
+    insert = rewrite.expand_is_not_dup(sqlglot.parse_one(statement, read="spark"))
+    parts = []
+    for options in ENGINES[engine]:
+        steps = plan.describe(insert, base=41, commit=7, publish_time=exp.Literal.string("2026-01-01"),
+                              topic=exp.table_("events", db="main"), targets=["payload"], values=["__sd_v0"],
+                              **options)
+        parts += [f"-- {options['kind']} plan: {name}\n{tree.sql(DIALECT[engine], pretty=True)};"
+                  for name, tree in steps.items()]
+    return "\n\n".join(parts) + "\n"
 
 
-@pytest.mark.parametrize("dialect", DIALECTS)
+@pytest.mark.parametrize("engine", list(ENGINES))
 @pytest.mark.parametrize("name", list(STATEMENTS))
-def test_golden_sql(name, dialect):
-    path = GOLDEN / f"{name}.{dialect}.sql"
-    text = plan_sql(STATEMENTS[name], dialect)
+def test_golden_sql(name, engine):
+    path = GOLDEN / f"{name}.{engine}.sql"
+    text = plan_sql(STATEMENTS[name], engine)
     if os.environ.get("SEQDEDUP_UPDATE_GOLDEN"):
         path.write_text(text)
     assert path.exists(), f"no golden file {path.name}: run with SEQDEDUP_UPDATE_GOLDEN=1"

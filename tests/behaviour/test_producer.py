@@ -111,7 +111,7 @@ def test_explicit_ids_with_holes_and_disorder_are_decided_in_arrival_order(dedup
     # original's position; an id dropped below the mark was never written, so it has no position
     assert first.positions == [positions[("file", s)] if s in (5, 9, 12, 20) else None for s in ids]
     assert second.positions == [None, positions[("file", 21)], None, positions[("file", 30)], positions[("file", 9)]]
-    assert sorted(positions.values()) == list(range(1, 7))
+    assert len(set(positions.values())) == 6 and dedup.position_problem() is None
 
 
 def test_refused_sends_write_nothing_and_say_why(dedup):
@@ -162,7 +162,7 @@ def test_every_input_kind_with_its_receipts(dedup):
     positions = topic_rows(dedup, "kinds")
     assert [r.positions for r in sends] == [[positions[("p", s)] for s in ids] for ids in ([0, 1], [2, 3], [4, 5],
                                                                                             [5, 6, 7])]
-    assert sorted(positions.values()) == list(range(1, 9))
+    assert len(set(positions.values())) == 8 and dedup.position_problem("kinds") is None
     assert [(r.written, r.duplicates) for r in sends] == [(2, 0), (2, 0), (2, 0), (2, 1)]
     assert sorted(dedup.session.sql("SELECT n, payload FROM kinds").rows) == [
         (0, "a"), (1, "b"), (2, "c"), (3, "d"), (4, "e"), (5, "f"), (6, "g"), (7, "h")]
@@ -180,7 +180,7 @@ def test_an_unknown_outcome_is_retried_under_the_same_ids_until_settled(dedup):
     assert [outcomes(r) for r in (lost, failed)] == [[(0, False), (1, False)], [(2, False), (3, False)]]
     positions = topic_rows(dedup)
     assert lost.positions + failed.positions == [positions[("p", s)] for s in range(4)]
-    assert sorted(positions.values()) == [1, 2, 3, 4]
+    assert len(set(positions.values())) == 4 and dedup.position_problem() is None
 
 
 def test_a_send_timeout_leaves_entries_pending_under_their_ids_and_flush_settles_them(dedup):

@@ -59,7 +59,7 @@ def test_c17_two_writers_on_one_topic_each_entry_once(dedup, engine):
     written = sum(r.written for rs in results for r in rs)
     duplicates = sum(r.duplicates for rs in results for r in rs)
     assert (written, duplicates) == (1500, 500)
-    assert dedup.positions() == list(range(1, 1501))
+    assert len(dedup.positions()) == 1500 and dedup.position_problem() is None
     dedup.restart()
     assert {p: dedup.last(p) for p in ("p0", "p1", "p2", "p3")} == {"p0": 249, "p1": 249, "p2": 499, "p3": 499}
 
@@ -81,7 +81,8 @@ def test_threads_on_one_session_and_several_topics_at_once(dedup, engine):
     for topic, producers in (("t1", ["x", "y"]), ("t2", ["x"]), ("t3", ["x"])):
         ids = range(5 * sends)
         assert sorted(dedup.entries(topic)) == sorted((p, s, s) for p in producers for s in ids), topic
-        assert dedup.positions(topic) == list(range(1, len(ids) * len(producers) + 1)), topic
+        assert len(dedup.positions(topic)) == len(ids) * len(producers), topic
+        assert dedup.position_problem(topic) is None, topic
 
 
 def test_the_loser_waits_a_bounded_time_and_gets_a_clear_error(dedup):
@@ -90,7 +91,7 @@ def test_the_loser_waits_a_bounded_time_and_gets_a_clear_error(dedup):
     impatient = dedup.connect(lock_timeout=0.5)
     impatient.sql("CREATE TEMPORARY VIEW staging_late AS SELECT 'p' AS producer, 1 AS seq, 'late' AS payload")
     try:
-        with dedup.session._lock:            # another writer holds the database
+        with dedup.session.writer:           # another writer holds the database
             started = time.monotonic()
             with pytest.raises(EngineError, match=r"another writer of .* held it for more than lock_timeout=0.5 s"):
                 in_threads(lambda: impatient.sql(

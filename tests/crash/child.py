@@ -23,7 +23,8 @@ STATEMENT = ("INSERT INTO events SELECT payload FROM staging WHERE is_not_dup(pr
 
 
 def state(session) -> dict:
-    entries = session.sql("SELECT _producer, _sequence_id, payload, _position FROM events ORDER BY _position").rows
+    entries = session.sql("SELECT _producer, _sequence_id, payload, _position, _commit FROM events "
+                          "ORDER BY _position").rows
     return {"entries": [list(row) for row in entries],
             "marks": {p: s for p, s, _ in session.producer_state("events").rows},
             "snapshot": session.stats("events")["last_snapshot"]}

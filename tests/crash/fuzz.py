@@ -16,7 +16,7 @@ The parent keeps the truth: the reference model (udfs/reference.py) fed with eve
 committed. A violation is any of:
 - the recovered database is neither the model without the operation that was in flight at the kill, nor the model
   with it: an acknowledged entry missing or there twice, an entry of a statement that did not commit, part of a
-  statement, positions that are not dense, or recovered marks (last snapshot + replay) that differ from the marks
+  statement, positions that are not unique or do not increase in commit order, or recovered marks (last snapshot + replay) that differ from the marks
   the model computes from the whole history;
 - an acknowledged operation whose answer (entries written and dropped per producer, or the error) differs from
   the model's;
@@ -43,6 +43,8 @@ from seqdedup.errors import InvalidEntryError
 from seqdedup.failpoints import NAMES, STATEMENT
 from seqdedup.udfs import Entry, Policies, SequenceTracker
 from seqdedup.udfs.reference import validate
+
+from ..positions import position_problem
 
 CHILD = Path(__file__).with_name("fuzz_child.py")
 #: The failpoints each operation passes (a snapshot's only when one is due; an invalid send's none of them).
@@ -169,8 +171,7 @@ def observed(state: dict) -> tuple[dict, str | None]:
     """The comparable part of a child's state report, and a problem with the positions if there is one."""
     if not state["topic"]:
         return {"topic": False}, None
-    positions = sorted(row[4] for row in state["entries"])
-    problem = None if positions == list(range(1, len(positions) + 1)) else f"positions not dense: {positions[:20]}"
+    problem = position_problem((row[5], row[4]) for row in state["entries"])
     return {"topic": True, "entries": sorted(tuple(row[:4]) for row in state["entries"]),
             "marks": state["marks"], "enabled": state["enabled"]}, problem
 

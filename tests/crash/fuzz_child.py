@@ -44,7 +44,8 @@ def state(session) -> dict:
     """What the database holds, as a new process recovers it: the topic's entries and the producers' marks."""
     if not any(key.endswith(f".{TOPIC}") for key in session.topics()):
         return {"topic": False}
-    entries = session.sql(f"SELECT _producer, _sequence_id, _highest_sequence_id, payload, _position FROM {TOPIC}")
+    entries = session.sql(f"SELECT _producer, _sequence_id, _highest_sequence_id, payload, _position, _commit "
+                          f"FROM {TOPIC}")
     return {"topic": True, "entries": [list(row) for row in entries.rows],
             "marks": {p: s for p, s, _ in session.producer_state(TOPIC).rows},
             "enabled": session.topic(TOPIC).applied.deduplication_enabled}

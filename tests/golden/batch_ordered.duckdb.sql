@@ -1,25 +1,183 @@
--- keys
+-- exceptions plan: producers
 SELECT
-  producer AS __sd_producer,
-  seq AS __sd_sequence_id,
-  COALESCE(highest, seq) AS __sd_highest,
-  arrival AS __sd_o0
-FROM staging
-WHERE
-  NOT payload IS NULL;
+  *,
+  COALESCE(
+    SUM(__sd_room) OVER (
+      ORDER BY __sd_producer NULLS FIRST
+      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+    ),
+    0
+  ) AS __sd_offset
+FROM (
+  SELECT
+    *,
+    __sd_largest - __sd_smallest > 4 * __sd_candidates + 64 AS __sd_sparse,
+    CASE
+      WHEN __sd_candidates = 0
+      THEN 0
+      WHEN __sd_largest - __sd_smallest > 4 * __sd_candidates + 64
+      THEN __sd_candidates
+      ELSE __sd_largest - __sd_smallest + 1
+    END AS __sd_room
+  FROM (
+    SELECT
+      k.__sd_producer,
+      MAX(m.sequence_id) AS __sd_mark,
+      COUNT(*) AS __sd_sent,
+      COUNT_IF(k.__sd_sequence_id > COALESCE(m.sequence_id, -1)) AS __sd_candidates,
+      MIN(
+        CASE
+          WHEN k.__sd_sequence_id > COALESCE(m.sequence_id, -1)
+          THEN k.__sd_sequence_id
+        END
+      ) AS __sd_smallest,
+      MAX(
+        CASE
+          WHEN k.__sd_sequence_id > COALESCE(m.sequence_id, -1)
+          THEN k.__sd_sequence_id
+        END
+      ) AS __sd_largest,
+      COUNT_IF(
+        k.__sd_sequence_id > COALESCE(m.sequence_id, -1)
+        AND k.__sd_highest > k.__sd_sequence_id
+      ) AS __sd_batches,
+      COUNT_IF(
+        k.__sd_producer IS NULL
+        OR k.__sd_sequence_id IS NULL
+        OR k.__sd_sequence_id < 0
+        OR k.__sd_sequence_id > 9223372036854775807
+        OR k.__sd_highest > 9223372036854775807
+        OR k.__sd_highest < k.__sd_sequence_id
+      ) AS __sd_invalid
+    FROM (
+      SELECT
+        producer AS __sd_producer,
+        seq AS __sd_sequence_id,
+        COALESCE(highest, seq) AS __sd_highest,
+        arrival AS __sd_o0
+      FROM staging
+      WHERE
+        NOT payload IS NULL
+    ) AS k
+    LEFT JOIN __sd_marks AS m
+      ON m.producer = k.__sd_producer
+    GROUP BY
+      k.__sd_producer
+  ) AS a
+) AS r;
 
--- decisions (round 1)
+-- exceptions plan: exceptions, without ORDER BY or batch entries: repeated keys
+SELECT
+  c.__sd_producer,
+  c.__sd_sequence_id,
+  c.__sd_highest,
+  COUNT(*) AS __sd_rows,
+  1 AS __sd_kept,
+  CAST(HASH(
+    CAST(c.__sd_producer AS TEXT),
+    CAST(c.__sd_sequence_id AS BIGINT),
+    CAST(c.__sd_highest AS BIGINT)
+  ) AS DECIMAL(38, 0)) AS __sd_hash
+FROM (
+  SELECT
+    k.*,
+    p.__sd_mark
+  FROM (
+    SELECT
+      producer AS __sd_producer,
+      seq AS __sd_sequence_id,
+      COALESCE(highest, seq) AS __sd_highest,
+      arrival AS __sd_o0
+    FROM staging
+    WHERE
+      NOT payload IS NULL
+  ) AS k
+  JOIN __sd_producers AS p
+    ON p.__sd_producer = k.__sd_producer
+  WHERE
+    k.__sd_sequence_id > COALESCE(p.__sd_mark, -1)
+) AS c
+GROUP BY
+  c.__sd_producer,
+  c.__sd_sequence_id,
+  c.__sd_highest
+HAVING
+  COUNT(*) > 1;
+
+-- exceptions plan: counts from the repeats
+SELECT
+  c.__sd_producer,
+  COUNT(*) - COALESCE(MAX(x.extra), 0) AS __sd_written,
+  MIN(c.__sd_sequence_id) AS __sd_first,
+  MAX(c.__sd_sequence_id) AS __sd_last,
+  MAX(c.__sd_highest) AS __sd_top,
+  SUM(
+    CAST(HASH(
+      CAST(c.__sd_producer AS TEXT),
+      CAST(c.__sd_sequence_id AS BIGINT),
+      CAST(c.__sd_highest AS BIGINT)
+    ) AS DECIMAL(38, 0))
+  ) - COALESCE(MAX(x.extra_hash), 0) AS __sd_hash
+FROM (
+  SELECT
+    k.*,
+    p.__sd_mark
+  FROM (
+    SELECT
+      producer AS __sd_producer,
+      seq AS __sd_sequence_id,
+      COALESCE(highest, seq) AS __sd_highest,
+      arrival AS __sd_o0
+    FROM staging
+    WHERE
+      NOT payload IS NULL
+  ) AS k
+  JOIN __sd_producers AS p
+    ON p.__sd_producer = k.__sd_producer
+  WHERE
+    k.__sd_sequence_id > COALESCE(p.__sd_mark, -1)
+) AS c
+LEFT JOIN (
+  SELECT
+    __sd_producer,
+    SUM(__sd_rows - 1) AS extra,
+    SUM((
+      __sd_rows - 1
+    ) * __sd_hash) AS extra_hash
+  FROM __sd_exceptions
+  GROUP BY
+    __sd_producer
+) AS x
+  ON x.__sd_producer = c.__sd_producer
+GROUP BY
+  c.__sd_producer;
+
+-- exceptions plan: candidates, with ORDER BY or batch entries
+SELECT
+  k.*,
+  p.__sd_mark
+FROM (
+  SELECT
+    producer AS __sd_producer,
+    seq AS __sd_sequence_id,
+    COALESCE(highest, seq) AS __sd_highest,
+    arrival AS __sd_o0
+  FROM staging
+  WHERE
+    NOT payload IS NULL
+) AS k
+JOIN __sd_producers AS p
+  ON p.__sd_producer = k.__sd_producer
+WHERE
+  k.__sd_sequence_id > COALESCE(p.__sd_mark, -1);
+
+-- exceptions plan: decisions, round 1
 SELECT
   __sd_producer,
   __sd_sequence_id,
   __sd_highest,
   __sd_o0,
   __sd_mark,
-  COUNT(*) OVER (
-    PARTITION BY __sd_producer
-    ORDER BY __sd_o0 NULLS FIRST, __sd_sequence_id NULLS FIRST, __sd_highest NULLS FIRST
-    RANGE BETWEEN CURRENT ROW AND CURRENT ROW
-  ) AS __sd_peers,
   COALESCE(
     __sd_accepted,
     CASE
@@ -53,38 +211,123 @@ SELECT
   ) AS __sd_accepted
 FROM (
   SELECT
-    c.__sd_producer,
-    c.__sd_sequence_id,
-    c.__sd_highest,
-    c.__sd_o0,
-    s.sequence_id AS __sd_mark,
+    __sd_producer,
+    __sd_sequence_id,
+    __sd_highest,
+    __sd_o0,
+    __sd_mark,
     CAST(NULL AS BOOLEAN) AS __sd_accepted
-  FROM keys AS c
-  LEFT JOIN state AS s
-    ON s.producer = c.__sd_producer
+  FROM __sd_candidates
 ) AS previous;
 
--- accepted
+-- exceptions plan: decisions, next rounds (producers with an undecided entry only)
 SELECT
   __sd_producer,
   __sd_sequence_id,
   __sd_highest,
   __sd_o0,
-  __sd_peers,
-  41 + ROW_NUMBER() OVER () AS __sd_position
-FROM (
-  SELECT
-    __sd_producer,
-    __sd_sequence_id,
-    __sd_highest,
-    __sd_o0,
-    __sd_peers
-  FROM decisions
-  WHERE
-    __sd_accepted
-) AS accepted;
+  __sd_mark,
+  COALESCE(
+    __sd_accepted,
+    CASE
+      WHEN __sd_sequence_id > COALESCE(
+        GREATEST(
+          __sd_mark,
+          MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
+            PARTITION BY __sd_producer
+            ORDER BY __sd_o0 NULLS FIRST, __sd_sequence_id NULLS FIRST, __sd_highest NULLS FIRST
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+          )
+        ),
+        -1
+      )
+      THEN TRUE
+      WHEN __sd_sequence_id <= GREATEST(
+        __sd_mark,
+        MAX(__sd_sequence_id) OVER (
+          PARTITION BY __sd_producer
+          ORDER BY __sd_o0 NULLS FIRST, __sd_sequence_id NULLS FIRST, __sd_highest NULLS FIRST
+          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+        ),
+        MAX(CASE WHEN __sd_accepted THEN __sd_highest END) OVER (
+          PARTITION BY __sd_producer
+          ORDER BY __sd_o0 NULLS FIRST, __sd_sequence_id NULLS FIRST, __sd_highest NULLS FIRST
+          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+        )
+      )
+      THEN FALSE
+    END
+  ) AS __sd_accepted
+FROM __sd_decisions AS previous;
 
--- insert
+-- exceptions plan: exceptions from the decisions
+SELECT
+  __sd_producer,
+  __sd_sequence_id,
+  __sd_highest,
+  __sd_o0,
+  COUNT(*) AS __sd_rows,
+  COUNT_IF(__sd_accepted) AS __sd_kept,
+  CAST(HASH(
+    CAST(__sd_producer AS TEXT),
+    CAST(__sd_sequence_id AS BIGINT),
+    CAST(__sd_highest AS BIGINT)
+  ) AS DECIMAL(38, 0)) AS __sd_hash
+FROM __sd_decisions
+GROUP BY
+  __sd_producer,
+  __sd_sequence_id,
+  __sd_highest,
+  __sd_o0
+HAVING
+  COUNT_IF(__sd_accepted) = 0 OR COUNT(*) > 1;
+
+-- exceptions plan: counts from the decisions
+SELECT
+  __sd_producer,
+  COUNT_IF(__sd_accepted) AS __sd_written,
+  MIN(CASE WHEN __sd_accepted THEN __sd_sequence_id END) AS __sd_first,
+  MAX(CASE WHEN __sd_accepted THEN __sd_sequence_id END) AS __sd_last,
+  MAX(CASE WHEN __sd_accepted THEN __sd_highest END) AS __sd_top,
+  SUM(
+    CASE
+      WHEN __sd_accepted
+      THEN CAST(HASH(
+        CAST(__sd_producer AS TEXT),
+        CAST(__sd_sequence_id AS BIGINT),
+        CAST(__sd_highest AS BIGINT)
+      ) AS DECIMAL(38, 0))
+    END
+  ) AS __sd_hash
+FROM __sd_decisions
+GROUP BY
+  __sd_producer;
+
+-- exceptions plan: outcome per producer
+SELECT
+  p.__sd_producer AS producer,
+  p.__sd_sent AS sent,
+  COALESCE(c.__sd_written, 0) AS written,
+  p.__sd_sent - COALESCE(c.__sd_written, 0) AS duplicates,
+  CASE
+    WHEN c.__sd_written > 0
+    THEN 41 + p.__sd_offset + CASE WHEN p.__sd_sparse THEN 1 ELSE c.__sd_first - p.__sd_smallest + 1 END
+  END AS first_position,
+  CASE
+    WHEN c.__sd_written > 0
+    THEN 41 + p.__sd_offset + CASE
+      WHEN p.__sd_sparse
+      THEN c.__sd_written
+      ELSE c.__sd_last - p.__sd_smallest + 1
+    END
+  END AS last_position,
+  c.__sd_top AS highest,
+  c.__sd_hash AS hash
+FROM __sd_producers AS p
+LEFT JOIN __sd_counts AS c
+  ON c.__sd_producer = p.__sd_producer;
+
+-- exceptions plan: write
 INSERT INTO main.events (
   "payload",
   "_producer",
@@ -104,11 +347,12 @@ SELECT
   7
 FROM (
   SELECT
-    c.__sd_v0,
-    a.__sd_producer,
-    a.__sd_sequence_id,
-    a.__sd_highest,
-    a.__sd_position
+    v.__sd_v0,
+    v.__sd_producer,
+    v.__sd_sequence_id,
+    v.__sd_highest,
+    v.__sd_o0,
+    41 + p.__sd_offset + v.__sd_sequence_id - p.__sd_smallest + 1 AS __sd_position
   FROM (
     SELECT
       payload AS __sd_v0,
@@ -119,47 +363,126 @@ FROM (
     FROM staging
     WHERE
       NOT payload IS NULL
-  ) AS c
-  JOIN (
-    SELECT
-      *
-    FROM accepted
-    WHERE
-      __sd_peers = 1
-  ) AS a
-    ON c.__sd_producer = a.__sd_producer
-    AND c.__sd_sequence_id = a.__sd_sequence_id
-    AND c.__sd_highest = a.__sd_highest
-    AND c.__sd_o0 IS NOT DISTINCT FROM a.__sd_o0
+  ) AS v
+  JOIN __sd_producers AS p
+    ON p.__sd_producer = v.__sd_producer
+  WHERE
+    v.__sd_sequence_id > COALESCE(p.__sd_mark, -1)
+    AND NOT EXISTS(
+      SELECT
+        1
+      FROM __sd_exceptions AS x
+      WHERE
+        x.__sd_producer = v.__sd_producer
+        AND x.__sd_sequence_id = v.__sd_sequence_id
+        AND x.__sd_highest = v.__sd_highest
+        AND x.__sd_o0 IS NOT DISTINCT FROM v.__sd_o0
+    )
+    AND NOT p.__sd_sparse
   UNION ALL
   SELECT
-    c.__sd_v0,
-    a.__sd_producer,
-    a.__sd_sequence_id,
-    a.__sd_highest,
-    a.__sd_position
+    __sd_v0,
+    __sd_producer,
+    __sd_sequence_id,
+    __sd_highest,
+    __sd_o0,
+    CASE
+      WHEN __sd_sparse
+      THEN 41 + __sd_offset + ROW_NUMBER() OVER (PARTITION BY __sd_producer ORDER BY __sd_sequence_id)
+      ELSE __sd_by_id
+    END AS __sd_position
   FROM (
     SELECT
-      payload AS __sd_v0,
-      producer AS __sd_producer,
-      seq AS __sd_sequence_id,
-      COALESCE(highest, seq) AS __sd_highest,
-      arrival AS __sd_o0
-    FROM staging
+      v.__sd_v0,
+      v.__sd_producer,
+      v.__sd_sequence_id,
+      v.__sd_highest,
+      v.__sd_o0,
+      41 + p.__sd_offset + v.__sd_sequence_id - p.__sd_smallest + 1 AS __sd_by_id,
+      p.__sd_sparse AS __sd_sparse,
+      p.__sd_offset AS __sd_offset
+    FROM (
+      SELECT
+        payload AS __sd_v0,
+        producer AS __sd_producer,
+        seq AS __sd_sequence_id,
+        COALESCE(highest, seq) AS __sd_highest,
+        arrival AS __sd_o0
+      FROM staging
+      WHERE
+        NOT payload IS NULL
+    ) AS v
+    JOIN __sd_producers AS p
+      ON p.__sd_producer = v.__sd_producer
     WHERE
-      NOT payload IS NULL
-  ) AS c
-  JOIN (
+      v.__sd_sequence_id > COALESCE(p.__sd_mark, -1)
+      AND NOT EXISTS(
+        SELECT
+          1
+        FROM __sd_exceptions AS x
+        WHERE
+          (
+            x.__sd_producer = v.__sd_producer
+            AND x.__sd_sequence_id = v.__sd_sequence_id
+            AND x.__sd_highest = v.__sd_highest
+            AND x.__sd_o0 IS NOT DISTINCT FROM v.__sd_o0
+          )
+          AND x.__sd_kept = 0
+      )
+      AND (
+        p.__sd_sparse
+        OR EXISTS(
+          SELECT
+            1
+          FROM __sd_exceptions AS x
+          WHERE
+            (
+              x.__sd_producer = v.__sd_producer
+              AND x.__sd_sequence_id = v.__sd_sequence_id
+              AND x.__sd_highest = v.__sd_highest
+              AND x.__sd_o0 IS NOT DISTINCT FROM v.__sd_o0
+            )
+            AND x.__sd_kept = 1
+        )
+      )
+    QUALIFY
+      ROW_NUMBER() OVER (PARTITION BY v.__sd_producer, v.__sd_sequence_id, v.__sd_highest, v.__sd_o0) = 1
+  ) AS w
+) AS w;
+
+-- exceptions plan: check of the written rows
+SELECT
+  COUNT(*)
+FROM (
+  SELECT
+    _producer AS producer,
+    COUNT(*) AS n,
+    SUM(
+      CAST(HASH(
+        CAST(_producer AS TEXT),
+        CAST(_sequence_id AS BIGINT),
+        CAST(_highest_sequence_id AS BIGINT)
+      ) AS DECIMAL(38, 0))
+    ) AS h
+  FROM (
     SELECT
       *
-    FROM accepted
+    FROM main.events
     WHERE
-      __sd_peers > 1
-  ) AS a
-    ON c.__sd_producer = a.__sd_producer
-    AND c.__sd_sequence_id = a.__sd_sequence_id
-    AND c.__sd_highest = a.__sd_highest
-    AND c.__sd_o0 IS NOT DISTINCT FROM a.__sd_o0
-  QUALIFY
-    ROW_NUMBER() OVER (PARTITION BY a.__sd_position ORDER BY a.__sd_position) = 1
-) AS accepted;
+      _commit = 7
+  ) AS written
+  GROUP BY
+    _producer
+) AS w
+FULL OUTER JOIN (
+  SELECT
+    producer,
+    written,
+    hash
+  FROM __sd_outcome
+  WHERE
+    written > 0
+) AS e
+  ON w.producer = e.producer
+WHERE
+  w.n IS DISTINCT FROM e.written OR w.h IS DISTINCT FROM e.hash;

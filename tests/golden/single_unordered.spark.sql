@@ -1,45 +1,120 @@
--- keys
+-- window plan: decide, number and count, in one pass
 SELECT
-  producer AS __sd_producer,
-  seq AS __sd_sequence_id,
-  seq AS __sd_highest
-FROM staging;
-
--- decisions (fast path)
-SELECT
-  c.__sd_producer,
-  c.__sd_sequence_id,
-  c.__sd_highest,
-  COUNT(*) AS __sd_peers
-FROM keys AS c
-LEFT JOIN state AS s
-  ON s.producer = c.__sd_producer
-WHERE
-  c.__sd_sequence_id > COALESCE(s.sequence_id, -1)
-GROUP BY
-  c.__sd_producer,
-  c.__sd_sequence_id,
-  c.__sd_highest;
-
--- accepted
-SELECT
-  __sd_producer,
-  __sd_sequence_id,
-  __sd_highest,
-  __sd_peers,
-  41 + ROW_NUMBER() OVER () AS __sd_position
+  *,
+  COUNT_IF(__sd_accepted) OVER (
+    PARTITION BY __sd_producer
+    ORDER BY __sd_sequence_id, __sd_highest
+    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+  ) AS __sd_written,
+  MIN(CASE WHEN __sd_accepted THEN __sd_position END) OVER (
+    PARTITION BY __sd_producer
+    ORDER BY __sd_sequence_id, __sd_highest
+    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+  ) AS __sd_first_position,
+  MAX(CASE WHEN __sd_accepted THEN __sd_position END) OVER (
+    PARTITION BY __sd_producer
+    ORDER BY __sd_sequence_id, __sd_highest
+    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+  ) AS __sd_last_position,
+  MAX(CASE WHEN __sd_accepted THEN __sd_highest END) OVER (
+    PARTITION BY __sd_producer
+    ORDER BY __sd_sequence_id, __sd_highest
+    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+  ) AS __sd_top
 FROM (
   SELECT
-    __sd_producer,
-    __sd_sequence_id,
-    __sd_highest,
-    __sd_peers
-  FROM decisions
-  WHERE
-    __sd_accepted
-) AS accepted;
+    *,
+    41 + (
+      MONOTONICALLY_INCREASING_ID() - SHIFTLEFT(CAST(SPARK_PARTITION_ID() AS BIGINT), 33)
+    ) * 2 + CAST(SPARK_PARTITION_ID() AS BIGINT) + 1 AS __sd_position
+  FROM (
+    SELECT
+      *,
+      __sd_producer IS NULL
+      OR __sd_sequence_id IS NULL
+      OR __sd_sequence_id < 0
+      OR __sd_sequence_id > 9223372036854775807
+      OR __sd_highest > 9223372036854775807
+      OR __sd_highest < __sd_sequence_id AS __sd_invalid,
+      CASE
+        WHEN __sd_producer IS NULL
+        OR __sd_sequence_id IS NULL
+        OR __sd_sequence_id < 0
+        OR __sd_sequence_id > 9223372036854775807
+        OR __sd_highest > 9223372036854775807
+        OR __sd_highest < __sd_sequence_id
+        THEN FALSE
+        WHEN __sd_sequence_id > GREATEST(
+          COALESCE(__sd_mark, -1),
+          COALESCE(
+            MAX(__sd_highest) OVER (
+              PARTITION BY __sd_producer
+              ORDER BY __sd_sequence_id, __sd_highest
+              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+            ),
+            -1
+          )
+        )
+        THEN TRUE
+        WHEN __sd_sequence_id <= GREATEST(
+          COALESCE(__sd_mark, -1),
+          COALESCE(
+            MAX(__sd_sequence_id) OVER (
+              PARTITION BY __sd_producer
+              ORDER BY __sd_sequence_id, __sd_highest
+              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+            ),
+            -1
+          )
+        )
+        THEN FALSE
+      END AS __sd_accepted,
+      LEAD(1) OVER (PARTITION BY __sd_producer ORDER BY __sd_sequence_id, __sd_highest) IS NULL AS __sd_last,
+      COUNT(*) OVER (
+        PARTITION BY __sd_producer
+        ORDER BY __sd_sequence_id, __sd_highest
+        ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+      ) AS __sd_sent
+    FROM (
+      SELECT /*+ REPARTITION(2, __sd_producer) */
+        v.*,
+        m.sequence_id AS __sd_mark
+      FROM (
+        SELECT
+          payload AS __sd_v0,
+          producer AS __sd_producer,
+          seq AS __sd_sequence_id,
+          seq AS __sd_highest
+        FROM staging
+      ) AS v
+      LEFT JOIN __sd_marks AS m
+        ON m.producer = v.__sd_producer
+    ) AS c
+  ) AS d
+) AS n;
 
--- insert
+-- window plan: metrics, checked before publishing
+SELECT
+  COUNT_IF(__sd_invalid) AS invalid,
+  COUNT_IF(__sd_accepted IS NULL) AS undecided,
+  MAX(CASE WHEN __sd_accepted THEN __sd_position END) AS end,
+  COUNT_IF(__sd_accepted) AS written
+FROM __sd_decided;
+
+-- window plan: outcome per producer (its last row)
+SELECT
+  __sd_producer AS producer,
+  __sd_sent AS sent,
+  __sd_written AS written,
+  __sd_sent - __sd_written AS duplicates,
+  __sd_first_position AS first_position,
+  __sd_last_position AS last_position,
+  __sd_top AS highest
+FROM __sd_decided
+WHERE
+  __sd_last;
+
+-- window plan: write
 INSERT INTO main.events (
   `payload`,
   `_producer`,
@@ -59,11 +134,346 @@ SELECT
   7
 FROM (
   SELECT
-    c.__sd_v0,
-    a.__sd_producer,
-    a.__sd_sequence_id,
-    a.__sd_highest,
-    a.__sd_position
+    *
+  FROM __sd_decided
+  WHERE
+    __sd_accepted
+) AS w;
+
+-- exceptions plan: producers
+SELECT
+  *,
+  COALESCE(
+    SUM(__sd_room) OVER (ORDER BY __sd_producer ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+    0
+  ) AS __sd_offset
+FROM (
+  SELECT
+    *,
+    __sd_largest - __sd_smallest > 4 * __sd_candidates + 64 AS __sd_sparse,
+    CASE
+      WHEN __sd_candidates = 0
+      THEN 0
+      WHEN __sd_largest - __sd_smallest > 4 * __sd_candidates + 64
+      THEN __sd_candidates
+      ELSE __sd_largest - __sd_smallest + 1
+    END AS __sd_room
+  FROM (
+    SELECT
+      k.__sd_producer,
+      MAX(m.sequence_id) AS __sd_mark,
+      COUNT(*) AS __sd_sent,
+      COUNT_IF(k.__sd_sequence_id > COALESCE(m.sequence_id, -1)) AS __sd_candidates,
+      MIN(
+        CASE
+          WHEN k.__sd_sequence_id > COALESCE(m.sequence_id, -1)
+          THEN k.__sd_sequence_id
+        END
+      ) AS __sd_smallest,
+      MAX(
+        CASE
+          WHEN k.__sd_sequence_id > COALESCE(m.sequence_id, -1)
+          THEN k.__sd_sequence_id
+        END
+      ) AS __sd_largest,
+      COUNT_IF(
+        k.__sd_sequence_id > COALESCE(m.sequence_id, -1)
+        AND k.__sd_highest > k.__sd_sequence_id
+      ) AS __sd_batches,
+      COUNT_IF(
+        k.__sd_producer IS NULL
+        OR k.__sd_sequence_id IS NULL
+        OR k.__sd_sequence_id < 0
+        OR k.__sd_sequence_id > 9223372036854775807
+        OR k.__sd_highest > 9223372036854775807
+        OR k.__sd_highest < k.__sd_sequence_id
+      ) AS __sd_invalid
+    FROM (
+      SELECT
+        producer AS __sd_producer,
+        seq AS __sd_sequence_id,
+        seq AS __sd_highest
+      FROM staging
+    ) AS k
+    LEFT JOIN __sd_marks AS m
+      ON m.producer = k.__sd_producer
+    GROUP BY
+      k.__sd_producer
+  ) AS a
+) AS r;
+
+-- exceptions plan: exceptions, without ORDER BY or batch entries: repeated keys
+SELECT
+  c.__sd_producer,
+  c.__sd_sequence_id,
+  c.__sd_highest,
+  COUNT(*) AS __sd_rows,
+  1 AS __sd_kept,
+  CAST(XXHASH64(
+    CAST(c.__sd_producer AS STRING),
+    CAST(c.__sd_sequence_id AS BIGINT),
+    CAST(c.__sd_highest AS BIGINT)
+  ) AS DECIMAL(38, 0)) AS __sd_hash
+FROM (
+  SELECT
+    k.*,
+    p.__sd_mark
+  FROM (
+    SELECT
+      producer AS __sd_producer,
+      seq AS __sd_sequence_id,
+      seq AS __sd_highest
+    FROM staging
+  ) AS k
+  JOIN __sd_producers AS p
+    ON p.__sd_producer = k.__sd_producer
+  WHERE
+    k.__sd_sequence_id > COALESCE(p.__sd_mark, -1)
+) AS c
+GROUP BY
+  c.__sd_producer,
+  c.__sd_sequence_id,
+  c.__sd_highest
+HAVING
+  COUNT(*) > 1;
+
+-- exceptions plan: counts from the repeats
+SELECT
+  c.__sd_producer,
+  COUNT(*) - COALESCE(MAX(x.extra), 0) AS __sd_written,
+  MIN(c.__sd_sequence_id) AS __sd_first,
+  MAX(c.__sd_sequence_id) AS __sd_last,
+  MAX(c.__sd_highest) AS __sd_top,
+  SUM(
+    CAST(XXHASH64(
+      CAST(c.__sd_producer AS STRING),
+      CAST(c.__sd_sequence_id AS BIGINT),
+      CAST(c.__sd_highest AS BIGINT)
+    ) AS DECIMAL(38, 0))
+  ) - COALESCE(MAX(x.extra_hash), 0) AS __sd_hash
+FROM (
+  SELECT
+    k.*,
+    p.__sd_mark
+  FROM (
+    SELECT
+      producer AS __sd_producer,
+      seq AS __sd_sequence_id,
+      seq AS __sd_highest
+    FROM staging
+  ) AS k
+  JOIN __sd_producers AS p
+    ON p.__sd_producer = k.__sd_producer
+  WHERE
+    k.__sd_sequence_id > COALESCE(p.__sd_mark, -1)
+) AS c
+LEFT JOIN (
+  SELECT
+    __sd_producer,
+    SUM(__sd_rows - 1) AS extra,
+    SUM((
+      __sd_rows - 1
+    ) * __sd_hash) AS extra_hash
+  FROM __sd_exceptions
+  GROUP BY
+    __sd_producer
+) AS x
+  ON x.__sd_producer = c.__sd_producer
+GROUP BY
+  c.__sd_producer;
+
+-- exceptions plan: candidates, with ORDER BY or batch entries
+SELECT
+  k.*,
+  p.__sd_mark
+FROM (
+  SELECT
+    producer AS __sd_producer,
+    seq AS __sd_sequence_id,
+    seq AS __sd_highest
+  FROM staging
+) AS k
+JOIN __sd_producers AS p
+  ON p.__sd_producer = k.__sd_producer
+WHERE
+  k.__sd_sequence_id > COALESCE(p.__sd_mark, -1);
+
+-- exceptions plan: decisions, round 1
+SELECT
+  __sd_producer,
+  __sd_sequence_id,
+  __sd_highest,
+  __sd_mark,
+  COALESCE(
+    __sd_accepted,
+    CASE
+      WHEN __sd_sequence_id > COALESCE(
+        GREATEST(
+          __sd_mark,
+          MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
+            PARTITION BY __sd_producer
+            ORDER BY __sd_sequence_id, __sd_highest
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+          )
+        ),
+        -1
+      )
+      THEN TRUE
+      WHEN __sd_sequence_id <= GREATEST(
+        __sd_mark,
+        MAX(__sd_sequence_id) OVER (
+          PARTITION BY __sd_producer
+          ORDER BY __sd_sequence_id, __sd_highest
+          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+        ),
+        MAX(CASE WHEN __sd_accepted THEN __sd_highest END) OVER (
+          PARTITION BY __sd_producer
+          ORDER BY __sd_sequence_id, __sd_highest
+          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+        )
+      )
+      THEN FALSE
+    END
+  ) AS __sd_accepted
+FROM (
+  SELECT
+    __sd_producer,
+    __sd_sequence_id,
+    __sd_highest,
+    __sd_mark,
+    CAST(NULL AS BOOLEAN) AS __sd_accepted
+  FROM __sd_candidates
+) AS previous;
+
+-- exceptions plan: decisions, next rounds (producers with an undecided entry only)
+SELECT
+  __sd_producer,
+  __sd_sequence_id,
+  __sd_highest,
+  __sd_mark,
+  COALESCE(
+    __sd_accepted,
+    CASE
+      WHEN __sd_sequence_id > COALESCE(
+        GREATEST(
+          __sd_mark,
+          MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
+            PARTITION BY __sd_producer
+            ORDER BY __sd_sequence_id, __sd_highest
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+          )
+        ),
+        -1
+      )
+      THEN TRUE
+      WHEN __sd_sequence_id <= GREATEST(
+        __sd_mark,
+        MAX(__sd_sequence_id) OVER (
+          PARTITION BY __sd_producer
+          ORDER BY __sd_sequence_id, __sd_highest
+          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+        ),
+        MAX(CASE WHEN __sd_accepted THEN __sd_highest END) OVER (
+          PARTITION BY __sd_producer
+          ORDER BY __sd_sequence_id, __sd_highest
+          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+        )
+      )
+      THEN FALSE
+    END
+  ) AS __sd_accepted
+FROM __sd_decisions AS previous;
+
+-- exceptions plan: exceptions from the decisions
+SELECT
+  __sd_producer,
+  __sd_sequence_id,
+  __sd_highest,
+  COUNT(*) AS __sd_rows,
+  COUNT_IF(__sd_accepted) AS __sd_kept,
+  CAST(XXHASH64(
+    CAST(__sd_producer AS STRING),
+    CAST(__sd_sequence_id AS BIGINT),
+    CAST(__sd_highest AS BIGINT)
+  ) AS DECIMAL(38, 0)) AS __sd_hash
+FROM __sd_decisions
+GROUP BY
+  __sd_producer,
+  __sd_sequence_id,
+  __sd_highest
+HAVING
+  COUNT_IF(__sd_accepted) = 0 OR COUNT(*) > 1;
+
+-- exceptions plan: counts from the decisions
+SELECT
+  __sd_producer,
+  COUNT_IF(__sd_accepted) AS __sd_written,
+  MIN(CASE WHEN __sd_accepted THEN __sd_sequence_id END) AS __sd_first,
+  MAX(CASE WHEN __sd_accepted THEN __sd_sequence_id END) AS __sd_last,
+  MAX(CASE WHEN __sd_accepted THEN __sd_highest END) AS __sd_top,
+  SUM(
+    CASE
+      WHEN __sd_accepted
+      THEN CAST(XXHASH64(
+        CAST(__sd_producer AS STRING),
+        CAST(__sd_sequence_id AS BIGINT),
+        CAST(__sd_highest AS BIGINT)
+      ) AS DECIMAL(38, 0))
+    END
+  ) AS __sd_hash
+FROM __sd_decisions
+GROUP BY
+  __sd_producer;
+
+-- exceptions plan: outcome per producer
+SELECT
+  p.__sd_producer AS producer,
+  p.__sd_sent AS sent,
+  COALESCE(c.__sd_written, 0) AS written,
+  p.__sd_sent - COALESCE(c.__sd_written, 0) AS duplicates,
+  CASE
+    WHEN c.__sd_written > 0
+    THEN 41 + p.__sd_offset + CASE WHEN p.__sd_sparse THEN 1 ELSE c.__sd_first - p.__sd_smallest + 1 END
+  END AS first_position,
+  CASE
+    WHEN c.__sd_written > 0
+    THEN 41 + p.__sd_offset + CASE
+      WHEN p.__sd_sparse
+      THEN c.__sd_written
+      ELSE c.__sd_last - p.__sd_smallest + 1
+    END
+  END AS last_position,
+  c.__sd_top AS highest,
+  c.__sd_hash AS hash
+FROM __sd_producers AS p
+LEFT JOIN __sd_counts AS c
+  ON c.__sd_producer = p.__sd_producer;
+
+-- exceptions plan: write
+INSERT INTO main.events (
+  `payload`,
+  `_producer`,
+  `_sequence_id`,
+  `_highest_sequence_id`,
+  `_position`,
+  `_publish_time`,
+  `_commit`
+)
+SELECT
+  __sd_v0,
+  __sd_producer,
+  __sd_sequence_id,
+  __sd_highest,
+  __sd_position,
+  '2026-01-01',
+  7
+FROM (
+  SELECT
+    v.__sd_v0,
+    v.__sd_producer,
+    v.__sd_sequence_id,
+    v.__sd_highest,
+    41 + p.__sd_offset + v.__sd_sequence_id - p.__sd_smallest + 1 AS __sd_position
   FROM (
     SELECT
       payload AS __sd_v0,
@@ -71,51 +481,129 @@ FROM (
       seq AS __sd_sequence_id,
       seq AS __sd_highest
     FROM staging
-  ) AS c
-  JOIN (
-    SELECT
-      *
-    FROM accepted
-    WHERE
-      __sd_peers = 1
-  ) AS a
-    ON c.__sd_producer = a.__sd_producer
-    AND c.__sd_sequence_id = a.__sd_sequence_id
-    AND c.__sd_highest = a.__sd_highest
+  ) AS v
+  JOIN __sd_producers AS p
+    ON p.__sd_producer = v.__sd_producer
+  WHERE
+    v.__sd_sequence_id > COALESCE(p.__sd_mark, -1)
+    AND NOT EXISTS(
+      SELECT
+        1
+      FROM __sd_exceptions AS x
+      WHERE
+        x.__sd_producer = v.__sd_producer
+        AND x.__sd_sequence_id = v.__sd_sequence_id
+        AND x.__sd_highest = v.__sd_highest
+    )
+    AND NOT p.__sd_sparse
   UNION ALL
   SELECT
     __sd_v0,
     __sd_producer,
     __sd_sequence_id,
     __sd_highest,
-    __sd_position
+    CASE
+      WHEN __sd_sparse
+      THEN 41 + __sd_offset + ROW_NUMBER() OVER (PARTITION BY __sd_producer ORDER BY __sd_sequence_id NULLS LAST)
+      ELSE __sd_by_id
+    END AS __sd_position
   FROM (
     SELECT
-      c.__sd_v0,
-      a.__sd_producer,
-      a.__sd_sequence_id,
-      a.__sd_highest,
-      a.__sd_position,
-      ROW_NUMBER() OVER (PARTITION BY a.__sd_position ORDER BY a.__sd_position NULLS LAST) AS _w
+      __sd_v0,
+      __sd_producer,
+      __sd_sequence_id,
+      __sd_highest,
+      __sd_by_id,
+      __sd_sparse,
+      __sd_offset
     FROM (
       SELECT
-        payload AS __sd_v0,
-        producer AS __sd_producer,
-        seq AS __sd_sequence_id,
-        seq AS __sd_highest
-      FROM staging
-    ) AS c
-    JOIN (
-      SELECT
-        *
-      FROM accepted
+        v.__sd_v0,
+        v.__sd_producer,
+        v.__sd_sequence_id,
+        v.__sd_highest,
+        41 + p.__sd_offset + v.__sd_sequence_id - p.__sd_smallest + 1 AS __sd_by_id,
+        p.__sd_sparse AS __sd_sparse,
+        p.__sd_offset AS __sd_offset,
+        ROW_NUMBER() OVER (PARTITION BY v.__sd_producer, v.__sd_sequence_id, v.__sd_highest) AS _w
+      FROM (
+        SELECT
+          payload AS __sd_v0,
+          producer AS __sd_producer,
+          seq AS __sd_sequence_id,
+          seq AS __sd_highest
+        FROM staging
+      ) AS v
+      JOIN __sd_producers AS p
+        ON p.__sd_producer = v.__sd_producer
       WHERE
-        __sd_peers > 1
-    ) AS a
-      ON c.__sd_producer = a.__sd_producer
-      AND c.__sd_sequence_id = a.__sd_sequence_id
-      AND c.__sd_highest = a.__sd_highest
-  ) AS _t
+        v.__sd_sequence_id > COALESCE(p.__sd_mark, -1)
+        AND NOT EXISTS(
+          SELECT
+            1
+          FROM __sd_exceptions AS x
+          WHERE
+            (
+              x.__sd_producer = v.__sd_producer
+              AND x.__sd_sequence_id = v.__sd_sequence_id
+              AND x.__sd_highest = v.__sd_highest
+            )
+            AND x.__sd_kept = 0
+        )
+        AND (
+          p.__sd_sparse
+          OR EXISTS(
+            SELECT
+              1
+            FROM __sd_exceptions AS x
+            WHERE
+              (
+                x.__sd_producer = v.__sd_producer
+                AND x.__sd_sequence_id = v.__sd_sequence_id
+                AND x.__sd_highest = v.__sd_highest
+              )
+              AND x.__sd_kept = 1
+          )
+        )
+    ) AS _t
+    WHERE
+      _w = 1
+  ) AS w
+) AS w;
+
+-- exceptions plan: check of the written rows
+SELECT
+  COUNT(*)
+FROM (
+  SELECT
+    _producer AS producer,
+    COUNT(*) AS n,
+    SUM(
+      CAST(XXHASH64(
+        CAST(_producer AS STRING),
+        CAST(_sequence_id AS BIGINT),
+        CAST(_highest_sequence_id AS BIGINT)
+      ) AS DECIMAL(38, 0))
+    ) AS h
+  FROM (
+    SELECT
+      *
+    FROM main.events
+    WHERE
+      _commit = 7
+  ) AS written
+  GROUP BY
+    _producer
+) AS w
+FULL OUTER JOIN (
+  SELECT
+    producer,
+    written,
+    hash
+  FROM __sd_outcome
   WHERE
-    _w = 1
-) AS accepted;
+    written > 0
+) AS e
+  ON w.producer = e.producer
+WHERE
+  w.n IS DISTINCT FROM e.written OR w.h IS DISTINCT FROM e.hash;

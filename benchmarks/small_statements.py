@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Targets for small statements on a warm session:
+
+- a 10-entry statement vs a plain INSERT of the same 10 rows into a table of the same shape: DuckDB at most 5x,
+  Spark at most 2x. The plain INSERT is timed two ways: sent to the engine itself (what a hand-written pipeline
+  pays) and through ``session.sql`` (the same parse and dispatch as the seqdedup statement); the target is read
+  against the engine itself;
+- the cost stays flat in the number of commits: the last 100 of --statements consecutive statements vs the
+  first 100, at most 1.2x (medians).
+
+Each statement sends 10 new entries of 3 producers (so every entry is written), read from a temporary view made
+before the clock starts.
+
+    python benchmarks/small_statements.py [--engine duckdb|spark] [--statements 1000] [--pairs 30]
+"""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from common import Engines, median  # noqa: E402
+
+PLAIN_COLUMNS = ("payload STRING, _producer STRING, _sequence_id BIGINT, _highest_sequence_id BIGINT, "
+                 "_position BIGINT, _publish_time TIMESTAMP, _commit BIGINT")
+DEDUP = "INSERT INTO events SELECT payload FROM staging WHERE is_not_dup(producer, seq)"
+PLAIN = "INSERT INTO plain SELECT payload, producer, seq, seq, seq, current_timestamp(), 1 FROM staging"
+
+
+def stage(engines: Engines, session, first_id: int) -> None:
+    view = ("CREATE OR REPLACE TEMPORARY VIEW staging AS SELECT concat('p', CAST(i % 3 AS STRING)) AS producer, "
+            f"CAST({first_id} + i AS BIGINT) AS seq, 'payload' AS payload FROM {{}}")
+    source = "range(10) AS r(i)" if engines.spark is None else "(SELECT id AS i FROM range(10))"
+    engines.raw(session, view.format(source))
+
+
+def timed(function) -> float:
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb")
+    ap.add_argument("--statements", type=int, default=1000, help="consecutive statements for the flatness target")
+    ap.add_argument("--pairs", type=int, default=30, help="statement/plain INSERT pairs for the ratio")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        engines = Engines(args.engine, pathlib.Path(tmp))
+        session = engines.fresh()
+        session.create_topic("events", {"payload": "STRING"})
+        plain_ddl = f"CREATE TABLE plain ({PLAIN_COLUMNS})" + (" USING parquet" if engines.spark else "")
+        engines.raw(session, plain_ddl.replace("STRING", "VARCHAR") if engines.spark is None else plain_ddl)
+        session.state("events")                     # warm: the topic's state is in memory from here on
+        next_id, dedup, raw, through = 0, [], [], []
+        for _ in range(3):                          # warm-up: first plans, JIT, caches
+            stage(engines, session, next_id)
+            session.sql(DEDUP)
+            engines.raw(session, PLAIN)
+            next_id += 10
+        for _ in range(args.pairs):
+            stage(engines, session, next_id)
+            dedup.append(timed(lambda: session.sql(DEDUP)))
+            raw.append(timed(lambda: engines.raw(session, PLAIN)))
+            through.append(timed(lambda: session.sql(PLAIN)))
+            next_id += 10
+        target = 5.0 if args.engine == "duckdb" else 2.0
+        ratio = median(dedup) / median(raw)
+        print(f"engine={args.engine} entries_per_statement=10 pairs={args.pairs}")
+        print(f"dedup_statement_s={median(dedup):.4f} plain_insert_engine_s={median(raw):.4f} "
+              f"plain_insert_through_session_s={median(through):.4f}")
+        print(f"statement_over_plain_insert={ratio:.2f} target<={target:.1f} {'MET' if ratio <= target else 'NOT MET'} "
+              f"(over the plain INSERT through session.sql: {median(dedup) / median(through):.2f})")
+        times = []
+        for _ in range(args.statements):
+            stage(engines, session, next_id)
+            times.append(timed(lambda: session.sql(DEDUP)))
+            next_id += 10
+        window = min(100, max(1, args.statements // 10))
+        first, last = median(times[:window]), median(times[-window:])
+        flat = last / first
+        written = session.sql("SELECT count(*) FROM events").rows[0][0]
+        expected = next_id
+        print(f"statements={args.statements} first_{window}_median_s={first:.4f} last_{window}_median_s={last:.4f} "
+              f"written={written} expected={expected}")
+        print(f"last_over_first={flat:.2f} target<=1.20 {'MET' if flat <= 1.2 else 'NOT MET'}")
+        if written != expected:
+            sys.exit("the statements wrote the wrong number of entries")
+        session.close()
+
+
+if __name__ == "__main__":
+    main()

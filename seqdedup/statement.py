@@ -1,0 +1,351 @@
+"""Running one ``INSERT ... WHERE is_not_dup(...)``: the steps of ``sql.plan`` on an engine, in one commit.
+
+The runner takes the topic's state from memory (``Writer.state``), keeps the state following its policies (R10
+status, R11 purge), runs the engine's plan (``EngineAdapter.PLAN``; a statement the window plan cannot settle in
+one pass runs the exceptions plan), writes the run log (R5) and a snapshot when one is due (R8), publishes, and
+moves the state in memory forward. Nothing here touches a row in Python: the per-producer outcome is the only
+thing that crosses to Python, one row per producer.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from sqlglot import exp
+
+from seqdedup.catalog.schema import SYSTEM_COLUMNS, catalog_table
+from seqdedup.catalog.state import SnapshotHeader, literal
+from seqdedup.errors import EngineError, InvalidEntryError, RewriteError, TopicError, at
+from seqdedup.sql import plan, rewrite
+
+from .failpoints import failpoint
+from .results import ProducerCount, StatementResult
+from .topic_state import TopicState, marks_table
+from .writer import Commit, Scratch, Writer
+
+MAX_ID = 2**63 - 1
+
+#: The outcome's columns as Arrow reads them (``sql.plan.OUTCOME``).
+OUTCOME = pa.schema([("producer", pa.string()), ("sent", pa.int64()), ("written", pa.int64()),
+                     ("duplicates", pa.int64()), ("first_position", pa.int64()), ("last_position", pa.int64()),
+                     ("highest", pa.int64())])
+
+
+@dataclass
+class Outcome:
+    """What a plan did: per producer (``OUTCOME``), the log's new end, and the decision rounds it took."""
+
+    producers: pa.Table
+    end: int
+    rounds: int
+    table: exp.Table | None = None      # the outcome as an engine table, when the plan made one
+
+
+class Run:
+    """One statement on one topic (``run`` below is the whole of it)."""
+
+    def __init__(self, session, statement: rewrite.DedupInsert):
+        self.session, self.statement = session, statement
+        self.writer: Writer = session.writer
+        self.adapter = session.adapter
+        self.ref = session.ref(statement.target)
+
+    # --- checks that need no rows ------------------------------------------------------------------------------
+
+    def check(self, state: TopicState) -> tuple[list[str], list[str]]:
+        """Types and shape, read from the SELECT without running it: the producer a string, ids integers, the
+        values fitting the topic's columns, no column named like seqdedup's own. Returns (targets, value columns)."""
+        statement, adapter = self.statement, self.adapter
+        types = dict(adapter.query_columns(statement.arguments))     # before a COALESCE could convert them
+        ids = "an integer: CAST it to BIGINT (sequence ids are signed 64-bit, 0 to 9223372036854775807)"
+        checks = ((rewrite.ARGUMENTS[0], "producer", adapter.STRING_TYPES, "a string: CAST it to STRING"),
+                  (rewrite.ARGUMENTS[1], "sequence_id", adapter.INTEGER_TYPES, ids),
+                  (rewrite.ARGUMENTS[2], "highest_sequence_id", adapter.INTEGER_TYPES, ids))
+        for column, role, allowed, fix in checks:
+            kind = types.get(column)
+            if kind is not None and kind.split("(")[0].strip('"').upper() not in allowed | adapter.NULL_TYPES:
+                raise InvalidEntryError(f"is_not_dup's {role} argument has type {kind.upper()}; it must be {fix}")
+        columns = adapter.query_columns(statement.values)
+        names = [name for name, _ in columns]
+        ours = {e.alias for e in statement.values.expressions if isinstance(e, exp.Alias)}
+        clash = [n for n in names if (n.lower().startswith(rewrite.RESERVED) and n not in ours) or names.count(n) > 1]
+        if clash:
+            raise RewriteError(f"the SELECT gives the column {clash[0]!r}; names starting with {rewrite.RESERVED} are "
+                               "seqdedup's own: rename it (AS ...)")
+        values = [n for n in names if n not in statement.key_columns]
+        return self._targets(state, values), values
+
+    def _targets(self, state: TopicState, values: list[str]) -> list[str]:
+        topic, statement = state.topic, self.statement
+        user_columns = [name for name, _ in topic.user_columns]
+        if statement.columns is None:
+            targets = user_columns
+        else:
+            lowered = {c.lower(): c for c in user_columns}
+            unknown = [c for c in statement.columns if c.lower() not in lowered]
+            if unknown:
+                raise TopicError(f"topic {topic.ref.key} has no columns {unknown}; its columns are {user_columns} "
+                                 f"(system columns {list(SYSTEM_COLUMNS)} are written by seqdedup)")
+            targets = [lowered[c.lower()] for c in statement.columns]
+            repeated = sorted({c for c in targets if targets.count(c) > 1})
+            if repeated:
+                raise TopicError(f"the INSERT lists the columns {repeated} more than once; list each column once")
+        if len(values) != len(targets):
+            raise TopicError(f"the SELECT gives {len(values)} values per entry but topic {topic.ref.key} takes "
+                             f"{len(targets)} ({', '.join(targets)}); list the columns to write, in order")
+        return targets
+
+    def refuse_invalid(self) -> None:
+        """R4: NULL producer or ids, negative ids, highest below lowest: an InvalidEntryError naming the first such
+        entry (run when a plan found some; reads the keys again, which only an error pays for)."""
+        p, s, h = (exp.column(c) for c in (rewrite.PRODUCER, rewrite.SEQUENCE_ID, rewrite.HIGHEST))
+        problems = [
+            (p.is_(exp.null()), "a NULL producer", "give every entry a producer name"),
+            (s.is_(exp.null()), "a NULL sequence_id", "give every entry a sequence id"),
+            (exp.or_(s < 0, h < 0), "a negative sequence id", "sequence ids are 0 or more (64-bit signed)"),
+            (exp.or_(s > MAX_ID, h > MAX_ID), "a sequence id above 9223372036854775807",
+             "sequence ids are signed 64-bit"),
+            (h < s, "highest_sequence_id below sequence_id",
+             "a batch entry's highest id must be at least its lowest id"),
+        ]
+        keys = self.statement.keys.subquery("k")
+        counts = self.adapter.fetchall(exp.select(*[exp.func("count_if", c.copy()) for c, _, _ in problems]).from_(
+            keys.copy()))[0]
+        for (condition, what, fix), count in zip(problems, counts):
+            if count:
+                example = self.adapter.fetchall(
+                    exp.select(p, s, h).from_(keys.copy()).where(condition).order_by(p, s).limit(1))[0]
+                raise InvalidEntryError(
+                    f"{count} entr{'y has' if count == 1 else 'ies have'} {what} (first: producer={example[0]!r}, "
+                    f"sequence_id={example[1]}, highest_sequence_id={example[2]}); {fix}. Nothing was written")
+        raise InvalidEntryError("an entry is invalid (NULL producer or id, negative id, or highest below lowest), "
+                                "but the source gave none when read again; materialize it first. Nothing was written")
+
+    def failing(self, error: EngineError) -> EngineError:
+        """An engine error while computing the entries is one of the user's expressions failing on some row (an
+        overflow, a bad cast, a division by zero): the error says where to look."""
+        return EngineError(
+            f"could not compute the statement's entries: {str(error).rstrip('.!')}. Fix the expression that fails, "
+            f"among is_not_dup's arguments{at(self.statement.call)}, the WHERE conditions and the ORDER BY (sequence "
+            "ids must fit signed 64-bit: 0 to 9223372036854775807). Nothing was written")
+
+    # --- the plans ---------------------------------------------------------------------------------------------
+
+    def window(self, state: TopicState, commit: Commit, targets: list[str], values: list[str], now: dt.datetime,
+               scratch: Scratch) -> Outcome | None:
+        """The window plan (see sql/plan.py): one pass. None when a batch entry straddles (undecided)."""
+        adapter, statement = self.adapter, self.statement
+        checked = state.enabled
+        marks = scratch.relation("__sd_marks", state.marks) if checked and state.marks.num_rows else None
+        decided = plan.window_decisions(statement.values, marks, statement.order, base=state.end,
+                                        partitions=adapter.PARTITIONS, number=adapter.row_number(),
+                                        checked=checked)
+        def insert_for(rows: exp.Expression) -> exp.Insert:
+            return plan.insert_rows(self.ref.table, targets, values, rows, literal(now), commit.number)
+
+        try:
+            written = adapter.write_decided(self.ref, decided, plan.ACCEPTED, insert_for, plan.window_metrics(),
+                                            plan.window_outcome(), plan.LAST, proceed=_settled)
+        except EngineError as error:
+            raise self.failing(error) from error
+        metrics = written.metrics
+        if metrics["invalid"]:
+            adapter.discard_commit_rows(self.ref)
+            self.refuse_invalid()
+        if metrics["undecided"]:
+            adapter.discard_commit_rows(self.ref)
+            return None
+        producers = _outcome_table(written.outcome)
+        end = max(state.end, metrics["end"] or 0)
+        return Outcome(producers, end, 1)
+
+    def exceptions(self, state: TopicState, commit: Commit, targets: list[str], values: list[str],
+                   now: dt.datetime, scratch: Scratch) -> Outcome:
+        """The exceptions plan (see sql/plan.py): the decision on the keys, then one filtered write, checked."""
+        adapter, statement = self.adapter, self.statement
+        keys = statement.keys
+        marks = scratch.relation("__sd_marks", state.marks) if state.marks.num_rows else None
+        try:
+            producers = scratch.table("__sd_producers", plan.producers(keys, marks))
+        except EngineError as error:
+            raise self.failing(error) from error
+        invalid, batches, room, sparse = adapter.fetchall(exp.select(
+            *[exp.func("coalesce", exp.Sum(this=exp.column(c)), exp.convert(0))
+              for c in ("__sd_invalid", "__sd_batches", "__sd_room")],
+            exp.func("count_if", exp.column("__sd_sparse"))).from_(producers.copy()))[0]
+        if invalid:
+            self.refuse_invalid()
+        hash_name = adapter.KEY_HASH
+        rounds = 1
+        if not batches and not statement.ordered:
+            exceptions = scratch.table("__sd_exceptions", plan.repeats(keys, producers, plan.key_hash(hash_name, "c")))
+            counts = scratch.table("__sd_counts", plan.repeat_counts(keys, producers, exceptions,
+                                                                     plan.key_hash(hash_name, "c")))
+        else:
+            candidates = scratch.table("__sd_candidates", plan.candidates(keys, producers))
+            decisions, rounds = self.decide(candidates, bool(batches), scratch)
+            exceptions = scratch.table("__sd_exceptions", plan.decided_exceptions(
+                decisions, statement.key_columns, plan.key_hash(hash_name)))
+            counts = scratch.table("__sd_counts", plan.decided_counts(decisions, plan.key_hash(hash_name)))
+        outcome = scratch.table("__sd_outcome", plan.outcome(producers, counts, state.end))
+        kept_once = adapter.fetchall(exp.select(exp.func("count_if", exp.column("__sd_kept").eq(1))).from_(
+            exceptions.copy()))[0][0]
+        rows = plan.write_rows(statement.values, producers, exceptions, statement.key_columns, values,
+                               base=state.end, windowed=bool(kept_once or sparse))
+        try:
+            adapter.write_topic(self.ref, plan.insert_rows(self.ref.table, targets, values, rows, literal(now),
+                                                           commit.number))
+        except EngineError as error:
+            raise self.failing(error) from error
+        written_hash = plan.key_hash(hash_name, None, ("_producer", "_sequence_id", "_highest_sequence_id"))
+        if adapter.fetchall(plan.check_written(adapter.commit_rows(self.ref, commit.number), outcome,
+                                               written_hash))[0][0]:
+            raise EngineError(
+                "the statement's SELECT gave other entries when read a second time (a non-deterministic expression "
+                "such as rand(), a sample, or a source that changed during the statement): seqdedup cannot decide "
+                "entries that change under it. Materialize the SELECT into a table first. Nothing was written")
+        table = adapter.fetch_arrow(exp.select(*plan.OUTCOME).from_(outcome.copy()).order_by("producer"))
+        return Outcome(_outcome_table(table), state.end + room, rounds, table=outcome)
+
+    def decide(self, candidates: exp.Table, batches: bool, scratch: Scratch) -> tuple[exp.Table, int]:
+        """The windowed decision of the candidates, in rounds; after the first, only the producers with an
+        undecided entry (a batch entry that straddles) take part."""
+        key_columns, order = self.statement.key_columns, self.statement.order
+        decisions = scratch.table("__sd_decisions", plan.first_round(candidates, key_columns, order, batches=batches))
+        rounds = 1
+        if not batches:
+            return decisions, rounds
+        pending_producers = scratch.table("__sd_pending", plan.undecided_producers(decisions))
+        if not self.adapter.fetchall(exp.select(exp.Count(this=exp.Star())).from_(pending_producers.copy()))[0][0]:
+            return decisions, rounds
+        pending = scratch.table("__sd_rounds", plan.rows_of(decisions, pending_producers, inside=True))
+        while self.adapter.fetchall(exp.select(exp.Count(this=exp.Star())).from_(pending.copy()).where(
+                exp.column(plan.ACCEPTED).is_(exp.null())))[0][0]:
+            pending = scratch.table("__sd_rounds", plan.decision_round(pending, key_columns, order, batches=True))
+            rounds += 1
+        settled = exp.union(plan.rows_of(decisions, pending_producers, inside=False),
+                            exp.select("*").from_(pending.copy()), distinct=False)
+        return scratch.table("__sd_decided", settled), rounds
+
+    # --- the whole statement -----------------------------------------------------------------------------------
+
+    def __call__(self) -> StatementResult:
+        writer, adapter, ref = self.writer, self.adapter, self.ref
+        session = self.session
+        with writer:
+            try:
+                state = writer.state(ref)            # an unknown topic is named before anything else
+                targets, values = self.check(state)
+                now = session.clock()
+                with writer.commit(ref, state.commit + 1) as commit, writer.scratch() as scratch:
+                    state = follow_policies(self.session, state, commit, now, scratch)
+                    outcome = None
+                    if adapter.PLAN == "window" or not state.enabled:
+                        outcome = self.window(state, commit, targets, values, now, scratch)
+                    if outcome is None:
+                        outcome = self.exceptions(state, commit, targets, values, now, scratch)
+                    failpoint("after_topic_rows")
+                    statement_id = str(uuid.uuid4())
+                    self.run_log(outcome, statement_id, now, commit, scratch)
+                    written = pc.sum(outcome.producers.column("written")).as_py() or 0
+                    delta = _delta(outcome.producers, now) if state.enabled else None
+                    if state.enabled:       # R6: pushed, not yet persisted, until the commit is published
+                        writer.pushed.claim(ref.key, dict(zip(delta.column("producer").to_pylist(),
+                                                              delta.column("sequence_id").to_pylist())))
+                    failpoint("after_run_log")
+                    state = state.after(commit=commit.number, end=outcome.end, delta=delta,
+                                        since_snapshot=state.since_snapshot + written)
+                    snapshot_id, state = self.snapshot_if_due(state, commit, now, scratch)
+                writer.keep(ref, state)
+            finally:
+                writer.pushed.release(ref.key)
+        return StatementResult(
+            topic=ref.key, statement_id=statement_id, snapshot_id=snapshot_id, rounds=outcome.rounds,
+            commit=commit.number, producers=[ProducerCount(r["producer"], r["written"], r["duplicates"],
+                                                           r["first_position"], r["last_position"])
+                                             for r in outcome.producers.to_pylist()])
+
+    def run_log(self, outcome: Outcome, statement_id: str, now: dt.datetime, commit: Commit,
+                scratch: Scratch) -> None:
+        """R5: the per-producer counts, in the run log, in the statement's commit."""
+        source = outcome.table if outcome.table is not None else scratch.relation("__sd_outcome", outcome.producers)
+        self.adapter.execute(exp.insert(
+            exp.select(literal(statement_id), literal(self.ref.key), "producer", "written", "duplicates",
+                       "first_position", "last_position", literal(now), "highest", literal(commit.number))
+            .from_(source.copy()), catalog_table("seqdedup_statements")))
+
+    def snapshot_if_due(self, state: TopicState, commit: Commit, now: dt.datetime,
+                        scratch: Scratch) -> tuple[int | None, TopicState]:
+        """R8: every snapshot_interval_entries entries, or snapshot_interval_seconds after the last snapshot."""
+        policies = state.topic.applied
+        since = state.since_snapshot
+        seconds = (now - state.header.taken_at).total_seconds()
+        due = since >= policies.snapshot_interval_entries or (
+            policies.snapshot_interval_seconds > 0 and since > 0 and seconds >= policies.snapshot_interval_seconds)
+        if not due:
+            return None, state
+        header = take_snapshot(self.session, state, commit, state.marks if state.enabled else None,
+                               position=state.end, kind="snapshot" if state.enabled else "disabled", now=now,
+                               scratch=scratch)
+        return header.snapshot_id, state.after(commit=commit.number, header=header, since_snapshot=0)
+
+
+def take_snapshot(session, state: TopicState, commit: Commit, marks: pa.Table | None, *, position: int, kind: str,
+                  now: dt.datetime, scratch: Scratch) -> SnapshotHeader:
+    """Write a snapshot of ``marks`` (None: an empty one) at ``position`` in the open commit; its header."""
+    relation = scratch.relation("__sd_snapshot", marks) if marks is not None and marks.num_rows else None
+    snapshot_id = session.catalog.write_snapshot(
+        state.topic.ref, relation, header=state.header, position=position, kind=kind, now=now, commit=commit.number,
+        max_producers=state.topic.applied.max_producers_in_snapshot if kind in ("snapshot", "purge") else None)
+    failpoint("after_snapshot_rows")
+    return SnapshotHeader(snapshot_id, position, kind, now, commit.number, snapshot_id + 1)
+
+
+def follow_policies(session, state: TopicState, commit: Commit, now: dt.datetime, scratch: Scratch, *,
+                    purge: bool = True) -> TopicState:
+    """The state follows its policies, in the open commit. R10: disabling forgets, enabling starts empty at the
+    log's end. R11 (with ``purge``): producers idle longer than the timeout leave the state, and a snapshot
+    records it."""
+    enabled = state.topic.applied.deduplication_enabled
+    if state.header.enabled != enabled:
+        header = take_snapshot(session, state, commit, None, position=state.end,
+                               kind="enabled" if enabled else "disabled", now=now, scratch=scratch)
+        state = state.after(commit=commit.number, marks=marks_table(), header=header, since_snapshot=0)
+    oldest = state.oldest_write()
+    if purge and state.enabled and oldest is not None:
+        cutoff = now - dt.timedelta(minutes=state.topic.applied.producer_inactivity_timeout)
+        if oldest < cutoff:
+            kept = state.marks.filter(pc.greater_equal(state.marks.column("last_publish_time"),
+                                                       pa.scalar(cutoff, pa.timestamp("us"))))
+            header = take_snapshot(session, state, commit, kept, position=state.end, kind="purge", now=now,
+                                   scratch=scratch)
+            state = state.after(commit=commit.number, marks=kept, header=header, since_snapshot=0)
+    return state
+
+
+def _settled(metrics: dict) -> bool:
+    """Whether a window plan's rows may be written: no invalid entry and none undecided."""
+    return not metrics["invalid"] and not metrics["undecided"]
+
+
+def _outcome_table(table) -> pa.Table:
+    """The outcome in its schema (engines return integer columns of several widths, or rows)."""
+    if not isinstance(table, pa.Table):
+        table = pa.Table.from_pylist(list(table), schema=OUTCOME) if table else OUTCOME.empty_table()
+    return pa.Table.from_arrays([table.column(f.name).cast(f.type) for f in OUTCOME], schema=OUTCOME).sort_by(
+        "producer")
+
+
+def _delta(producers: pa.Table, now: dt.datetime) -> pa.Table:
+    """The marks a statement sets: each producer that wrote, at the highest id it wrote, written now."""
+    wrote = producers.filter(pc.greater(producers.column("written"), 0))
+    return marks_table(pa.table({"producer": wrote.column("producer"), "sequence_id": wrote.column("highest"),
+                                 "last_publish_time": pa.repeat(pa.scalar(now, pa.timestamp("us")), wrote.num_rows)}))
+
+
+def run(session, tree: exp.Expression) -> StatementResult:
+    """Run one ``INSERT ... WHERE is_not_dup(...)`` through ``session``."""
+    return Run(session, rewrite.expand_is_not_dup(tree))()

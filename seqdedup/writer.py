@@ -1,0 +1,228 @@
+"""The writer of one database in this process: everything that writes goes through it.
+
+A ``Writer`` holds, for one session:
+
+- the database's writer lock (``seqdedup.locks``): one write at a time per database, whichever session or thread;
+- the claims of the statement in flight (R6, ``PushedMarks``), shared by every session of the database;
+- the topics' states in memory (``seqdedup.topic_state``), shared by every session of the database while one is
+  open, recovered on first use and checked before use where another process could have written;
+- commits: ``with writer.commit(ref) as commit:`` opens a numbered commit of a table and publishes what was
+  written inside it all at once (DuckDB: one transaction; Spark: one partition registration);
+- scratch tables: ``with writer.scratch() as scratch:`` names temporary tables that are dropped at the end.
+
+The statement path, producers, consumers, Kafka and file ingest, and the streaming sink all write through it.
+
+Example:
+    >>> import seqdedup
+    >>> session = seqdedup.connect(":memory:")
+    >>> _ = session.create_topic("events", {"payload": "STRING"})
+    >>> writer = session.writer
+    >>> with writer:
+    ...     state = writer.state(session.ref("events"))
+    >>> state.commit, state.end, state.marks.num_rows
+    (1, 0, 0)
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import uuid
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from sqlglot import exp
+
+from seqdedup.catalog.catalog import Catalog, TopicRef
+from seqdedup.extensions.base import EngineAdapter
+
+from .failpoints import failpoint
+from .locks import WriterLock, shared
+from .topic_state import TopicState, load
+
+
+class PushedMarks:
+    """R6: ids accepted by statements that have not committed yet, per topic and producer.
+
+    Pulsar's ``highestSequencedPushed`` minus its persisted twin: while a statement is in flight its ids are
+    UNKNOWN to everyone else; when it commits they are persisted, and when it fails they fall back (are dropped).
+    """
+
+    def __init__(self) -> None:
+        self._marks: dict[str, dict[str, int]] = {}   # topic -> producer -> highest id claimed, uncommitted
+        self._lock = threading.Lock()
+
+    def claim(self, topic: str, marks: dict[str, int]) -> None:
+        with self._lock:
+            self._marks[topic] = dict(marks)
+
+    def release(self, topic: str) -> None:
+        with self._lock:
+            self._marks.pop(topic, None)
+
+    def get(self, topic: str, producer: str) -> int | None:
+        with self._lock:
+            return self._marks.get(topic, {}).get(producer)
+
+    def claims(self, topic: str) -> dict[str, int]:
+        with self._lock:
+            return dict(self._marks.get(topic, {}))
+
+
+@dataclass
+class Database:
+    """What every session on one database in this process shares, besides the lock (``locks._Shared``)."""
+
+    pushed: PushedMarks = field(default_factory=PushedMarks)
+    states: dict[str, TopicState] = field(default_factory=dict)   # topic key -> its state, as of its last commit
+    sessions: int = 0             # open sessions: the states are dropped with the last (another process may write)
+
+
+_databases: dict[str, Database] = {}
+_databases_lock = threading.Lock()
+
+
+@dataclass
+class Commit:
+    """One open commit of a table."""
+
+    ref: TopicRef
+    number: int
+
+
+class Scratch:
+    """Temporary tables of one piece of work, named apart from every other session's and dropped together."""
+
+    _counter = itertools.count()
+
+    def __init__(self, adapter: EngineAdapter, tag: str):
+        self.adapter, self.tag = adapter, tag
+        self.names: list[str] = []
+
+    def name(self, prefix: str) -> str:
+        name = f"{prefix}_{self.tag}_{next(self._counter)}"
+        self.names.append(name)
+        return name
+
+    def table(self, prefix: str, query: exp.Expression) -> exp.Table:
+        """A temporary table of ``query``'s rows, computed once."""
+        return self.adapter.create_temp_table(self.name(prefix), query)
+
+    def relation(self, prefix: str, arrow_table) -> exp.Table:
+        """A temporary relation of an Arrow table's rows."""
+        return self.adapter.relation(self.name(prefix), arrow_table)
+
+    def drop(self) -> None:
+        for name in reversed(self.names):
+            self.adapter.drop_temp_table(name)
+        self.names.clear()
+
+
+class Writer:
+    """The writer of one session's database (see the module's documentation)."""
+
+    def __init__(self, adapter: EngineAdapter, catalog: Catalog, lock_timeout: float | None):
+        self.adapter, self.catalog = adapter, catalog
+        self.tag = uuid.uuid4().hex[:8]    # in the names of this session's temporary tables: sessions may share
+                                           # a connection (DuckDB) or a SparkSession, whose temporary names are shared
+        self.lock = WriterLock(adapter.identity, lock_timeout)
+        self._shared = shared(adapter.identity)
+        with _databases_lock:
+            self.database = _databases.setdefault(adapter.identity, Database())
+            self.database.sessions += 1
+        self.pushed = self.database.pushed
+        self.attempted: dict[str, int] = {}   # table key -> number of the last commit begun (a failed one too)
+        self._closed = False
+
+    def __enter__(self) -> "Writer":
+        self.lock.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.lock.__exit__(*exc)
+
+    def held(self) -> bool:
+        """Whether this thread is the database's writer now."""
+        return self.lock.held()
+
+    # --- topic states ------------------------------------------------------------------------------------------
+
+    def state(self, ref: TopicRef) -> TopicState:
+        """The topic's state: recovered on first use, and checked against the catalog when another process may have
+        published since (``EngineAdapter.exclusive`` false). The caller holds the lock."""
+        state = self.database.states.get(ref.key)
+        if state is not None and not self.adapter.exclusive and state.published is not None:
+            if frozenset(self.adapter.published_commits(ref)) != state.published:
+                state = None     # another writer published: recover (issue 15 makes this incremental)
+        if state is None:
+            state = load(self.catalog, self.adapter, ref)
+            self.database.states[ref.key] = state
+        return state
+
+    def known(self, ref: TopicRef) -> TopicState | None:
+        """The topic's state if this process has it (for readers on any thread: no engine call)."""
+        return self.database.states.get(ref.key)
+
+    def keep(self, ref: TopicRef, state: TopicState) -> None:
+        """The topic's state after a published commit."""
+        self.database.states[ref.key] = state
+
+    def forget(self, ref: TopicRef | None = None) -> None:
+        """Drop a topic's state (every topic's, with None): the next use recovers it from the catalog."""
+        if ref is None:
+            self.database.states.clear()
+        else:
+            self.database.states.pop(ref.key, None)
+
+    # --- commits and scratch tables ----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def commit(self, ref: TopicRef, number: int | None = None) -> Iterator[Commit]:
+        """One commit of a table: what is written inside, with its number, becomes visible together or never.
+
+        ``number`` is the commit's number when the caller knows it (a topic's state does); otherwise it is read
+        from the catalog. If anything fails inside, the topic's state is dropped: whatever the engine did, the next
+        use recovers what was published."""
+        adapter = self.adapter
+        try:
+            with adapter.transaction():     # DuckDB publishes when this transaction commits
+                if number is None:
+                    number = self.catalog.next_commit(ref)
+                number = max(number, self.attempted.get(ref.key, 0) + 1) if adapter.TRACKS_COMMITS else number
+                self.attempted[ref.key] = number     # a producer whose send failed learns what it may have written
+                adapter.open_commit(ref, number)
+                try:
+                    yield Commit(ref, number)
+                    failpoint("before_publish")
+                    adapter.publish(ref)     # Spark publishes here
+                finally:
+                    adapter.close_commit(ref)
+            failpoint("after_publish")
+        except BaseException:
+            self.forget(ref)
+            raise
+
+    @contextlib.contextmanager
+    def scratch(self) -> Iterator[Scratch]:
+        scratch = Scratch(self.adapter, self.tag)
+        try:
+            yield scratch
+        except BaseException:
+            # the work failed: its transaction (DuckDB) is aborted and takes its temporary tables with it when it
+            # rolls back; a failure to drop them now must not hide why the work failed
+            with contextlib.suppress(Exception):
+                scratch.drop()
+            raise
+        scratch.drop()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with _databases_lock:
+            self.database.sessions -= 1
+            if self.database.sessions <= 0:       # the last session: another process may write from now on
+                self.database.states.clear()
+
+
+__all__ = ["Writer", "PushedMarks", "Scratch", "Commit"]

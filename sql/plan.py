@@ -1,0 +1,533 @@
+"""The plan of an ``INSERT ... WHERE is_not_dup(...)``: every step as a pure tree builder, no engine calls.
+
+A statement arrives split by ``sql.rewrite.expand_is_not_dup`` into ``keys`` (each entry's producer, lowest and
+highest id, and its ORDER BY values) and ``values`` (the same rows with the values to write). The producers' marks
+come from memory (``seqdedup.topic_state``), as a small relation ``marks(producer, sequence_id)``. Two plans decide
+the same thing (R1, R2) at different costs:
+
+**The window plan** (one pass; Spark's): ``values`` joined to the marks, distributed by producer, sorted in arrival
+order, decided by running windows, numbered, written. Running aggregates in the same sort give the per-producer
+counts at each producer's last row, so the statement reads its source once and runs one job::
+
+    values ⋈ marks ─► distribute by producer ─► window: decide, count ─► position ─► write accepted
+                                                                         └─► per-producer counts (last rows)
+
+A batch entry that straddles the mark is left undecided by one pass (``ACCEPTED`` NULL); the statement then runs
+the exceptions plan, where only the producers that straddle pay for more rounds.
+
+**The exceptions plan** (narrow decision, then one filtered write; DuckDB's): the decision runs on the keys alone,
+and what it finds is almost always small: the entries the simple rule "above the mark" gets wrong (repeats inside
+the statement, entries that arrived after a higher id). The write is then a filtered copy of ``values``::
+
+    keys ⋈ marks ─► producers (per producer: counts, id range, positions reserved)
+    keys ─► exceptions: repeated keys (no ORDER BY, no batch entries: a hash aggregate)
+                        or the keys the windowed decision rejects or must write once (otherwise)
+    values ─► candidates not in exceptions ∪ one row per repeated key ─► positions ─► write
+    written rows ─► checked against the decision (the source was read twice)
+
+Positions (R7 position: unique, increasing in commit order, not dense). The window plan numbers rows in parallel:
+row ``r`` of partition ``i`` of ``n`` gets ``base + r * n + i + 1``, with no global sort. The exceptions plan gives
+each producer a range after ``base`` as wide as its ids (``s - smallest + 1``), or as its entries when its ids are
+too sparse for that, so an entry's position follows from its own id.
+"""
+from __future__ import annotations
+
+import functools
+
+import sqlglot
+from sqlglot import exp
+
+from .rewrite import HIGHEST, PRODUCER, SEQUENCE_ID
+
+# Columns the steps add. The __sd_ prefix is refused in user columns (sql.rewrite), so they cannot collide.
+MARK = "__sd_mark"              # the producer's persisted mark before the statement (NULL: none)
+ACCEPTED = "__sd_accepted"      # the decision: TRUE written, FALSE duplicate, NULL undecided (a straddle)
+POSITION = "__sd_position"      # the entry's position
+INVALID = "__sd_invalid"        # the entry breaks R4 (NULL producer or id, negative id, highest below lowest)
+LAST = "__sd_last"              # the producer's last entry in arrival order: its running counts are its totals
+SENT, WRITTEN = "__sd_sent", "__sd_written"
+FIRST_POSITION, LAST_POSITION, TOP = "__sd_first_position", "__sd_last_position", "__sd_top"
+#: The per-producer outcome of a statement, in the order the run log and results take it.
+OUTCOME = ["producer", "sent", "written", "duplicates", "first_position", "last_position", "highest"]
+#: The system columns every entry is written with, in the order the INSERT gives them.
+SYSTEM = ["_producer", "_sequence_id", "_highest_sequence_id", "_position", "_publish_time", "_commit"]
+
+#: A producer's ids are "dense" when they span at most this many positions per entry (plus SLACK); its positions
+#: then follow from its ids. A sparser producer (ids 0 and 2^62, say) is numbered by rank instead.
+SPREAD, SLACK = 4, 64
+
+
+@functools.lru_cache(maxsize=None)
+def _template(sql: str) -> exp.Expression:
+    return sqlglot.parse_one(sql, read="spark")
+
+
+def _parse(sql: str, **tables: exp.Expression) -> exp.Select:
+    """Spark SQL text of a fixed-shape step, with ``:name`` placeholders for tables and values (given as trees);
+    parsed once per process."""
+    return exp.replace_placeholders(_template(sql), **tables)
+
+
+def _source(query: exp.Expression, alias: str) -> exp.Expression:
+    return query.subquery(alias) if isinstance(query, exp.Query) else query.as_(alias)
+
+
+def _order(order: list[exp.Ordered], table: str | None = None) -> list[exp.Ordered]:
+    out = []
+    for o in order:
+        o = o.copy()
+        if table:
+            o.set("this", exp.column(o.this.name, table=table))
+        out.append(o)
+    return out
+
+
+def key_hash(function: str, table: str | None = None, columns: tuple[str, ...] = (PRODUCER, SEQUENCE_ID, HIGHEST)
+             ) -> exp.Expression:
+    """A 64-bit hash of an entry's key, as an exact decimal so that sums of millions of them do not overflow (the
+    engine names its hash function: ``EngineAdapter.KEY_HASH``).
+
+    The key is hashed as (STRING, BIGINT, BIGINT), the types the topic stores it in: a statement's ids may be
+    narrower integers, whose hashes differ.
+
+    Example:
+        >>> key_hash("hash", "c").sql("duckdb")
+        'CAST(HASH(CAST(c.__sd_producer AS TEXT), CAST(c.__sd_sequence_id AS BIGINT), CAST(c.__sd_highest AS BIGINT)) AS DECIMAL(38, 0))'
+    """
+    producer, *ids = [exp.column(c, table=table) for c in columns]
+    return exp.cast(exp.func(function, exp.cast(producer, "text"), *[exp.cast(i, "bigint") for i in ids]),
+                    exp.DataType.build("DECIMAL(38, 0)"))
+
+
+#: The highest sequence id (R4: ids are signed 64-bit); an engine with wider integers could carry a larger one.
+MAX_ID = 2**63 - 1
+
+
+def invalid(p: exp.Expression, s: exp.Expression, h: exp.Expression) -> exp.Expression:
+    """R4 for one entry: a NULL producer or id, a negative id, an id past signed 64-bit, or a highest id below the
+    lowest.
+
+    Example:
+        >>> invalid(exp.column("p"), exp.column("s"), exp.column("h")).sql()
+        'p IS NULL OR s IS NULL OR s < 0 OR s > 9223372036854775807 OR h > 9223372036854775807 OR h < s'
+    """
+    return exp.or_(p.is_(exp.null()), s.is_(exp.null()), s < 0, s.copy() > MAX_ID, h.copy() > MAX_ID, h < s.copy())
+
+
+# --- the window plan ------------------------------------------------------------------------------------------------
+
+def window_decisions(values: exp.Select, marks: exp.Table | None, order: list[exp.Ordered], *, base: int,
+                     partitions: int | None, number: exp.Expression, checked: bool = True) -> exp.Select:
+    """Every entry with its decision, position and its producer's running counts (the window plan).
+
+    ``values``' rows are joined to ``marks`` and distributed over ``partitions`` by producer (a hint, for engines
+    that take one: None for the others), then two windows over each producer's entries in arrival order ``order``:
+
+    - the first decides: an entry is new when its lowest id is above the mark and every earlier entry's highest
+      id; a duplicate when it is at or below the mark or an earlier entry's lowest id; else (only a batch entry
+      that straddles can be neither) undecided, NULL;
+    - ``number`` (see ``EngineAdapter.row_number``) numbers the rows after ``base``; the second window keeps the
+      running counts. At a producer's ``LAST`` row they are its totals.
+
+    ``checked`` false (deduplication disabled, R10): every valid entry is new.
+
+    Example (C02 and a producer with a mark, on DuckDB):
+        >>> import duckdb
+        >>> from seqdedup.sql.rewrite import expand_is_not_dup
+        >>> con = duckdb.connect()
+        >>> _ = con.execute("CREATE TABLE s AS SELECT * FROM (VALUES ('p', 1, 5, 0), ('p', 4, 8, 1), ('p', 6, 6, 2), "
+        ...                 "('q', 3, 3, 3), ('q', 9, 9, 4)) AS v(p, lo, hi, a)")
+        >>> _ = con.execute("CREATE TABLE m AS SELECT 'q' AS producer, 5 AS sequence_id")
+        >>> d = expand_is_not_dup(sqlglot.parse_one(
+        ...     "INSERT INTO t SELECT a FROM s WHERE is_not_dup(p, lo, hi) ORDER BY a", read="spark"))
+        >>> plan = window_decisions(d.values, exp.table_("m"), d.order, base=10, partitions=None,
+        ...                         number=exp.Window(this=exp.RowNumber()))
+        >>> con.sql(f"SELECT __sd_producer, __sd_sequence_id, __sd_accepted, __sd_last, __sd_written "
+        ...         f"FROM ({plan.sql('duckdb')}) ORDER BY __sd_o0").fetchall()
+        [('p', 1, True, False, 1), ('p', 4, None, False, 1), ('p', 6, None, True, 1), ('q', 3, False, False, 0), ('q', 9, True, True, 1)]
+
+    (p's (4..8) straddles: one pass leaves it and what follows it undecided; the exceptions plan settles them.)
+    """
+    p, s, h, mark, accepted = (exp.column(c) for c in (PRODUCER, SEQUENCE_ID, HIGHEST, MARK, ACCEPTED))
+    joined = exp.select("v.*", exp.alias_(exp.column("sequence_id", table="m"), MARK) if marks is not None
+                        else exp.alias_(exp.cast(exp.null(), "bigint"), MARK)).from_(_source(values, "v"))
+    if marks is not None:
+        joined = joined.join(marks.as_("m"), join_type="left",
+                             on=exp.column("producer", table="m").eq(exp.column(PRODUCER, table="v")))
+    if partitions is not None:
+        joined.set("hint", exp.Hint(expressions=[exp.Anonymous(this="REPARTITION", expressions=[
+            exp.convert(partitions), exp.column(PRODUCER)])]))
+
+    def over(function: exp.Expression, frame: str) -> exp.Window:
+        start, end = {"earlier": ("UNBOUNDED", "1"), "running": ("UNBOUNDED", "CURRENT ROW")}[frame]
+        return exp.Window(this=function, partition_by=[exp.column(PRODUCER)], order=exp.Order(
+            expressions=_order(order)), spec=exp.WindowSpec(
+            kind="ROWS", start=start, start_side="PRECEDING", end=end,
+            end_side="PRECEDING" if end == "1" else None))
+
+    bad = invalid(p.copy(), s.copy(), h.copy())
+    floor = exp.func("coalesce", mark.copy(), exp.convert(-1))
+    if checked:
+        new = s.copy() > exp.Greatest(this=floor, expressions=[exp.func(
+            "coalesce", over(exp.Max(this=h.copy()), "earlier"), exp.convert(-1))], ignore_nulls=True)
+        old = s.copy() <= exp.Greatest(this=floor.copy(), expressions=[exp.func(
+            "coalesce", over(exp.Max(this=s.copy()), "earlier"), exp.convert(-1))], ignore_nulls=True)
+        decide = exp.Case(ifs=[exp.If(this=bad.copy(), true=exp.false()), exp.If(this=new, true=exp.true()),
+                               exp.If(this=old, true=exp.false())])
+    else:
+        decide = exp.not_(bad.copy())
+    last = exp.Window(this=exp.func("lead", exp.convert(1)), partition_by=[exp.column(PRODUCER)],
+                      order=exp.Order(expressions=_order(order))).is_(exp.null())
+    first = exp.select("*", exp.alias_(bad, INVALID), exp.alias_(decide, ACCEPTED), exp.alias_(last, LAST),
+                       exp.alias_(over(exp.Count(this=exp.Star()), "running"), SENT)).from_(joined.subquery("c"))
+    numbered = exp.select("*", exp.alias_(exp.Add(this=exp.convert(base), expression=number), POSITION)).from_(
+        first.subquery("d"))
+    def when_new(value: exp.Expression) -> exp.Case:
+        return exp.Case(ifs=[exp.If(this=accepted.copy(), true=value)])
+
+    running = exp.select(
+        "*",
+        exp.alias_(over(exp.func("count_if", accepted.copy()), "running"), WRITTEN),
+        exp.alias_(over(exp.Min(this=when_new(exp.column(POSITION))), "running"), FIRST_POSITION),
+        exp.alias_(over(exp.Max(this=when_new(exp.column(POSITION))), "running"), LAST_POSITION),
+        exp.alias_(over(exp.Max(this=when_new(h.copy())), "running"), TOP),
+    ).from_(numbered.subquery("n"))
+    return running
+
+
+def window_outcome() -> list[exp.Expression]:
+    """The per-producer outcome (``OUTCOME``) read off a producer's ``LAST`` row of ``window_decisions``."""
+    return [exp.alias_(exp.column(PRODUCER), "producer"), exp.alias_(exp.column(SENT), "sent"),
+            exp.alias_(exp.column(WRITTEN), "written"),
+            exp.alias_(exp.Sub(this=exp.column(SENT), expression=exp.column(WRITTEN)), "duplicates"),
+            exp.alias_(exp.column(FIRST_POSITION), "first_position"),
+            exp.alias_(exp.column(LAST_POSITION), "last_position"), exp.alias_(exp.column(TOP), "highest")]
+
+
+def window_metrics() -> dict[str, exp.Expression]:
+    """Aggregates over every row of ``window_decisions``: what the runner checks before it publishes."""
+    accepted = exp.column(ACCEPTED)
+    return {
+        "invalid": exp.func("count_if", exp.column(INVALID)),
+        "undecided": exp.func("count_if", accepted.is_(exp.null())),
+        "end": exp.Max(this=exp.Case(ifs=[exp.If(this=accepted.copy(), true=exp.column(POSITION))])),
+        "written": exp.func("count_if", accepted.copy()),
+    }
+
+
+# --- the exceptions plan ------------------------------------------------------------------------------------------
+
+def producers(keys: exp.Query, marks: exp.Table | None) -> exp.Select:
+    """Per producer of the statement: its mark, what it sent, its candidates (entries above the mark), their id
+    range, and the positions reserved for them after the statement's base (``offset`` and ``room``).
+
+    A producer whose ids span at most ``SPREAD`` positions per candidate (plus ``SLACK``) gets one position per id
+    in its range (``sparse`` false: an entry's position is ``offset + s - smallest + 1``); a sparser one gets one
+    per candidate, numbered by rank. The counts of invalid entries (R4) come along, for the runner to refuse.
+
+    Example (ids 1, 2, 4 of p are candidates above its mark 0, over 4 positions; q's 0 and 10^12 are sparse):
+        >>> import duckdb
+        >>> con = duckdb.connect()
+        >>> _ = con.execute("CREATE TABLE k AS SELECT * FROM (VALUES ('p', 0), ('p', 1), ('p', 2), ('p', 4), "
+        ...                 "('q', 0), ('q', 1000000000000)) AS v(__sd_producer, __sd_sequence_id)")
+        >>> _ = con.execute("CREATE TABLE m AS SELECT 'p' AS producer, 0 AS sequence_id")
+        >>> keys = sqlglot.parse_one("SELECT *, __sd_sequence_id AS __sd_highest FROM k")
+        >>> con.sql(f"SELECT __sd_producer, __sd_mark, __sd_sent, __sd_candidates, __sd_sparse, __sd_room, __sd_offset "
+        ...         f"FROM ({producers(keys, exp.table_('m')).sql('duckdb')}) ORDER BY 1").fetchall()
+        [('p', 0, 4, 3, False, 4, 0), ('q', None, 2, 2, True, 2, 4)]
+    """
+    marks_table = marks.copy() if marks is not None else _parse(
+        "SELECT CAST(NULL AS STRING) AS producer, CAST(NULL AS BIGINT) AS sequence_id WHERE FALSE").subquery()
+    return _parse(
+        """
+        SELECT *, COALESCE(SUM(__sd_room) OVER (ORDER BY __sd_producer ROWS BETWEEN UNBOUNDED PRECEDING
+                                                AND 1 PRECEDING), 0) AS __sd_offset
+        FROM (
+          SELECT *, __sd_largest - __sd_smallest > :spread * __sd_candidates + :slack AS __sd_sparse,
+                 CASE WHEN __sd_candidates = 0 THEN 0
+                      WHEN __sd_largest - __sd_smallest > :spread * __sd_candidates + :slack THEN __sd_candidates
+                      ELSE __sd_largest - __sd_smallest + 1 END AS __sd_room
+          FROM (
+            SELECT k.__sd_producer, MAX(m.sequence_id) AS __sd_mark, COUNT(*) AS __sd_sent,
+                   COUNT_IF(k.__sd_sequence_id > COALESCE(m.sequence_id, -1)) AS __sd_candidates,
+                   MIN(CASE WHEN k.__sd_sequence_id > COALESCE(m.sequence_id, -1) THEN k.__sd_sequence_id END)
+                     AS __sd_smallest,
+                   MAX(CASE WHEN k.__sd_sequence_id > COALESCE(m.sequence_id, -1) THEN k.__sd_sequence_id END)
+                     AS __sd_largest,
+                   COUNT_IF(k.__sd_sequence_id > COALESCE(m.sequence_id, -1) AND k.__sd_highest > k.__sd_sequence_id)
+                     AS __sd_batches,
+                   COUNT_IF(:invalid) AS __sd_invalid
+            FROM :keys AS k LEFT JOIN :marks AS m ON m.producer = k.__sd_producer
+            GROUP BY k.__sd_producer
+          ) AS a
+        ) AS r
+        """,
+        keys=keys.copy() if isinstance(keys, exp.Table) else keys.subquery(), marks=marks_table,
+        spread=exp.convert(SPREAD), slack=exp.convert(SLACK),
+        invalid=invalid(*(exp.column(c, table="k") for c in (PRODUCER, SEQUENCE_ID, HIGHEST))))
+
+
+def candidates(keys: exp.Query, producers_table: exp.Table) -> exp.Select:
+    """The entries above their producer's mark, with the mark: the only ones the statement can write."""
+    return _parse("""
+        SELECT k.*, p.__sd_mark FROM :keys AS k JOIN :producers AS p ON p.__sd_producer = k.__sd_producer
+        WHERE k.__sd_sequence_id > COALESCE(p.__sd_mark, -1)""",
+                  keys=keys.copy() if isinstance(keys, exp.Table) else keys.subquery(),
+                  producers=producers_table.copy())
+
+
+def repeats(keys: exp.Query, producers_table: exp.Table, hash_of: exp.Expression) -> exp.Select:
+    """The exceptions without ORDER BY and without batch entries: arrival is id order, so every candidate id is
+    written once, and an id sent several times is the only exception (``ACCEPTED`` rows: one of them is written).
+
+    Example:
+        >>> repeats(exp.table_("keys"), exp.table_("producers"), exp.func("hash", exp.column("x"))).sql("duckdb")[:60]
+        'SELECT c.__sd_producer, c.__sd_sequence_id, c.__sd_highest, '
+    """
+    keys_ = [exp.column(k, table="c") for k in (PRODUCER, SEQUENCE_ID, HIGHEST)]
+    return (exp.select(*keys_, exp.alias_(exp.Count(this=exp.Star()), "__sd_rows"),
+                       exp.alias_(exp.convert(1), "__sd_kept"), exp.alias_(hash_of, "__sd_hash"))
+            .from_(candidates(keys, producers_table).subquery("c")).group_by(*[k.copy() for k in keys_])
+            .having(exp.Count(this=exp.Star()) > 1))
+
+
+def first_round(candidates_table: exp.Table, key_columns: list[str], order: list[exp.Ordered], *,
+                batches: bool) -> exp.Select:
+    """Round 1 of the windowed decision, over the candidates (see ``decision_round``)."""
+    start = exp.select(*key_columns, MARK, exp.alias_(exp.cast(exp.null(), "boolean"), ACCEPTED)).from_(
+        candidates_table.copy())
+    return decision_round(start, key_columns, order, batches=batches)
+
+
+def decision_round(previous: exp.Expression, key_columns: list[str], order: list[exp.Ordered], *,
+                   batches: bool) -> exp.Select:
+    """One round of decisions over ``previous`` (rows with ``MARK`` and ``ACCEPTED``, NULL where undecided).
+
+    Keep what is decided; accept an entry whose lowest id is above every mark its producer can have, reject one
+    at or below a mark the producer surely has. The bounds are sound, so a decision never changes once made.
+    Without batch entries (``batches`` false) the two bounds are equal and this one round decides everything; with
+    them, the first undecided entry of each producer is always settled by the next round, so rounds end.
+    """
+    s, h, mark, accepted = (exp.column(c) for c in (SEQUENCE_ID, HIGHEST, MARK, ACCEPTED))
+
+    def over(function):
+        return exp.Window(this=function, partition_by=[exp.column(PRODUCER)], order=exp.Order(
+            expressions=_order(order)), spec=exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING",
+                                                            end="1", end_side="PRECEDING"))
+
+    def greatest(*values):
+        return exp.Greatest(this=values[0], expressions=list(values[1:]), ignore_nulls=True)
+
+    if batches:
+        possible = exp.Max(this=exp.Case(ifs=[exp.If(this=exp.or_(accepted.is_(exp.null()), accepted.copy()),
+                                                     true=h.copy())]))
+    else:
+        possible = exp.Max(this=h.copy())
+    above = s > exp.func("coalesce", greatest(mark, over(possible)), exp.convert(-1))
+    if batches:
+        below = s.copy() <= greatest(mark.copy(), over(exp.Max(this=s.copy())),
+                                     over(exp.Max(this=exp.Case(ifs=[exp.If(this=accepted.copy(), true=h.copy())]))))
+        decide = exp.Case(ifs=[exp.If(this=above, true=exp.true()), exp.If(this=below, true=exp.false())])
+    else:
+        decide = exp.Case(ifs=[exp.If(this=above, true=exp.true())], default=exp.false())
+    return exp.select(*key_columns, MARK, exp.alias_(exp.func("coalesce", accepted.copy(), decide), ACCEPTED)).from_(
+        _source(previous, "previous"))
+
+
+def undecided_producers(decisions: exp.Table) -> exp.Select:
+    """The producers with an undecided entry: the only ones the next round needs."""
+    return exp.select(PRODUCER).from_(decisions.copy()).where(exp.column(ACCEPTED).is_(exp.null())).distinct()
+
+
+def rows_of(decisions: exp.Table, producers_: exp.Table, *, inside: bool) -> exp.Select:
+    """The rows of ``decisions`` whose producer is (``inside``) or is not among ``producers_`` (a semi or anti
+    join: Spark fails to run a NOT IN subquery over checkpointed tables of one lineage)."""
+    return exp.select("d.*").from_(decisions.as_("d")).join(
+        producers_.as_("x"), on=exp.column(PRODUCER, table="x").eq(exp.column(PRODUCER, table="d")),
+        join_type="semi" if inside else "anti")
+
+
+def decided_exceptions(decisions: exp.Table, key_columns: list[str], hash_of: exp.Expression) -> exp.Select:
+    """The keys the windowed decision makes exceptions of: written by none of their rows (all duplicates), or
+    sent more than once with one row written (``__sd_kept`` 1: the write keeps one)."""
+    keys_ = [exp.column(k) for k in key_columns]
+    kept = exp.func("count_if", exp.column(ACCEPTED))
+    return (exp.select(*keys_, exp.alias_(exp.Count(this=exp.Star()), "__sd_rows"), exp.alias_(kept, "__sd_kept"),
+                       exp.alias_(hash_of, "__sd_hash"))
+            .from_(decisions.copy()).group_by(*[k.copy() for k in keys_])
+            .having(exp.or_(kept.copy().eq(0), exp.Count(this=exp.Star()) > 1)))
+
+
+def decided_counts(decisions: exp.Table, hash_of: exp.Expression) -> exp.Select:
+    """Per producer, from the windowed decision: entries written, their lowest and highest ids, highest id
+    written, and the hash sum of the written keys."""
+    accepted = exp.column(ACCEPTED)
+
+    def when(value):
+        return exp.Case(ifs=[exp.If(this=accepted.copy(), true=value)])
+
+    return (exp.select(PRODUCER, exp.alias_(exp.func("count_if", accepted.copy()), "__sd_written"),
+                       exp.alias_(exp.Min(this=when(exp.column(SEQUENCE_ID))), "__sd_first"),
+                       exp.alias_(exp.Max(this=when(exp.column(SEQUENCE_ID))), "__sd_last"),
+                       exp.alias_(exp.Max(this=when(exp.column(HIGHEST))), "__sd_top"),
+                       exp.alias_(exp.Sum(this=when(hash_of)), "__sd_hash"))
+            .from_(decisions.copy()).group_by(PRODUCER))
+
+
+def repeat_counts(keys: exp.Query, producers_table: exp.Table, exceptions: exp.Table,
+                  hash_of: exp.Expression) -> exp.Select:
+    """Per producer, without ORDER BY and batch entries: every candidate id is written once, so what it writes
+    follows from the candidates and the repeats (``repeats``)."""
+    return _parse("""
+        SELECT c.__sd_producer, COUNT(*) - COALESCE(MAX(x.extra), 0) AS __sd_written,
+               MIN(c.__sd_sequence_id) AS __sd_first, MAX(c.__sd_sequence_id) AS __sd_last,
+               MAX(c.__sd_highest) AS __sd_top, SUM(:hash) - COALESCE(MAX(x.extra_hash), 0) AS __sd_hash
+        FROM :candidates AS c
+        LEFT JOIN (SELECT __sd_producer, SUM(__sd_rows - 1) AS extra, SUM((__sd_rows - 1) * __sd_hash) AS extra_hash
+                   FROM :exceptions GROUP BY __sd_producer) AS x ON x.__sd_producer = c.__sd_producer
+        GROUP BY c.__sd_producer""", candidates=candidates(keys, producers_table).subquery(),
+                  exceptions=exceptions.copy(), hash=hash_of)
+
+
+def outcome(producers_table: exp.Table, counts: exp.Table, base: int) -> exp.Select:
+    """The per-producer outcome (``OUTCOME``), plus the hash sum of the keys written for the check.
+
+    Example:
+        >>> [s.alias for s in outcome(exp.table_("p"), exp.table_("c"), 0).selects]
+        ['producer', 'sent', 'written', 'duplicates', 'first_position', 'last_position', 'highest', 'hash']
+    """
+    return _parse("""
+        SELECT p.__sd_producer AS producer, p.__sd_sent AS sent, COALESCE(c.__sd_written, 0) AS written,
+               p.__sd_sent - COALESCE(c.__sd_written, 0) AS duplicates,
+               CASE WHEN c.__sd_written > 0 THEN :base + p.__sd_offset
+                    + CASE WHEN p.__sd_sparse THEN 1 ELSE c.__sd_first - p.__sd_smallest + 1 END END AS first_position,
+               CASE WHEN c.__sd_written > 0 THEN :base + p.__sd_offset
+                    + CASE WHEN p.__sd_sparse THEN c.__sd_written ELSE c.__sd_last - p.__sd_smallest + 1 END
+                    END AS last_position,
+               c.__sd_top AS highest, c.__sd_hash AS hash
+        FROM :producers AS p LEFT JOIN :counts AS c ON c.__sd_producer = p.__sd_producer""",
+                  producers=producers_table.copy(), counts=counts.copy(), base=exp.convert(base))
+
+
+def write_rows(values: exp.Select, producers_table: exp.Table, exceptions: exp.Table, key_columns: list[str],
+               value_columns: list[str], *, base: int, windowed: bool) -> exp.Select:
+    """The rows the exceptions plan writes: the value columns, the keys and the position.
+
+    Every candidate whose key is not an exception, at ``base + offset + s - smallest + 1``; with ``windowed``
+    (there are keys written once out of several rows, or sparse producers), those rows go through a window that
+    keeps one row per key and numbers a sparse producer's entries by rank.
+    """
+    v, p, x = "v", "p", "x"
+    nullable = set(key_columns) - {PRODUCER, SEQUENCE_ID, HIGHEST}      # ORDER BY values may be NULL
+    same_key = exp.and_(*[(exp.NullSafeEQ if k in nullable else exp.EQ)(
+        this=exp.column(k, table=x), expression=exp.column(k, table=v)) for k in key_columns])
+
+    def exception(condition: exp.Expression | None) -> exp.Exists:
+        query = exp.select(exp.convert(1)).from_(exceptions.as_(x)).where(same_key.copy())
+        if condition is not None:
+            query = query.where(condition)
+        return exp.Exists(this=query)
+
+    s = exp.column(SEQUENCE_ID, table=v)
+    candidate = s > exp.func("coalesce", exp.column(MARK, table=p), exp.convert(-1))
+    by_id = exp.Add(this=exp.Add(this=exp.convert(base), expression=exp.column("__sd_offset", table=p)),
+                    expression=exp.Add(this=exp.Sub(this=s.copy(), expression=exp.column("__sd_smallest", table=p)),
+                                       expression=exp.convert(1)))
+    sparse = exp.column("__sd_sparse", table=p)
+    columns = [exp.column(c, table=v) for c in value_columns + key_columns]
+    joined = exp.select(*columns).from_(_source(values, v)).join(
+        producers_table.as_(p), on=exp.column(PRODUCER, table=p).eq(exp.column(PRODUCER, table=v)))
+    conditions = [candidate, exp.not_(exception(None))] + ([exp.not_(sparse.copy())] if windowed else [])
+    plain = joined.copy().select(exp.alias_(by_id, POSITION)).where(exp.and_(*conditions))
+    if not windowed:
+        return plain
+    kept = exp.column("__sd_kept", table=x)
+    special = (joined.copy().select(exp.alias_(by_id.copy(), "__sd_by_id"), exp.alias_(sparse.copy(), "__sd_sparse"),
+                                    exp.alias_(exp.column("__sd_offset", table=p), "__sd_offset"))
+               .where(exp.and_(candidate.copy(), exp.not_(exception(kept.copy().eq(0))),
+                               exp.or_(sparse.copy(), exception(kept.copy().eq(1)))))
+               .qualify(exp.Window(this=exp.RowNumber(),
+                                   partition_by=[exp.column(k, table=v) for k in key_columns]).eq(1)))
+    rank = exp.Window(this=exp.RowNumber(), partition_by=[exp.column(PRODUCER)], order=exp.Order(
+        expressions=[exp.Ordered(this=exp.column(SEQUENCE_ID))]))
+    ranked = exp.select(*[exp.column(c) for c in value_columns + key_columns], exp.alias_(exp.Case(
+        ifs=[exp.If(this=exp.column("__sd_sparse"), true=exp.Add(this=exp.Add(
+            this=exp.convert(base), expression=exp.column("__sd_offset")), expression=rank))],
+        default=exp.column("__sd_by_id")), POSITION)).from_(special.subquery("w"))
+    return exp.union(plain, ranked, distinct=False)
+
+
+def insert_rows(topic: exp.Table, user_columns: list[str], value_columns: list[str], rows: exp.Query,
+                publish_time: exp.Expression, commit: int) -> exp.Insert:
+    """``INSERT INTO topic (user columns, system columns) SELECT ...`` of rows with keys and positions."""
+    body = exp.select(*value_columns, PRODUCER, SEQUENCE_ID, HIGHEST, POSITION, publish_time.copy(),
+                      exp.convert(commit)).from_(_source(rows, "w"))
+    return exp.insert(body, topic.copy(), columns=[exp.to_identifier(c, quoted=True) for c in user_columns + SYSTEM])
+
+
+def check_written(written: exp.Expression, outcome_table: exp.Table, hash_of: exp.Expression) -> exp.Select:
+    """How many producers' written rows differ from the decision (count, or hash sum of their keys): 0 unless
+    the source gave other rows when read again (a non-deterministic expression, a sample, a file replaced)."""
+    return _parse("""
+        SELECT COUNT(*) FROM (
+          SELECT _producer AS producer, COUNT(*) AS n, SUM(:hash) AS h FROM :written GROUP BY _producer
+        ) AS w FULL OUTER JOIN (SELECT producer, written, hash FROM :outcome WHERE written > 0) AS e
+          ON w.producer = e.producer
+        WHERE w.n IS DISTINCT FROM e.written OR w.h IS DISTINCT FROM e.hash""",
+                  written=written.copy(), outcome=outcome_table.copy(), hash=hash_of)
+
+
+def describe(statement, *, kind: str, base: int, commit: int, publish_time: exp.Expression, hash_function: str,
+             partitions: int | None, number: exp.Expression, topic: exp.Table, targets: list[str],
+             values: list[str]) -> dict[str, exp.Expression]:
+    """The steps of a plan for a statement, named, each reading the tables the steps before it make (named after
+    them): what the runner executes, for people to read (tests/golden holds them per engine).
+
+    ``kind`` is "window" or "exceptions". For the exceptions plan both ways to the exceptions are given: the hash
+    aggregate (no ORDER BY, no batch entries) and the windowed decision (the others).
+
+    Example:
+        >>> from seqdedup.sql.rewrite import expand_is_not_dup
+        >>> d = expand_is_not_dup(sqlglot.parse_one("INSERT INTO t SELECT x FROM s WHERE is_not_dup(p, q)"))
+        >>> list(describe(d, kind="exceptions", base=0, commit=2, publish_time=exp.Literal.string("now"),
+        ...               hash_function="hash", partitions=None, number=exp.Window(this=exp.RowNumber()),
+        ...               topic=exp.table_("t"), targets=["x"], values=["__sd_v0"]))[:3]
+        ['producers', 'exceptions, without ORDER BY or batch entries: repeated keys', 'counts from the repeats']
+    """
+    table = exp.table_
+    keys, marks = statement.keys, table("__sd_marks")
+    if kind == "window":
+        decided = table("__sd_decided")
+        return {
+            "decide, number and count, in one pass": window_decisions(
+                statement.values, marks, statement.order, base=base, partitions=partitions, number=number),
+            "metrics, checked before publishing": exp.select(
+                *[exp.alias_(e, k) for k, e in window_metrics().items()]).from_(decided.copy()),
+            "outcome per producer (its last row)": exp.select(*window_outcome()).from_(decided.copy()).where(
+                exp.column(LAST)),
+            "write": insert_rows(topic, targets, values, exp.select("*").from_(decided.copy()).where(
+                exp.column(ACCEPTED)), publish_time, commit),
+        }
+    producers_, exceptions_, counts_ = table("__sd_producers"), table("__sd_exceptions"), table("__sd_counts")
+    candidates_, decisions_, outcome_ = table("__sd_candidates"), table("__sd_decisions"), table("__sd_outcome")
+    return {
+        "producers": producers(keys, marks),
+        "exceptions, without ORDER BY or batch entries: repeated keys": repeats(keys, producers_,
+                                                                               key_hash(hash_function, "c")),
+        "counts from the repeats": repeat_counts(keys, producers_, exceptions_, key_hash(hash_function, "c")),
+        "candidates, with ORDER BY or batch entries": candidates(keys, producers_),
+        "decisions, round 1": first_round(candidates_, statement.key_columns, statement.order, batches=True),
+        "decisions, next rounds (producers with an undecided entry only)": decision_round(
+            decisions_, statement.key_columns, statement.order, batches=True),
+        "exceptions from the decisions": decided_exceptions(decisions_, statement.key_columns,
+                                                            key_hash(hash_function)),
+        "counts from the decisions": decided_counts(decisions_, key_hash(hash_function)),
+        "outcome per producer": outcome(producers_, counts_, base),
+        "write": insert_rows(topic, targets, values, write_rows(statement.values, producers_, exceptions_,
+                                                                statement.key_columns, values, base=base,
+                                                                windowed=True), publish_time, commit),
+        "check of the written rows": check_written(
+            exp.select("*").from_(topic.copy()).where(exp.column("_commit").eq(exp.convert(commit))).subquery(
+                "written"), outcome_, key_hash(hash_function, None, ("_producer", "_sequence_id",
+                                                                    "_highest_sequence_id"))),
+    }
