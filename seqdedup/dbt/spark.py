@@ -89,7 +89,8 @@ class SeqdedupSparkConnectionManager(SparkConnectionManager):
         return connection
 
 
-class SeqdedupSparkAdapter(SparkAdapter):
+class Seqdedup_SparkAdapter(SparkAdapter):
+    # (dbt reads the adapter's module from the class name: Seqdedup_SparkAdapter -> dbt.adapters.seqdedup_spark)
     ConnectionManager = SeqdedupSparkConnectionManager
 
     @available

@@ -4,10 +4,10 @@ from pathlib import Path
 
 from dbt.adapters.base import AdapterPlugin
 
-from seqdedup.dbt.spark import SeqdedupSparkAdapter, SeqdedupSparkCredentials
+from seqdedup.dbt.spark import Seqdedup_SparkAdapter, SeqdedupSparkCredentials
 
 Plugin = AdapterPlugin(
-    adapter=SeqdedupSparkAdapter,
+    adapter=Seqdedup_SparkAdapter,
     credentials=SeqdedupSparkCredentials,
     include_path=str(Path(__file__).parent / "include"),
     dependencies=["spark"],      # dbt-spark's macros and materializations, found before dbt's defaults
