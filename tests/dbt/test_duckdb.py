@@ -92,18 +92,23 @@ def test_a_null_sequence_id_fails_the_model_and_writes_nothing(built):
         assert project.dbt("seed").success
 
 
-def test_a_plain_model_calling_is_not_dup_fails_with_the_guard(built):
+def test_is_not_dup_belongs_in_topic_models_and_topic_models_need_it(built):
     project, _ = built
     project.model("plain_dedup", "{{ config(materialized='table') }}\n"
                                  "select reading from {{ ref('stg_events') }} where is_not_dup(producer, seq)")
+    project.model("no_dedup", "{{ config(materialized='seqdedup_topic') }}\n"
+                              "select reading from {{ ref('stg_events') }}")
     try:
-        outcome = project.dbt("run", "--select", "plain_dedup")
-        message = project.results(outcome)["plain_dedup"].message
+        outcome = project.dbt("run", "--select", "plain_dedup", "no_dedup")
         assert not outcome.success
+        message = project.results(outcome)["plain_dedup"].message
         assert "is_not_dup() must be rewritten by seqdedup" in message and "does not exist" not in message
-        assert not duckdb_rows(project.database, "SELECT * FROM duckdb_tables() WHERE table_name = 'plain_dedup'")
+        message = project.results(outcome)["no_dedup"].message
+        assert "has no WHERE is_not_dup(producer, sequence_id)" in message
+        assert not duckdb_rows(project.database, "SELECT * FROM duckdb_tables() WHERE table_name LIKE '%_dedup'")
     finally:
-        (project.path / "models" / "plain_dedup.sql").unlink()
+        for name in ("plain_dedup", "no_dedup"):
+            (project.path / "models" / f"{name}.sql").unlink()
 
 
 def test_a_full_refresh_is_refused_unless_asked_for_on_purpose(built):

@@ -22,9 +22,10 @@ def entries(project: Project, topic: str) -> list[tuple]:
 
 def test_four_threads_write_four_topics_without_conflicts_or_duplicates(tmp_path):
     project = Project.copy(tmp_path)
-    for i, topic in enumerate(TOPICS):     # each topic its own share of the sensors' readings
+    for i, topic in enumerate(TOPICS):     # each topic its own share of the sensors' readings (dbt's CTE style)
         project.model(topic, "{{ config(materialized='seqdedup_topic') }}\n"
-                             "select reading, unit from {{ ref('stg_events') }}\n"
+                             "with readings as (select * from {{ ref('stg_events') }})\n"
+                             "select reading, unit from readings\n"
                              f"where is_not_dup(producer, seq) and (seq + {i}) % 2 = 0\norder by arrival")
     assert project.dbt("seed").success
     first = project.dbt("run", "--threads", "4")
