@@ -32,6 +32,10 @@ def test_build_writes_each_entry_once_and_reports_the_counts(built):
     events = project.results(outcome)["events"]
     assert events.message == "INSERT 9 (duplicates 4, commit 2)"
     assert duckdb_rows(project.database, ENTRIES) == SEEDED
+    # The YAML's data_type where it gives one, the SELECT's type elsewhere, then seqdedup's system columns.
+    assert duckdb_rows(project.database, "SELECT column_name, data_type FROM duckdb_columns() "
+                                         "WHERE table_name = 'events' ORDER BY column_index")[:4] == [
+        ("reading", "DECIMAL(7,2)"), ("unit", "VARCHAR"), ("recorded_at", "TIMESTAMP"), ("_producer", "VARCHAR")]
     # The counts reach run_results.json.
     run_results = json.loads((project.path.parent / "target" / "run_results.json").read_text())
     response = next(r for r in run_results["results"] if r["unique_id"].endswith(".events"))["adapter_response"]
@@ -132,3 +136,22 @@ def test_a_full_refresh_is_refused_unless_asked_for_on_purpose(built):
     assert duckdb_rows(project.database, ENTRIES) == sorted(before + SEEDED)
     assert results["seqdedup_seqdedup_unique_entries_events_"].status == "fail"
     assert results["seqdedup_seqdedup_unique_entries_events_"].failures == 9
+
+
+def test_a_profile_without_the_plugin_gets_told_how_to_add_it(built):
+    project, _ = built
+    profiles = project.path / "profiles.yml"
+    text = profiles.read_text()
+    bare = ("    bare:\n      type: duckdb\n"
+            "      path: \"{{ env_var('SEQDEDUP_EXAMPLE_DUCKDB') }}\"\n")      # no plugins
+    profiles.write_text(text.replace("    spark:", bare + "    spark:"))
+    try:
+        project.target = "bare"
+        outcome = project.dbt("run", "--select", "events")
+        assert not outcome.success
+        message = project.results(outcome)["events"].message
+        assert "seqdedup's dbt-duckdb plugin is not in this profile" in message
+        assert "- module: seqdedup.dbt.duckdb" in message
+    finally:
+        project.target = "duckdb"
+        profiles.write_text(text)
