@@ -23,11 +23,11 @@ from dbt.adapters.duckdb.plugins import BasePlugin
 from sqlglot import exp
 
 import seqdedup
-from seqdedup.errors import TopicError
+from seqdedup.errors import EngineError
 from seqdedup.extensions.duckdb import register_functions
 
 from .bridge import serve
-from .model import Target
+from .model import Target, engine_type
 
 #: How long a topic statement waits for another thread's (seconds), unless the profile's plugin config says.
 LOCK_TIMEOUT = 600.0
@@ -43,8 +43,8 @@ class DuckDBTarget(Target):
     def cursor(self) -> Iterator[Any]:
         connection = self.plugin.connection
         if connection is None:
-            raise TopicError("the seqdedup plugin has no DuckDB connection yet: dbt-duckdb did not open the database "
-                             "through it; check that the profile lists it under plugins")
+            raise EngineError("the seqdedup plugin has no DuckDB connection yet: dbt-duckdb did not open the database "
+                              "through it; check that the profile lists it under plugins")
         cursor = connection.cursor()
         try:
             yield cursor
@@ -62,22 +62,8 @@ class DuckDBTarget(Target):
 
     def describe(self, query: exp.Query) -> list[tuple[str, exp.DataType]]:
         with self.cursor() as cursor:
-            rows = cursor.execute(f"DESCRIBE {query.sql(dialect=self.DIALECT)}").fetchall()
+            rows = cursor.execute(exp.Describe(this=query.copy()).sql(dialect=self.DIALECT)).fetchall()
         return [(name, engine_type(name, kind, "duckdb")) for name, kind, *_ in rows]
-
-
-def engine_type(column: str, kind: str, dialect) -> exp.DataType:
-    """A type as the engine names it, as a sqlglot type; a TopicError that says how to give it otherwise.
-
-    Example:
-        >>> engine_type("payload", "STRUCT(a INTEGER)", "duckdb").sql("spark")
-        'STRUCT<a: INT>'
-    """
-    try:
-        return exp.DataType.build(kind, dialect=dialect)
-    except Exception:
-        raise TopicError(f"the model's column {column} has the type {kind}, which seqdedup cannot read; give the "
-                         "column a data_type in the model's YAML (a Spark SQL type such as STRING)") from None
 
 
 class Plugin(BasePlugin):

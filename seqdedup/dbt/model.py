@@ -48,13 +48,10 @@ class FullRefreshRefused(SeqdedupError):
 
 
 def full_refresh_refusal(model: str, topic: str) -> str:
-    """What a refused full refresh says: the problem, and the three ways on (the dbt package shows the same text)."""
-    return (f"{model} is a seqdedup topic ({topic}), and a full refresh would forget every producer's marks: each "
-            "entry its SELECT returns would be written again, and every retry after it too. Re-runs are already "
-            "harmless (each entry is written once), so run it without --full-refresh; or set full_refresh: false "
-            "on the model so that --full-refresh runs leave the topic alone; or, on purpose, set "
-            f"seqdedup_full_refresh: {FORGET_MARKS} (the entries stay, the marks go, and every selected entry is "
-            "written again)")
+    """Why a full refresh of an existing topic is refused. The materialization refuses it first, at compile time,
+    with the whole story; this is the net under it (a relation cache that missed the topic)."""
+    return (f"{model}: a full refresh of topic {topic} would forget every producer's marks; run without "
+            f"--full-refresh, set full_refresh: false on the model, or on purpose seqdedup_full_refresh: {FORGET_MARKS}")
 
 
 @dataclass
@@ -100,6 +97,20 @@ class Outcome:
             'INSERT 9 (duplicates 4, commit 2)'
         """
         return f"INSERT {self.written} (duplicates {self.duplicates}, commit {self.commit})"
+
+
+def engine_type(column: str, kind: str, dialect) -> exp.DataType:
+    """A type as the engine names it, as a sqlglot type; a TopicError that says how to give it otherwise.
+
+    Example:
+        >>> engine_type("payload", "STRUCT(a INTEGER)", "duckdb").sql("spark")
+        'STRUCT<a: INT>'
+    """
+    try:
+        return exp.DataType.build(kind, dialect=dialect)
+    except Exception:
+        raise TopicError(f"the model's column {column} has the type {kind}, which seqdedup cannot read; give the "
+                         "column a data_type in the model's YAML (a Spark SQL type such as STRING)") from None
 
 
 class Target:

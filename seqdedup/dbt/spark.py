@@ -24,8 +24,7 @@ import seqdedup
 from seqdedup.sql.dialects import SparkAnsi
 
 from .bridge import serve
-from .duckdb import engine_type
-from .model import Target
+from .model import Target, engine_type
 
 TYPE = "seqdedup_spark"
 
