@@ -30,7 +30,8 @@ def built(tmp_path_factory):
 def test_build_writes_each_entry_once_and_reports_the_counts(built):
     project, outcome = built
     events = project.results(outcome)["events"]
-    assert events.message == "INSERT 9 (duplicates 4, commit 2)"
+    commit = duckdb_rows(project.database, "SELECT DISTINCT _commit FROM main.events")      # the run's one commit
+    assert len(commit) == 1 and events.message == f"INSERT 9 (duplicates 4, commit {commit[0][0]})"
     assert duckdb_rows(project.database, ENTRIES) == SEEDED
     # The YAML's data_type where it gives one, the SELECT's type elsewhere, then seqdedup's system columns.
     assert duckdb_rows(project.database, "SELECT column_name, data_type FROM duckdb_columns() "
@@ -40,7 +41,8 @@ def test_build_writes_each_entry_once_and_reports_the_counts(built):
     run_results = json.loads((project.path.parent / "target" / "run_results.json").read_text())
     response = next(r for r in run_results["results"] if r["unique_id"].endswith(".events"))["adapter_response"]
     assert (response["written"], response["duplicates"], response["rows_affected"]) == (9, 4, 9)
-    assert response["_message"] == "INSERT 9 (duplicates 4, commit 2)" and response["created"] is True
+    assert response["_message"] == events.message and response["commit"] == commit[0][0]
+    assert response["created"] is True
     # Downstream models read the topic; the generic test passed in the build.
     assert duckdb_rows(project.database, "SELECT sensor, readings, last_sequence_id FROM main.readings_per_sensor "
                                          "ORDER BY sensor") == [("sensor-1", 3, 2), ("sensor-2", 3, 2),
