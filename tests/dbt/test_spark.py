@@ -22,6 +22,7 @@ def built(tmp_path_factory):
     """The test process's SparkSession first (dbt-spark's getOrCreate() then returns it), the project built once."""
     home = tmp_path_factory.getbasetemp() / "spark-home"
     spark = spark_session(str(home))
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")    # the profile's server_side_parameters set it
     spark.sql("CREATE DATABASE IF NOT EXISTS seqdedup_dbt")    # where seqdedup keeps its catalog for dbt's runs
     spark.sql("USE seqdedup_dbt")
     schema = f"dbt_example_{next(_schemas)}"
@@ -29,7 +30,9 @@ def built(tmp_path_factory):
                            SEQDEDUP_EXAMPLE_SPARK_SCHEMA=schema, SEQDEDUP_EXAMPLE_SPARK_HOME=str(home))
     outcome = project.dbt("build")
     assert outcome.success, [r.message for r in outcome.result.results if r.status not in ("success", "pass")]
-    return project, outcome, spark, schema
+    yield project, outcome, spark, schema
+    spark.sql("USE default")       # the session is shared with the other Spark tests of this process
+    spark.conf.set("spark.sql.shuffle.partitions", partitions)
 
 
 def entries(spark, schema: str) -> list[tuple]:
