@@ -1,0 +1,64 @@
+{#-
+  seqdedup_topic: the model's relation is a seqdedup topic, and a run is one statement,
+      INSERT INTO <this> (<the SELECT's columns>) <the model's SELECT>
+  whose SELECT has its own WHERE is_not_dup(producer, sequence_id): each entry is written once, however often the
+  model runs over the same rows. seqdedup commits the statement in a transaction of its own (DuckDB) or as one
+  published commit (Spark), so a run killed at any moment leaves the topic as it was.
+
+  Config:
+    seqdedup_policies: {snapshot_interval_entries: 1000, ...}   topic policies, applied when they change
+    seqdedup_full_refresh: forget_marks                         say on purpose that --full-refresh may forget
+                                                                every producer's marks (refused otherwise)
+  Columns: the model's YAML `data_type`s (Spark SQL types), the SELECT's own types for the others (first run).
+  Hooks run outside seqdedup's transaction.
+-#}
+{% materialization seqdedup_topic, default %}
+  {%- set target_relation = this.incorporate(type='table') -%}
+  {%- set existing = load_cached_relation(this) -%}
+  {%- set full_refresh_mode = config.get('seqdedup_full_refresh') -%}
+  {%- if should_full_refresh() and existing is not none and full_refresh_mode != 'forget_marks' -%}
+    {{ exceptions.raise_compiler_error(
+        model.unique_id ~ " is a seqdedup topic (" ~ this ~ "), and a full refresh would forget every producer's "
+        ~ "marks: each entry its SELECT returns would be written again, and every retry after it too. Re-runs are "
+        ~ "already harmless (each entry is written once), so run it without --full-refresh; or set "
+        ~ "full_refresh: false on the model so that --full-refresh runs leave the topic alone; or, on purpose, set "
+        ~ "seqdedup_full_refresh: forget_marks (the entries stay, the marks go, and every selected entry is "
+        ~ "written again)") }}
+  {%- endif -%}
+
+  {{ run_hooks(pre_hooks, inside_transaction=False) }}
+  {{ run_hooks(pre_hooks, inside_transaction=True) }}
+  {{ seqdedup.commit_hooks(pre_hooks) }}
+
+  {%- set columns = {} -%}
+  {%- for column in model.columns.values() -%}
+    {%- do columns.update({column.name: column.data_type}) -%}
+  {%- endfor -%}
+  {%- do write("-- seqdedup_topic: one statement, committed by seqdedup\nINSERT INTO " ~ this ~ "\n" ~ sql) -%}
+  {%- set response = seqdedup.call({
+        'action': 'run',
+        'schema': this.schema,
+        'name': this.identifier,
+        'sql': sql,
+        'columns': columns,
+        'policies': config.get('seqdedup_policies', {}),
+        'full_refresh': should_full_refresh(),
+        'full_refresh_mode': full_refresh_mode,
+        'unique_id': model.unique_id,
+      }) -%}
+  {%- do store_result('main', response=response) -%}
+
+  {{ run_hooks(post_hooks, inside_transaction=True) }}
+  {{ seqdedup.commit_hooks(post_hooks) }}
+  {{ run_hooks(post_hooks, inside_transaction=False) }}
+
+  {{ return({'relations': [target_relation]}) }}
+{% endmaterialization %}
+
+
+{#- Commit the dbt transaction that in-transaction hooks opened (seqdedup's own statement is committed already). -#}
+{% macro commit_hooks(hooks) %}
+  {%- if hooks | selectattr('transaction') | list | length > 0 -%}
+    {%- do adapter.commit() -%}
+  {%- endif -%}
+{% endmacro %}

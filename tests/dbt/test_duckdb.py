@@ -1,0 +1,159 @@
+"""The example dbt project on DuckDB, run for real with dbt-duckdb in this process (dbtRunner): a topic model
+writes each entry once however often it runs, bad input fails and writes nothing, a full refresh is refused unless
+asked for on purpose, plain models cannot call is_not_dup, threads do not conflict, and a kill -9 in the middle of a
+topic model leaves the topic as it was."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .project import Project, duckdb_rows
+
+pytestmark = pytest.mark.duckdb
+
+ENTRIES = "SELECT _producer, _sequence_id FROM main.events ORDER BY _producer, _sequence_id"
+#: The seed's entries, each once (the seed holds 13 rows: 4 of them retransmits or repeats).
+SEEDED = [("sensor-1", 0), ("sensor-1", 1), ("sensor-1", 2), ("sensor-2", 0), ("sensor-2", 1), ("sensor-2", 2),
+          ("sensor-3", 10), ("sensor-3", 12), ("sensor-3", 13)]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The example project, copied and built once (seed, staging, the topic, downstream models, tests)."""
+    project = Project.copy(tmp_path_factory.mktemp("dbt-duckdb"))
+    outcome = project.dbt("build")
+    assert outcome.success, outcome.exception
+    return project, outcome
+
+
+def test_build_writes_each_entry_once_and_reports_the_counts(built):
+    project, outcome = built
+    events = project.results(outcome)["events"]
+    commit = duckdb_rows(project.database, "SELECT DISTINCT _commit FROM main.events")      # the run's one commit
+    assert len(commit) == 1 and events.message == f"INSERT 9 (duplicates 4, commit {commit[0][0]})"
+    assert duckdb_rows(project.database, ENTRIES) == SEEDED
+    # The YAML's data_type where it gives one, the SELECT's type elsewhere, then seqdedup's system columns.
+    assert duckdb_rows(project.database, "SELECT column_name, data_type FROM duckdb_columns() "
+                                         "WHERE table_name = 'events' ORDER BY column_index")[:4] == [
+        ("reading", "DECIMAL(7,2)"), ("unit", "VARCHAR"), ("recorded_at", "TIMESTAMP"), ("_producer", "VARCHAR")]
+    # The counts reach run_results.json.
+    run_results = json.loads((project.path.parent / "target" / "run_results.json").read_text())
+    response = next(r for r in run_results["results"] if r["unique_id"].endswith(".events"))["adapter_response"]
+    assert (response["written"], response["duplicates"], response["rows_affected"]) == (9, 4, 9)
+    assert response["_message"] == events.message and response["commit"] == commit[0][0]
+    assert response["created"] is True
+    # Downstream models read the topic; the generic test passed in the build.
+    assert duckdb_rows(project.database, "SELECT sensor, readings, last_sequence_id FROM main.readings_per_sensor "
+                                         "ORDER BY sensor") == [("sensor-1", 3, 2), ("sensor-2", 3, 2),
+                                                                ("sensor-3", 3, 13)]
+    assert duckdb_rows(project.database, "SELECT sensor, mark FROM main.sensor_marks ORDER BY sensor") == [
+        ("sensor-1", 2), ("sensor-2", 2), ("sensor-3", 13)]
+    assert project.results(outcome)["seqdedup_seqdedup_unique_entries_events_"].status == "pass"
+
+
+def test_a_rerun_writes_nothing(built):
+    project, _ = built
+    before = duckdb_rows(project.database, ENTRIES)
+    outcome = project.dbt("run", "--select", "events")
+    assert outcome.success
+    response = project.results(outcome)["events"].adapter_response
+    assert (response["written"], response["duplicates"], response["created"]) == (0, 13, False)
+    assert duckdb_rows(project.database, ENTRIES) == before
+
+
+def test_appended_rows_are_written_and_only_they(built):
+    project, _ = built
+    rows = project.seed_rows()
+    new = [("sensor-1", 3, 14, 21.0, "C", "2026-03-01 10:03:00"), ("sensor-4", 0, 15, 5.0, "m/s", "2026-03-01 10:03:00"),
+           ("sensor-1", 2, 16, 20.9, "C", "2026-03-01 10:02:00")]      # the last: a late retransmit
+    project.seed([*rows, *new])
+    try:
+        outcome = project.dbt("build", "--select", "raw_events", "stg_events", "events")
+        assert outcome.success, outcome.exception
+        assert project.results(outcome)["events"].message.startswith("INSERT 2 (duplicates 14, commit ")
+        entries = duckdb_rows(project.database, ENTRIES)
+        assert entries == sorted([*SEEDED, ("sensor-1", 3), ("sensor-4", 0)])
+    finally:
+        project.seed(rows)
+        assert project.dbt("seed").success
+
+
+def test_a_null_sequence_id_fails_the_model_and_writes_nothing(built):
+    project, _ = built
+    rows = project.seed_rows()
+    before = duckdb_rows(project.database, ENTRIES)
+    project.seed([*rows, ("sensor-5", None, 20, 1.0, "C", "2026-03-01 10:05:00"),
+                  ("sensor-5", 0, 21, 1.0, "C", "2026-03-01 10:05:00")])
+    try:
+        assert project.dbt("seed").success
+        outcome = project.dbt("run", "--select", "events")
+        assert not outcome.success
+        result = project.results(outcome)["events"]
+        assert result.status == "error"
+        assert "1 entry has a NULL sequence_id" in result.message and "Nothing was written" in result.message
+        assert duckdb_rows(project.database, ENTRIES) == before      # not even sensor-5's valid entry
+    finally:
+        project.seed(rows)
+        assert project.dbt("seed").success
+
+
+def test_is_not_dup_belongs_in_topic_models_and_topic_models_need_it(built):
+    project, _ = built
+    project.model("plain_dedup", "{{ config(materialized='table') }}\n"
+                                 "select reading from {{ ref('stg_events') }} where is_not_dup(producer, seq)")
+    project.model("no_dedup", "{{ config(materialized='seqdedup_topic') }}\n"
+                              "select reading from {{ ref('stg_events') }}")
+    try:
+        outcome = project.dbt("run", "--select", "plain_dedup", "no_dedup")
+        assert not outcome.success
+        message = project.results(outcome)["plain_dedup"].message
+        assert "is_not_dup() must be rewritten by seqdedup" in message and "does not exist" not in message
+        message = project.results(outcome)["no_dedup"].message
+        assert "has no WHERE is_not_dup(producer, sequence_id)" in message
+        assert not duckdb_rows(project.database, "SELECT * FROM duckdb_tables() WHERE table_name LIKE '%_dedup'")
+    finally:
+        for name in ("plain_dedup", "no_dedup"):
+            (project.path / "models" / f"{name}.sql").unlink()
+
+
+def test_a_full_refresh_is_refused_unless_asked_for_on_purpose(built):
+    project, _ = built
+    before = duckdb_rows(project.database, ENTRIES)
+    outcome = project.dbt("run", "--select", "events", "--full-refresh")
+    assert not outcome.success
+    message = project.results(outcome)["events"].message
+    assert "Compilation Error" in message and "would forget every producer's marks" in message
+    assert "seqdedup_full_refresh: forget_marks" in message
+    assert duckdb_rows(project.database, ENTRIES) == before
+
+    # On purpose: the marks go, every selected entry is written again, and the generic test sees each twice.
+    # (The last test of the module: the topic keeps its duplicates.)
+    model = project.path / "models" / "events.sql"
+    model.write_text(model.read_text().replace("seqdedup_policies=", "seqdedup_full_refresh='forget_marks', "
+                                                                     "seqdedup_policies="))
+    outcome = project.dbt("build", "--select", "events", "--full-refresh")
+    results = project.results(outcome)
+    assert results["events"].message.startswith("INSERT 9 (duplicates 4, commit ")
+    assert duckdb_rows(project.database, ENTRIES) == sorted(before + SEEDED)
+    assert results["seqdedup_seqdedup_unique_entries_events_"].status == "fail"
+    assert results["seqdedup_seqdedup_unique_entries_events_"].failures == 9
+
+
+def test_a_profile_without_the_plugin_gets_told_how_to_add_it(built):
+    project, _ = built
+    profiles = project.path / "profiles.yml"
+    text = profiles.read_text()
+    bare = ("    bare:\n      type: duckdb\n"
+            "      path: \"{{ env_var('SEQDEDUP_EXAMPLE_DUCKDB') }}\"\n")      # no plugins
+    profiles.write_text(text.replace("    spark:", bare + "    spark:"))
+    try:
+        project.target = "bare"
+        outcome = project.dbt("run", "--select", "events")
+        assert not outcome.success
+        message = project.results(outcome)["events"].message
+        assert "seqdedup's dbt-duckdb plugin is not in this profile" in message
+        assert "- module: seqdedup.dbt.duckdb" in message
+    finally:
+        project.target = "duckdb"
+        profiles.write_text(text)
