@@ -44,6 +44,10 @@ class EngineAdapter:
         """Rows of a query. ``committed``: read only committed data, from any thread, outside a running statement."""
         raise NotImplementedError
 
+    def fetch_with_columns(self, statement: exp.Expression | str) -> tuple[list[str], list[tuple]]:
+        """The names of the columns a statement returns, as the engine names them, and its rows."""
+        raise NotImplementedError
+
     def execute_count(self, statement: exp.Expression) -> int | None:
         """Run a write; the number of rows it wrote, when the engine says."""
         self.execute(statement)

@@ -77,6 +77,8 @@ def register_functions(cursor: duckdb.DuckDBPyConnection) -> None:
                     exp.Literal.string("-"), exp.column("producer_epoch"))
     cursor.execute(f"CREATE OR REPLACE TEMPORARY MACRO kafka_producer_name(producer_id, producer_epoch) AS "
                    f"{name.sql('duckdb')}")
+    # Spark's raise_error, so that one statement (and seqdedup's expansions, sql/functions.py) fails alike on both.
+    cursor.execute("CREATE OR REPLACE TEMPORARY MACRO raise_error(message) AS error(message)")
 
 
 class DuckDBAdapter(EngineAdapter):
@@ -141,6 +143,10 @@ class DuckDBAdapter(EngineAdapter):
 
     def fetchall(self, query: exp.Expression | str, *, committed: bool = False) -> list[tuple]:
         return self._run(query, committed=committed).fetchall()
+
+    def fetch_with_columns(self, statement: exp.Expression | str) -> tuple[list[str], list[tuple]]:
+        result = self._run(statement)
+        return [column[0] for column in result.description or []], result.fetchall()
 
     def _run(self, statement: exp.Expression | str, *, committed: bool = False):
         text = statement if isinstance(statement, str) else self.sql(statement)

@@ -224,6 +224,12 @@ class SparkAdapter(EngineAdapter):
         with self._errors():
             return [tuple(row) for row in self._sql(query).collect()]
 
+    def fetch_with_columns(self, statement: exp.Expression | str) -> tuple[list[str], list[tuple]]:
+        self._check_writable(statement)
+        with self._errors():
+            frame = self._sql(statement)
+            return list(frame.columns), [tuple(row) for row in frame.collect()]
+
     def query_columns(self, query: exp.Expression) -> list[tuple[str, str]]:
         return [(f.name, f.dataType.simpleString()) for f in self._sql(query).schema.fields]
 

@@ -21,6 +21,7 @@ from seqdedup.sql import rewrite, statements
 from seqdedup.sql.dialects import read_dialect
 from seqdedup.sql.functions import expand_state_functions
 from seqdedup.udfs import DupStatus
+from seqdedup.udfs.guards import check_probe
 
 from .failpoints import failpoint
 from .locks import WriterLock, shared
@@ -55,6 +56,11 @@ class PushedMarks:
     def get(self, topic: str, producer: str) -> int | None:
         with self._lock:
             return self._marks.get(topic, {}).get(producer)
+
+    def claims(self, topic: str) -> dict[str, int]:
+        """Every producer's uncommitted claim on the topic (a copy): SQL ``dup_status`` reads them (issue 12)."""
+        with self._lock:
+            return dict(self._marks.get(topic, {}))
 
 
 class Session:
@@ -210,14 +216,15 @@ class Session:
             if isinstance(target, exp.Table) and self.ref(target).key in self.topics():
                 raise RewriteError(f"INSERT INTO topic {self.ref(target).key} must filter with "
                                    "WHERE is_not_dup(producer, sequence_id): seqdedup assigns its positions")
-        tree = expand_state_functions(tree, self._state_for, self._pushed_for)
-        if not isinstance(tree, exp.Query):
+        tree = expand_state_functions(tree, self._state_for, self._claims_for,
+                                      integer_types=self.adapter.INTEGER_TYPES | self.adapter.NULL_TYPES)
+        if not statements.returns_rows(tree):
             with self._lock:
                 self.adapter.execute(tree)
             return QueryResult(columns=[], rows=[])
         with self._lock:
-            rows = self.adapter.fetchall(tree)
-        return QueryResult(columns=[s.alias_or_name for s in tree.selects], rows=rows)
+            columns, rows = self.adapter.fetch_with_columns(tree)     # names as the engine gives them (issue 12)
+        return QueryResult(columns=columns, rows=rows)
 
     def _catalog_command(self, command: statements.CatalogCommand) -> Done:
         if command.action == "create_topic":
@@ -473,6 +480,9 @@ class Session:
     def _pushed_for(self, topic: str, producer: str) -> int | None:
         return self.pushed.get(self.ref(topic).key, producer)
 
+    def _claims_for(self, topic: str) -> dict[str, int]:
+        return self.pushed.claims(self.ref(topic).key)
+
     def producer_state(self, topic: str) -> QueryResult:
         """Every producer the topic's state knows, with its mark and last write, recovered from snapshot + replay."""
         query = exp.select("*").from_(self._state_for(topic, committed=True).subquery("s")).order_by("producer")
@@ -490,8 +500,7 @@ class Session:
     def dup_status(self, topic: str, producer: str, sequence_id: int,
                    highest_sequence_id: int | None = None) -> DupStatus:
         """R6: DUP, NOT_DUP, or UNKNOWN while an uncommitted statement claims the id."""
-        if producer is None or sequence_id is None or sequence_id < 0:
-            raise InvalidEntryError("dup_status needs a producer and a sequence id >= 0")
+        check_probe(producer, sequence_id, highest_sequence_id)    # an id '5', True or 2.5 is refused (issue 12)
         mark = self.last_sequence_id(topic, producer)
         pushed = self._pushed_for(topic, producer)
         if pushed is not None and sequence_id <= pushed and sequence_id > mark:

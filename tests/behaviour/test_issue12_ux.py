@@ -1,0 +1,82 @@
+"""Issue 12, what a new user and an attacker found: each test is named after the point it checks, on every engine.
+
+Points 7 (policies that brick a topic), 8 (recover), 9 (SQL state functions), 10 (producer past int64),
+14 (query output), 15 (Spark SQL file sources), 16 (DataFrames in and out) and the SQL parts of 18.
+"""
+from __future__ import annotations
+
+import pytest
+import sqlglot
+
+from seqdedup import InvalidEntryError, RewriteError
+from seqdedup.sql.functions import expand_state_functions
+
+# --- 9. SQL state functions read the wrong producer ------------------------------------------------------------------
+
+
+def test_sql_state_functions_read_the_producer_of_each_row(dedup):
+    """A column named ``producer`` (or like any state column) is the caller's column, never the state's."""
+    dedup.topic()
+    dedup.send([("p", 3), ("q", 9)])
+    dedup.session.sql("CREATE OR REPLACE TEMPORARY VIEW probes AS SELECT * FROM VALUES ('p', 3, 'p'), ('p', 4, 'q'), "
+                      "('q', 1, 'p'), ('nobody', 0, 'x') AS t(producer, seq, sequence_id)")
+    rows = dedup.session.sql(
+        "SELECT producer, last_sequence_id('events', producer), dup_status('events', producer, seq), "
+        "last_sequence_id('events', sequence_id) FROM probes ORDER BY producer, seq").rows
+    assert rows == [("nobody", -1, "NOT_DUP", -1), ("p", 3, "DUP", 3), ("p", 3, "NOT_DUP", 9), ("q", 9, "DUP", 3)]
+
+
+def test_sql_dup_status_with_a_column_argument_can_answer_unknown(dedup):
+    """R6 for column arguments: an id an uncommitted statement claims is UNKNOWN, from a relation of the claims."""
+    state = sqlglot.parse_one("SELECT * FROM VALUES ('p', 3) AS s(producer, sequence_id)", read="spark")
+    query = sqlglot.parse_one("SELECT producer, seq, dup_status('t', producer, seq) FROM VALUES ('p', 2), ('p', 4), "
+                              "('p', 6), ('q', 0), ('q', 1) AS probes(producer, seq) ORDER BY producer, seq",
+                              read="spark")
+    expanded = expand_state_functions(query, lambda topic: state.copy(), lambda topic: {"p": 5, "q": 0})
+    assert dedup.session.adapter.fetchall(expanded) == [
+        ("p", 2, "DUP"), ("p", 4, "UNKNOWN"), ("p", 6, "NOT_DUP"), ("q", 0, "UNKNOWN"), ("q", 1, "NOT_DUP")]
+
+
+@pytest.mark.parametrize("sequence_id", ["-1", "'5'", "TRUE", "2.5"])
+def test_sql_dup_status_refuses_what_is_no_sequence_id_like_the_python_api(dedup, sequence_id):
+    dedup.topic()
+    with pytest.raises(InvalidEntryError, match="dup_status's sequence_id"):
+        dedup.session.sql(f"SELECT dup_status('events', 'p', {sequence_id})")
+    with pytest.raises(InvalidEntryError, match="dup_status: sequence_id"):
+        dedup.session.dup_status("events", "p", eval(sequence_id.title()))
+
+
+def test_sql_dup_status_refuses_negative_and_non_integer_columns_when_it_runs(dedup):
+    dedup.topic()
+    dedup.session.sql("CREATE OR REPLACE TEMPORARY VIEW probes AS SELECT * FROM VALUES ('p', -2, 'five') AS t(p, s, text)")
+    with pytest.raises(Exception, match="must be 0 or more"):
+        dedup.session.sql("SELECT dup_status('events', p, s) FROM probes")
+    with pytest.raises(Exception, match="must be an integer"):
+        dedup.session.sql("SELECT dup_status('events', p, text) FROM probes")
+
+
+# --- 14. Query output, and 18: DESCRIBE, SHOW TABLES, deep nesting ---------------------------------------------------
+
+
+def test_query_output_takes_column_names_from_the_engine(dedup):
+    dedup.topic()
+    dedup.send([("p", 1), ("p", 2)])
+    everything = dedup.session.sql("SELECT * FROM events")
+    assert everything.columns[:3] == ["payload", "_producer", "_sequence_id"]
+    assert all(len(row) == len(everything.columns) for row in everything.rows) and len(everything.rows) == 2
+    counted = dedup.session.sql("SELECT count(*), last_sequence_id('events', 'p') AS mark FROM events")
+    assert counted.columns[0] != "*" and counted.columns[1] == "mark" and counted.rows == [(2, 2)]
+    assert dedup.session.sql("SELECT last_sequence_id('events', 'p')").columns == ["last_sequence_id('events', 'p')"]
+
+
+def test_describe_and_show_tables_return_their_rows(dedup):
+    dedup.topic()
+    described = dedup.session.sql("DESCRIBE events")
+    assert described.columns and ("payload" in [row[0] for row in described.rows])
+    shown = dedup.session.sql("SHOW TABLES")
+    assert any("events" in row for row in shown.rows)
+
+
+def test_four_hundred_nested_parentheses_are_one_clear_error(dedup):
+    with pytest.raises(RewriteError, match="nests too deeply"):
+        dedup.session.sql("SELECT " + "(" * 400 + "1" + ")" * 400)
