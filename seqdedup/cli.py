@@ -11,6 +11,7 @@ from pathlib import Path
 
 import sqlglot
 
+from seqdedup.catalog.policies import spelled
 from seqdedup.errors import SeqdedupError
 
 
@@ -92,7 +93,7 @@ def cmd_topic(args) -> None:
                 "policies (applied, and where set):"]
         for key, value in vars(topic.applied).items():
             origin = next((scope for scope in ("topic", "namespace", "global") if key in topic.settings[scope]), "default")
-            text.append(f"  {key} = {value}  ({origin})")
+            text.append(f"  {key} = {spelled(key, value)}  ({origin})")
         _emit(args, info, "\n".join(text))
 
 

@@ -426,6 +426,8 @@ class Session:
     def _purge_expired(self, topic: Topic, header: SnapshotHeader, state: exp.Table, position: int,
                        now: dt.datetime, commit: int, temps: list[str]) -> tuple[SnapshotHeader, exp.Table]:
         """R11: producers idle longer than the timeout leave the state, and a snapshot records it."""
+        if topic.applied.producer_inactivity_timeout is None:     # "never" (issue 12)
+            return header, state
         cutoff = now - dt.timedelta(minutes=topic.applied.producer_inactivity_timeout)
         expired = exp.column("last_publish_time") < literal(cutoff)
         if not self.adapter.fetchall(exp.select(exp.Count(this=exp.Star())).from_(state.copy()).where(expired))[0][0]:

@@ -109,9 +109,12 @@ def expand_state_functions(tree: exp.Expression, state_for: StateFor, claims_for
     Example:
         >>> import sqlglot
         >>> state = lambda topic: sqlglot.parse_one("SELECT 'p1' AS producer, 5 AS sequence_id")
-        >>> expand_state_functions(sqlglot.parse_one("SELECT producer, last_sequence_id('t', producer) FROM probes"),
-        ...                        state, lambda t: {}).sql()
-        'SELECT producer, COALESCE((SELECT MAX(__sd_s.__sd_mark2) FROM (SELECT producer AS __sd_producer1, sequence_id AS __sd_mark2 FROM (SELECT \\'p1\\' AS producer, 5 AS sequence_id) AS __sd_r3) AS __sd_s WHERE __sd_s.__sd_producer1 = producer), -1) AS "LAST_SEQUENCE_ID(\\'t\\', producer)" FROM probes'
+        >>> tree = expand_state_functions(sqlglot.parse_one("SELECT last_sequence_id('t', producer) FROM probes"),
+        ...                               state, lambda topic: {})
+        >>> tree.find(exp.Where).sql()      # the caller's producer: the state's columns took names nobody uses
+        'WHERE __sd_s.__sd_producer1 = producer'
+        >>> tree.selects[0].alias
+        "last_sequence_id('t', producer)"
     """
     tree = tree.copy()
     names = _Names(tree)

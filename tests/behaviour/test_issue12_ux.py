@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import sqlglot
 
-from seqdedup import InvalidEntryError, RewriteError
+from seqdedup import InvalidEntryError, PolicyError, RewriteError
 from seqdedup.sql.functions import expand_state_functions
 
 # --- 9. SQL state functions read the wrong producer ------------------------------------------------------------------
@@ -80,3 +80,44 @@ def test_describe_and_show_tables_return_their_rows(dedup):
 def test_four_hundred_nested_parentheses_are_one_clear_error(dedup):
     with pytest.raises(RewriteError, match="nests too deeply"):
         dedup.session.sql("SELECT " + "(" * 400 + "1" + ")" * 400)
+
+
+# --- 7. Policies that brick a topic ----------------------------------------------------------------------------------
+
+
+def test_policies_that_brick_a_topic_are_refused_when_set(dedup):
+    dedup.topic(snapshot_interval_entries=1)
+    for policy, value in (("producer_inactivity_timeout", 10**10), ("producer_inactivity_timeout", 1_100_000_000),
+                          ("max_producers_in_snapshot", 2**63), ("max_producers_in_snapshot", 2**31)):
+        with pytest.raises(PolicyError, match=f"bad value '{value}' for policy {policy}: .* above the largest"):
+            dedup.session.alter_topic("events", **{policy: value})
+    with pytest.raises(PolicyError, match="for policy max_producers_in_snapshot"):
+        dedup.session.sql("ALTER TABLE events SET TBLPROPERTIES ('seqdedup.max_producers_in_snapshot' = "
+                          "'9223372036854775808')")
+    assert dedup.session.topic("events").settings["topic"] == {"snapshot_interval_entries": "1"}
+    assert dedup.send([("p", 1)]).written == 1
+
+
+def test_never_expire_is_spelled_never_and_the_largest_values_work(dedup):
+    dedup.topic(producer_inactivity_timeout="never", max_producers_in_snapshot=2**31 - 1, snapshot_interval_entries=1)
+    assert dedup.session.topic("events").applied.producer_inactivity_timeout is None
+    dedup.send([("p", 1)])
+    dedup.clock.advance(days=365 * 500)
+    dedup.send([("q", 1)])        # a purge would run here: "never" keeps p
+    assert (dedup.last("p"), dedup.last("q")) == (1, 1)
+    dedup.session.alter_topic("events", producer_inactivity_timeout=1000 * 365 * 24 * 60)    # 1000 years: the largest
+    dedup.send([("q", 2)])
+    assert dedup.last("p") == 1
+
+
+def test_a_value_too_large_stored_by_an_older_seqdedup_reads_as_unlimited(dedup):
+    """Topics bricked before the values were refused work again: such a value meant "never" (or "no cap")."""
+    dedup.topic(snapshot_interval_entries=1)
+    dedup.send([("p", 1)])
+    dedup.session.set_global_policy(producer_inactivity_timeout=5)
+    dedup.session.adapter.execute(     # what seqdedup 0.1 wrote for "-p producer_inactivity_timeout=99999999999"
+        "INSERT INTO seqdedup_policies SELECT scope, target, key, '99999999999', version + 1, set_at "
+        "FROM seqdedup_policies WHERE key = 'producer_inactivity_timeout'")
+    dedup.clock.advance(days=365)
+    assert dedup.send([("q", 1)]).written == 1
+    assert dedup.last("p") == 1 and dedup.session.topic("events").applied.producer_inactivity_timeout is None
