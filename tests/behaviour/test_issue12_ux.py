@@ -9,6 +9,7 @@ import pytest
 import sqlglot
 
 from seqdedup import InvalidEntryError, PolicyError, RewriteError
+from seqdedup.errors import ProducerError
 from seqdedup.sql.functions import expand_state_functions
 
 # --- 9. SQL state functions read the wrong producer ------------------------------------------------------------------
@@ -121,3 +122,19 @@ def test_a_value_too_large_stored_by_an_older_seqdedup_reads_as_unlimited(dedup)
     dedup.clock.advance(days=365)
     assert dedup.send([("q", 1)]).written == 1
     assert dedup.last("p") == 1 and dedup.session.topic("events").applied.producer_inactivity_timeout is None
+
+
+# --- 10. Producer past the top of int64 ------------------------------------------------------------------------------
+
+
+def test_producer_past_the_top_of_int64_is_refused_clearly_and_stays_usable(dedup):
+    dedup.topic()
+    with dedup.session.producer("events", name="p", initial_sequence_id=2**63 - 4, send_timeout=5) as producer:
+        assert producer.send([("a",), ("b",)]).written == 2           # ids 2**63-3 and 2**63-2
+        with pytest.raises(ProducerError, match="run out of automatic sequence ids.*1 left.*Nothing was sent"):
+            producer.send([("c",), ("d",)])
+        assert producer.pending == 0
+        assert producer.send([("e",)]).positions[0] is not None     # the last id, 2**63-1, is still free
+        with pytest.raises(ProducerError, match="0 left"):
+            producer.send([("f",)])
+    assert dedup.ids("p") == [2**63 - 3, 2**63 - 2, 2**63 - 1]
