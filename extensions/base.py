@@ -78,13 +78,15 @@ class EngineAdapter:
         """A temporary table ``name`` holding a ``pyarrow.Table``'s rows, in its order."""
         raise NotImplementedError
 
-    def load_dataframe(self, name: str, frame) -> exp.Table:
+    def load_dataframe(self, name: str, frame, *, numbered: bool = True) -> exp.Table:
         """A temporary table ``name`` holding a Spark DataFrame's rows (read through Arrow by engines other
-        than Spark), with a column ``ARRIVAL`` numbering them from 0 in the frame's order."""
+        than Spark), with a column ``ARRIVAL`` numbering them from 0 in the frame's order (unless not ``numbered``)."""
         import pyarrow as pa
 
         table = frame.toArrow()
-        return self.load_arrow(name, table.append_column(ARRIVAL, pa.array(range(table.num_rows), pa.int64())))
+        if numbered:
+            table = table.append_column(ARRIVAL, pa.array(range(table.num_rows), pa.int64()))
+        return self.load_arrow(name, table)
 
     @property
     def identity(self) -> str:

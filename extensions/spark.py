@@ -258,10 +258,12 @@ class SparkAdapter(EngineAdapter):
     def load_arrow(self, name: str, table) -> exp.Table:
         return self._checkpoint(name, self.spark.createDataFrame(table))
 
-    def load_dataframe(self, name: str, frame) -> exp.Table:
+    def load_dataframe(self, name: str, frame, *, numbered: bool = True) -> exp.Table:
         from pyspark.sql import functions as F
         from pyspark.sql.window import Window
 
+        if not numbered:
+            return self._checkpoint(name, frame)
         # Numbered in the frame's order (monotonically_increasing_id follows partitions, then rows), once.
         order = Window.orderBy(F.monotonically_increasing_id())
         return self._checkpoint(name, frame.withColumn(ARRIVAL, F.row_number().over(order) - 1))

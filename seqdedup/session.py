@@ -24,6 +24,7 @@ from seqdedup.udfs import DupStatus
 from seqdedup.udfs.guards import check_probe
 
 from .failpoints import failpoint
+from .frames import register, registered
 from .locks import WriterLock, shared
 from .results import Done, ProducerCount, QueryResult, StatementResult
 
@@ -195,14 +196,23 @@ class Session:
 
     # --- statements ----------------------------------------------------------------------------------------------
 
-    def sql(self, text: str, *, dialect: str | None = None):
+    def sql(self, text: str, *, dialect: str | None = None, **frames):
         """Run one or more statements; returns the result of the last one (see ``sql_all``)."""
-        results = self.sql_all(text, dialect=dialect)
+        results = self.sql_all(text, dialect=dialect, **frames)
         return results[-1] if results else None
 
-    def sql_all(self, text: str, *, dialect: str | None = None) -> list:
+    def sql_all(self, text: str, *, dialect: str | None = None, **frames) -> list:
+        """Run statements; ``frames`` (name=DataFrame: pandas, pyarrow or Spark) are tables they read by name."""
         trees = statements.parse(text, read_dialect(dialect or self.dialect))
-        return [self.run(tree) for tree in trees]
+        if not frames:
+            return [self.run(tree) for tree in trees]
+        with self._lock, registered(self, frames):       # issue 12: DataFrames in, by name, for these statements
+            return [self.run(tree) for tree in trees]
+
+    def register(self, name: str, data) -> None:
+        """Make a pandas DataFrame, a pyarrow Table or a Spark DataFrame a table statements read as ``name``."""
+        with self._lock:
+            register(self, name, data)
 
     def run(self, tree: exp.Expression):
         """Run one parsed statement."""

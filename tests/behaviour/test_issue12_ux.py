@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import sqlglot
 
-from seqdedup import InvalidEntryError, PolicyError, RewriteError
+from seqdedup import InvalidEntryError, PolicyError, RewriteError, SeqdedupError, TopicError
 from seqdedup.errors import ProducerError
 from seqdedup.sql.functions import expand_state_functions
 
@@ -138,3 +138,46 @@ def test_producer_past_the_top_of_int64_is_refused_clearly_and_stays_usable(dedu
         with pytest.raises(ProducerError, match="0 left"):
             producer.send([("f",)])
     assert dedup.ids("p") == [2**63 - 3, 2**63 - 2, 2**63 - 1]
+
+
+# --- 16. DataFrames in and out ---------------------------------------------------------------------------------------
+
+
+def _frame(kind: str, columns: dict, tmp_path_factory):
+    import pyarrow as pa
+
+    table = pa.table(columns)
+    if kind == "pandas":
+        return table.to_pandas()
+    if kind == "spark":
+        from tests.engines import spark_session
+
+        return spark_session(str(tmp_path_factory.getbasetemp() / "spark-home")).createDataFrame(table.to_pandas())
+    return table
+
+
+@pytest.mark.parametrize("kind", ["pandas", "arrow", pytest.param("spark", marks=pytest.mark.spark)])
+def test_dataframes_in_by_name_and_results_out(dedup, kind, tmp_path_factory):
+    dedup.topic()
+    frame = _frame(kind, {"producer": ["p", "p", "q"], "seq": [1, 1, 2], "payload": ["a", "b", "c"]},
+                   tmp_path_factory)
+    insert = "INSERT INTO events SELECT payload FROM {} WHERE is_not_dup(producer, seq) ORDER BY producer, payload"
+    result = dedup.session.sql(insert.format("staging"), staging=frame)
+    assert (result.written, result.duplicates) == (2, 1)
+    assert result.to_pandas()[["producer", "written", "duplicates"]].values.tolist() == [["p", 1, 1], ["q", 1, 0]]
+    with pytest.raises(SeqdedupError):
+        dedup.session.sql("SELECT * FROM staging")        # registered for that statement only
+    dedup.session.register("again", frame)
+    assert dedup.session.sql(insert.format("again")).duplicates == 3
+    query = dedup.session.sql("SELECT _producer, _sequence_id, payload FROM events ORDER BY _producer")
+    assert query.to_arrow().column_names == ["_producer", "_sequence_id", "payload"]
+    assert query.to_pandas().values.tolist() == [["p", 1, "a"], ["q", 2, "c"]]
+    with pytest.raises(TopicError, match="'events' is a topic"):
+        dedup.session.register("events", frame)
+
+
+def test_receipts_can_be_sliced(dedup):
+    dedup.topic()
+    with dedup.session.producer("events", name="p") as producer:
+        receipts = producer.send([("a",), ("b",), ("c",)])
+    assert [r.sequence_id for r in receipts[:2]] == [0, 1] and receipts[1:].written == 2
