@@ -28,6 +28,9 @@ class EngineAdapter:
     STRING_TYPES: frozenset[str] = frozenset()
     INTEGER_TYPES: frozenset[str] = frozenset()
 
+    #: The engine reads Spark SQL's file sources itself (``parquet.`path```, ``CREATE TEMPORARY VIEW v USING csv
+    #: OPTIONS (path ...)``); else the session translates them to the engine's readers (sql/sources.py).
+    READS_SPARK_FILE_SOURCES: bool = False
     #: The engine's row_number() needs an ORDER BY (Spark); positions are then numbered in key order.
     ROW_NUMBER_NEEDS_ORDER: bool = False
     #: Type names of an all-NULL column (the validation then names the NULLs).

@@ -175,6 +175,7 @@ class SparkAdapter(EngineAdapter):
     STRING_TYPES = frozenset({"STRING"})
     INTEGER_TYPES = frozenset({"TINYINT", "SMALLINT", "INT", "BIGINT"})
     ROW_NUMBER_NEEDS_ORDER = True
+    READS_SPARK_FILE_SOURCES = True
 
     def __init__(self, spark=None, *, master: str = "local[2]", read_only: bool = False,
                  lock_timeout: float | None = 60.0):

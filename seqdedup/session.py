@@ -20,6 +20,7 @@ from seqdedup.extensions.base import EngineAdapter
 from seqdedup.sql import rewrite, statements
 from seqdedup.sql.dialects import read_dialect
 from seqdedup.sql.functions import expand_state_functions
+from seqdedup.sql.sources import to_duckdb_readers
 from seqdedup.udfs import DupStatus
 from seqdedup.udfs.guards import check_probe
 
@@ -216,6 +217,8 @@ class Session:
 
     def run(self, tree: exp.Expression):
         """Run one parsed statement."""
+        if not self.adapter.READS_SPARK_FILE_SOURCES:     # issue 12: parquet.`path`, USING csv OPTIONS (path ...)
+            tree = to_duckdb_readers(tree)
         if rewrite.calls(tree, "is_not_dup"):
             return self._dedup_insert(tree)
         command = statements.catalog_command(tree)

@@ -181,3 +181,31 @@ def test_receipts_can_be_sliced(dedup):
     with dedup.session.producer("events", name="p") as producer:
         receipts = producer.send([("a",), ("b",), ("c",)])
     assert [r.sequence_id for r in receipts[:2]] == [0, 1] and receipts[1:].written == 2
+
+
+# --- 15. Spark SQL file sources on every engine ----------------------------------------------------------------------
+
+
+def test_spark_sql_file_sources_read_the_same_on_every_engine(dedup, tmp_path):
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [{"producer": "p", "seq": s, "payload": f"m{s}"} for s in [0, 1, 1, 2]]
+    pq.write_table(pa.Table.from_pylist(rows[:2]), tmp_path / "a.parquet")
+    pq.write_table(pa.Table.from_pylist(rows[2:]), tmp_path / "b.parquet")
+    (tmp_path / "e.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "e.csv").write_text("producer,seq,payload\n" + "".join(f"p,{r['seq']},m{r['seq']}\n" for r in rows))
+    dedup.topic()
+    s = dedup.session
+    result = s.sql(f"INSERT INTO events SELECT payload FROM parquet.`{tmp_path}/*.parquet` "
+                   "WHERE is_not_dup(producer, seq)")
+    assert (result.written, result.duplicates) == (3, 1)
+    assert s.sql(f"SELECT producer, seq FROM json.`{tmp_path}/e.json` AS j WHERE j.seq > 0 ORDER BY seq").rows == [
+        ("p", 1), ("p", 1), ("p", 2)]
+    assert s.sql(f"SELECT _c0, _c1 FROM csv.`{tmp_path}/e.csv` ORDER BY _c1").rows == [      # no header: strings
+        ("p", "0"), ("p", "1"), ("p", "1"), ("p", "2"), ("producer", "seq")]
+    s.sql(f"CREATE OR REPLACE TEMPORARY VIEW v USING csv OPTIONS (path '{tmp_path}/e.csv', header 'true', "
+          "inferSchema 'true')")
+    assert s.sql("SELECT producer, seq, payload FROM v WHERE seq = 2").rows == [("p", 2, "m2")]
