@@ -134,10 +134,33 @@ def cmd_recover(args) -> None:
     from seqdedup.recovery import recover
 
     with _session(args) as s:
-        report = recover(s, args.topic)
-        _emit(args, report, f"{report['topic']}: {report['producers']} producers recovered from snapshot "
-                            f"{report['snapshot_id']} and {report['replayed']} replayed entries; "
-                            f"matches a full replay of the log: {report['matches_full_replay']}")
+        report = recover(s, args.topic, repair=args.repair)
+    checked = report.checked_from
+    lines = [f"{report.topic}: {report.producers} producers recovered from snapshot {report.snapshot_id} and "
+             f"{report.replayed} replayed entries, as of position {report.last_position}"]
+    if checked is None:
+        lines.append("deduplication is disabled: there is no state to check")
+    else:
+        lines.append(f"checked against a replay of the log from snapshot {checked['snapshot_id']} ({checked['kind']}, "
+                     f"position {checked['position']}): " + ("matches" if report.matches_full_replay else "DIFFERS"))
+    lines += [f"  {d['producer']}: state {d['state']}, log {d['log']}" for d in report.differences]
+    if report.left_out_by_cap:
+        lines.append(f"left out of the state by max_producers_in_snapshot (R12): {', '.join(report.left_out_by_cap)}")
+    if report.repaired_snapshot_id is not None:
+        lines.append(f"repaired: snapshot {report.repaired_snapshot_id} holds the replayed marks")
+    if report.new_snapshot_id is not None:
+        lines.append(f"took snapshot {report.new_snapshot_id} at the log's end")
+    _emit(args, report.to_dict(), "\n".join(lines))
+    if report.ok:
+        return
+    fix = []
+    if report.differences and report.repaired_snapshot_id is None:
+        fix.append(f"nothing was written; run `seqdedup recover {args.topic} --repair` to replace the state with the "
+                   "replayed marks")
+    if report.duplicates_found:
+        fix.append("seqdedup never deletes topic rows: remove the extra rows by hand (keep one row per position), "
+                   "then run recover again")
+    raise SeqdedupError(f"{report.topic}: {report.problems()}; {'; '.join(fix)}")
 
 
 def cmd_stats(args) -> None:
@@ -211,6 +234,9 @@ def parser() -> argparse.ArgumentParser:
         command = sub.add_parser(name, parents=[common], help=text)
         command.add_argument("topic")
         command.set_defaults(func=func)
+        if name == "recover":
+            command.add_argument("--repair", action="store_true",
+                                 help="when the state differs from a replay of the log, write the replayed marks")
 
     demo = sub.add_parser("demo", parents=[common], help="producers that retry, crash and restart; each message lands once")
     demo.add_argument("--producers", type=int, default=4)

@@ -548,6 +548,18 @@ class Session:
                 for name in temps:
                     self.adapter.drop_temp_table(name)
 
+    def write_snapshot(self, topic: str, marks: exp.Query, *, position: int, kind: str = "repair") -> int:
+        """Write a snapshot of ``marks`` (a query of producer, sequence_id, last_publish_time) covering the entries up
+        to ``position``, in a commit of its own; returns its id. How ``recover --repair`` replaces a wrong state with
+        a replay of the log (seqdedup/recovery.py, issue 12)."""
+        ref = self.ref(topic)
+        with self._lock:
+            applied = self.topic(ref).applied
+            with self._commit(ref) as commit:
+                return self._write_snapshot(ref, marks, header=self.catalog.last_snapshot(ref), position=position,
+                                            kind=kind, now=self.clock(), commit=commit,
+                                            max_producers=applied.max_producers_in_snapshot)
+
     def purge_inactive(self, topic: str) -> int | None:
         """R11 on demand: drop producers idle past the timeout; same as ``snapshot``."""
         return self.snapshot(topic)

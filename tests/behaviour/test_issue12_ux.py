@@ -209,3 +209,49 @@ def test_spark_sql_file_sources_read_the_same_on_every_engine(dedup, tmp_path):
     s.sql(f"CREATE OR REPLACE TEMPORARY VIEW v USING csv OPTIONS (path '{tmp_path}/e.csv', header 'true', "
           "inferSchema 'true')")
     assert s.sql("SELECT producer, seq, payload FROM v WHERE seq = 2").rows == [("p", 2, "m2")]
+
+
+# --- 8. recover that blesses a wrong state ---------------------------------------------------------------------------
+
+
+def snapshot_by_hand(dedup, marks: dict[str, int]) -> None:
+    """A complete snapshot written outside seqdedup (a restored backup, a bug) at the log's end."""
+    import sqlglot.expressions as exp
+
+    from seqdedup.catalog.state import literal, snapshot_insert
+
+    position, commit = dedup.session.sql("SELECT max(_position), max(_commit) FROM events").rows[0]
+    rows = exp.values([(literal(p), literal(m), literal(dedup.clock())) for p, m in marks.items()], alias="m",
+                      columns=["producer", "sequence_id", "last_publish_time"])
+    dedup.session.adapter.execute(snapshot_insert(dedup.key(), exp.select("*").from_(rows), snapshot_id=1000,
+                                                  position=position, kind="snapshot", now=dedup.clock(), commit=commit))
+
+
+def test_recover_that_blesses_a_wrong_state_names_the_producers_and_repairs_only_when_asked(dedup):
+    from seqdedup.recovery import recover
+
+    dedup.topic()
+    dedup.send([("p", 1), ("q", 2)])
+    snapshot_by_hand(dedup, {"p": 100, "q": 2})
+    assert dedup.last("p") == 100                   # new ids up to 100 would be dropped
+    report = recover(dedup.session, "events")
+    assert not report.ok and report.matches_full_replay is False
+    assert report.differences == [{"producer": "p", "state": 100, "log": 1}]
+    assert "p (state 100, log 1)" in report.problems()
+    assert dedup.last("p") == 100                   # nothing was written
+    repaired = recover(dedup.session, "events", repair=True)
+    assert repaired.ok and repaired.repaired_snapshot_id is not None
+    assert dedup.last("p") == 1 and dedup.send([("p", 2)]).written == 1
+    assert recover(dedup.session, "events").ok
+
+
+def test_recover_finds_a_topic_row_duplicated_by_hand(dedup):
+    from seqdedup.recovery import recover
+
+    dedup.topic()
+    dedup.send([("p", 1), ("p", 2)])
+    dedup.session.adapter.execute("INSERT INTO events SELECT * FROM events WHERE _sequence_id = 1")
+    report = recover(dedup.session, "events", repair=True)
+    assert not report.ok and report.matches_full_replay is True
+    assert report.duplicate_ids == [{"producer": "p", "sequence_id": 1, "rows": 2}]
+    assert "more than once" in report.problems() and report.new_snapshot_id is None
