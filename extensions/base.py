@@ -128,6 +128,14 @@ class EngineAdapter:
         adapter has open). With transactions every row a reader can see is published."""
         return exp.true()
 
+    def delete_rows(self, table: exp.Table, condition: exp.Expression) -> None:
+        """Delete the rows of ``table`` where ``condition`` holds, at once (``seqdedup topic drop``)."""
+        self.execute(exp.delete(table.copy(), where=condition.copy()))
+
+    def drop_topic_table(self, topic) -> None:
+        """Drop the table of ``topic`` (a TopicRef), with its rows (``seqdedup topic drop``)."""
+        self.execute(exp.Drop(tables=[topic.table.copy()], kind="TABLE", exists=True))
+
     def register_functions(self) -> None:
         """Register the function set on the connection: guards for the rewritten functions, real ones for the rest."""
         raise NotImplementedError

@@ -353,9 +353,37 @@ class SparkAdapter(EngineAdapter):
 
     def _location(self, topic) -> str:
         if topic.key not in self._locations:
-            rows = self.fetchall(exp.Describe(this=topic.table.copy(), style="EXTENDED"))
-            self._locations[topic.key] = next(row[1] for row in rows if row[0] == "Location").rstrip("/")
+            self._locations[topic.key] = self._table_location(topic.table)
         return self._locations[topic.key]
+
+    def _table_location(self, table: exp.Table) -> str:
+        rows = self.fetchall(exp.Describe(this=table.copy(), style="EXTENDED"))
+        return next(row[1] for row in rows if row[0] == "Location").rstrip("/")
+
+    def delete_rows(self, table: exp.Table, condition: exp.Expression) -> None:
+        """Parquet tables have no DELETE: the rows kept are written to a new directory beside the table's, which
+        replaces it in one metastore operation (``ALTER TABLE SET LOCATION``); the old directory is removed after."""
+        self._check_writable(None, f"a delete from {table.name}")
+        name = self.sql(table)
+        doomed = self.sql(exp.func("coalesce", condition.copy(), exp.false()))
+        with self._errors():
+            frame = self.spark.table(name)
+            if not frame.where(doomed).limit(1).count():
+                return
+            old = self._table_location(table)
+            directory = f"{old.rsplit('/', 1)[0]}/{table.name}-{uuid.uuid4().hex}"
+            frame.where(f"NOT ({doomed})").write.mode("errorifexists").parquet(directory)
+        self.execute(exp.Alter(this=table.copy(), kind="TABLE",
+                               actions=[exp.AlterSet(location=exp.Literal.string(directory))]))
+        with self._errors():
+            self.spark.catalog.refreshTable(name)
+            path = self.spark._jvm.org.apache.hadoop.fs.Path(old)
+            path.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(path, True)
+
+    def drop_topic_table(self, topic) -> None:
+        super().drop_topic_table(topic)
+        self._locations.pop(topic.key, None)
+        self._open.pop(topic.key, None)
 
     def register_functions(self) -> None:
         for name, signatures in SIGNATURES.items():

@@ -5,12 +5,16 @@ Errors print as one line on stderr and exit 1; ``--json`` prints machine-readabl
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import sqlglot
 
+from seqdedup import __version__
 from seqdedup.catalog.policies import spelled
 from seqdedup.errors import SeqdedupError
 
@@ -75,6 +79,12 @@ def _policies(pairs: list[str] | None) -> dict[str, object]:
 
 
 def cmd_topic(args) -> None:
+    if args.action == "list":
+        return _topic_list(args)
+    if not args.name:
+        raise SeqdedupError(f"topic {args.action} needs the topic's name: seqdedup topic {args.action} NAME")
+    if args.action == "drop":
+        return _topic_drop(args)
     with _session(args) as s:
         if args.action == "create":
             columns = {}
@@ -97,6 +107,28 @@ def cmd_topic(args) -> None:
         _emit(args, info, "\n".join(text))
 
 
+def _topic_list(args) -> None:
+    with _session(args) as s:
+        topics = [s.topic(key) for key in s.topics()]
+    rows = [(t.ref.key, "enabled" if t.applied.deduplication_enabled else "disabled",
+             ", ".join(f"{n} {k}" for n, k in t.user_columns)) for t in topics]
+    _emit(args, [{"topic": key, "deduplication": dedup, "columns": dict(t.user_columns)}
+                 for (key, dedup, _), t in zip(rows, topics)],
+          _table(["topic", "deduplication", "columns"], rows) if rows else "no topics yet; create one with "
+          "`seqdedup topic create NAME -c payload:STRING`")
+
+
+def _topic_drop(args) -> None:
+    if not args.yes:
+        raise SeqdedupError(f"topic drop deletes topic {args.name} for good: its table with every entry, its state, "
+                            f"policies and run log; add --yes to confirm: seqdedup topic drop {args.name} --yes")
+    with _session(args) as s:
+        dropped = s.drop_topic(args.name)
+    entries = "no table" if dropped["entries"] is None else f"{dropped['entries']} entries"
+    _emit(args, dropped, f"dropped topic {dropped['topic']} ({entries}, "
+                         f"{sum(dropped['catalog_rows'].values())} catalog rows)")
+
+
 def cmd_sql(args) -> None:
     text = Path(args.file).read_text() if args.file else args.statement
     if not text:
@@ -109,12 +141,26 @@ def cmd_sql(args) -> None:
 def cmd_ingest(args) -> None:
     from seqdedup.ingest import ingest
 
-    with _session(args) as s:
-        result = ingest(s, args.topic, args.path, producer=args.producer_column, sequence_id=args.sequence_column,
+    if args.one_commit and args.batch_rows is not None:
+        raise SeqdedupError("--one-commit writes the whole input as one statement; leave out --batch-rows")
+    with contextlib.ExitStack() as stack:
+        paths = [_stdin(stack, args.format) if path == "-" else path for path in args.path]
+        s = stack.enter_context(_session(args))
+        result = ingest(s, args.topic, paths, producer=args.producer_column, sequence_id=args.sequence_column,
                         highest_sequence_id=args.highest_column, order_by=args.order_by, fmt=args.format,
-                        batch_rows=args.batch_rows, progress=not args.json and not args.no_progress)
+                        batch_rows=args.batch_rows or 1_000_000, one_commit=args.one_commit,
+                        progress=not args.json and not args.no_progress)
         _emit(args, result, f"{args.topic}: wrote {result['written']}, dropped {result['duplicates']} duplicates "
                             f"in {result['statements']} statement(s)")
+
+
+def _stdin(stack: contextlib.ExitStack, fmt: str | None) -> str:
+    """Standard input, saved to a temporary file the engines can read (JSON lines unless --format says otherwise)."""
+    folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="seqdedup-stdin-"))
+    path = Path(folder) / f"stdin.{fmt or 'json'}"
+    with open(path, "wb") as file:
+        shutil.copyfileobj(sys.stdin.buffer, file)
+    return str(path)
 
 
 def cmd_state(args) -> None:
@@ -196,12 +242,15 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--debug", action="store_true", help="show the full traceback on errors")
 
     top = argparse.ArgumentParser(prog="seqdedup", description="Effectively-once ingestion for tables, as SQL.")
+    top.add_argument("--version", action="version", version=f"seqdedup {__version__}")
     sub = top.add_subparsers(dest="command", required=True)
     sub.add_parser("init", parents=[common], help="create the catalog").set_defaults(func=cmd_init)
 
-    topic = sub.add_parser("topic", parents=[common], help="create, alter or show a topic")
-    topic.add_argument("action", choices=["create", "alter", "show"])
-    topic.add_argument("name")
+    topic = sub.add_parser("topic", parents=[common], help="list topics; create, alter, show or drop one")
+    topic.add_argument("action", choices=["list", "create", "alter", "show", "drop"])
+    topic.add_argument("name", nargs="?")
+    topic.add_argument("--yes", action="store_true",
+                       help="with drop: confirm that the topic, its entries and its state are deleted for good")
     topic.add_argument("--column", "-c", action="append", help="name:TYPE (Spark SQL type), repeatable")
     topic.add_argument("--policy", "-p", action="append",
                        help="policy=value, repeatable; an empty value unsets (deduplication_enabled, "
@@ -217,13 +266,16 @@ def parser() -> argparse.ArgumentParser:
 
     ingest = sub.add_parser("ingest", parents=[common], help="ingest JSON lines, CSV or Parquet into a topic")
     ingest.add_argument("topic")
-    ingest.add_argument("path")
+    ingest.add_argument("path", nargs="+", help="files, globs (quoted: 'data/*.jsonl'), or - for standard input "
+                                                "(JSON lines unless --format says otherwise)")
     ingest.add_argument("--producer-column", required=True)
     ingest.add_argument("--sequence-column", required=True)
     ingest.add_argument("--highest-column")
     ingest.add_argument("--order-by", help="arrival order column (default: producer, sequence id)")
     ingest.add_argument("--format", choices=["json", "csv", "parquet"], help="default: from the file name")
-    ingest.add_argument("--batch-rows", type=int, default=1_000_000, help="rows per statement")
+    ingest.add_argument("--batch-rows", type=int, help="rows per statement (default 1,000,000)")
+    ingest.add_argument("--one-commit", action="store_true",
+                        help="the whole input as one statement: all of it is written, or nothing")
     ingest.add_argument("--no-progress", action="store_true")
     ingest.set_defaults(func=cmd_ingest)
 
@@ -258,9 +310,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:          # the reader went away (| head): not an error of ours
         sys.stderr.close()
         return 0
-    except (SeqdedupError, sqlglot.errors.SqlglotError, OSError) as error:
+    except (SeqdedupError, sqlglot.errors.SqlglotError, OSError, RecursionError) as error:
         if args.debug:
             raise
+        if isinstance(error, RecursionError):     # a tree too deep somewhere past the parser's check
+            error = SeqdedupError("the input nests too deeply for seqdedup to read; write it flatter")
         print(f"seqdedup: error: {error}", file=sys.stderr)
         return 1
     return 0

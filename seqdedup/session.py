@@ -548,6 +548,14 @@ class Session:
                 for name in temps:
                     self.adapter.drop_temp_table(name)
 
+    def drop_topic(self, name: str) -> dict:
+        """Delete a topic for good: its table, registry row, policies, snapshots, run log and the consumer positions
+        on it (seqdedup/drop.py; ``seqdedup topic drop NAME --yes``). Returns what was removed."""
+        from .drop import drop_topic
+
+        with self._lock:
+            return drop_topic(self, self.ref(name))
+
     def write_snapshot(self, topic: str, marks: exp.Query, *, position: int, kind: str = "repair") -> int:
         """Write a snapshot of ``marks`` (a query of producer, sequence_id, last_publish_time) covering the entries up
         to ``position``, in a commit of its own; returns its id. How ``recover --repair`` replaces a wrong state with

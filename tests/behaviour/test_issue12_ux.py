@@ -255,3 +255,51 @@ def test_recover_finds_a_topic_row_duplicated_by_hand(dedup):
     assert not report.ok and report.matches_full_replay is True
     assert report.duplicate_ids == [{"producer": "p", "sequence_id": 1, "rows": 2}]
     assert "more than once" in report.problems() and report.new_snapshot_id is None
+
+
+# --- 11. ingest says what was written; 18. ingest from several files -------------------------------------------------
+
+
+def test_ingest_says_exactly_what_was_written_before_a_bad_batch_and_one_commit_writes_nothing(dedup, tmp_path):
+    import json
+
+    from seqdedup.ingest import ingest
+
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps({"producer": "p", "seq": s, "payload": f"m{s}"}) + "\n"
+                                              for s in (0, 1, 1)))
+    (tmp_path / "b.jsonl").write_text(json.dumps({"producer": "q", "seq": -1, "payload": "bad"}) + "\n")
+    dedup.topic()
+    options = {"producer": "producer", "sequence_id": "seq"}
+    with pytest.raises(InvalidEntryError, match="negative") as refused:
+        ingest(dedup.session, "events", [str(tmp_path / "b.jsonl"), str(tmp_path / "a.jsonl")], one_commit=True,
+               **options)
+    assert "Nothing was written" in str(refused.value) and dedup.entries() == []
+    with pytest.raises(InvalidEntryError) as stopped:
+        ingest(dedup.session, "events", str(tmp_path / "*.jsonl"), batch_rows=3, **options)
+    said = str(stopped.value)
+    assert "Nothing was written" not in said and "stopped at statement 2 of 2, input rows 4 to 4" in said
+    assert "(input rows 1 to 3) are committed: 2 entries written, 1 dropped as duplicates" in said
+    assert dedup.ids("p") == [0, 1]
+
+
+# --- 18. topic drop ----------------------------------------------------------------------------------------------------
+
+
+def test_topic_drop_removes_the_table_registry_and_catalog_rows(dedup):
+    dedup.topic(snapshot_interval_entries=1)
+    dedup.topic("kept")
+    dedup.send([("p", 1), ("p", 2)])
+    dedup.send([("p", 1)], topic="kept")
+    dropped = dedup.session.drop_topic("events")
+    assert dropped["entries"] == 2 and dropped["catalog_rows"]["producer_sequences"] > 0
+    assert dedup.session.topics() == [dedup.key("kept")]
+    counts = dedup.session.sql(
+        f"SELECT (SELECT count(*) FROM producer_sequences WHERE topic = '{dedup.key()}'), "
+        f"(SELECT count(*) FROM seqdedup_policies WHERE target = '{dedup.key()}'), "
+        f"(SELECT count(*) FROM seqdedup_statements WHERE topic = '{dedup.key()}')").rows
+    assert counts == [(0, 0, 0)]
+    with pytest.raises(TopicError, match="unknown topic"):
+        dedup.session.drop_topic("events")
+    dedup.topic()                                                # the name is free again: a new, empty topic
+    assert dedup.send([("p", 1)]).written == 1 and dedup.entries() == [("p", 1, 1)]
+    assert dedup.ids("p", topic="kept") == [1] and dedup.last("p", topic="kept") == 1
