@@ -79,12 +79,10 @@ def reader(fmt: str, path: str, options: dict[str, str] | None = None, where: ex
     return exp.select(columns).from_(exp.Table(this=call))
 
 
-def _path_table(table: exp.Table) -> exp.Expression | None:
-    """The reader of a table written ``format.`path```, or None for any other table."""
+def _is_path(table: exp.Table) -> bool:
+    """Whether a table is written ``format.`path```."""
     fmt = table.db.lower() if table.args.get("db") is not None else ""
-    if fmt not in READERS or table.catalog or not isinstance(table.this, exp.Identifier) or not table.this.quoted:
-        return None
-    return reader(fmt, table.name, where=table).subquery(table.alias or table.name)
+    return fmt in READERS and not table.catalog and isinstance(table.this, exp.Identifier) and table.this.quoted
 
 
 def _using_view(create: exp.Create) -> exp.Create | None:
@@ -129,9 +127,9 @@ def to_duckdb_readers(tree: exp.Expression) -> exp.Expression:
         view = _using_view(tree)
         if view is not None:
             return view
+    if not any(_is_path(table) for table in tree.find_all(exp.Table)):
+        return tree      # every statement passes here: no copy unless there is something to translate
     tree = tree.copy()
-    for table in list(tree.find_all(exp.Table)):
-        replacement = _path_table(table)
-        if replacement is not None:
-            table.replace(replacement)
+    for table in [t for t in tree.find_all(exp.Table) if _is_path(t)]:
+        table.replace(reader(table.db, table.name, where=table).subquery(table.alias or table.name))
     return tree

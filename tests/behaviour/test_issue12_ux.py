@@ -38,13 +38,13 @@ def test_sql_dup_status_with_a_column_argument_can_answer_unknown(dedup):
         ("p", 2, "DUP"), ("p", 4, "UNKNOWN"), ("p", 6, "NOT_DUP"), ("q", 0, "UNKNOWN"), ("q", 1, "NOT_DUP")]
 
 
-@pytest.mark.parametrize("sequence_id", ["-1", "'5'", "TRUE", "2.5"])
-def test_sql_dup_status_refuses_what_is_no_sequence_id_like_the_python_api(dedup, sequence_id):
+def test_sql_dup_status_refuses_what_is_no_sequence_id_like_the_python_api(dedup):
     dedup.topic()
-    with pytest.raises(InvalidEntryError, match="dup_status's sequence_id"):
-        dedup.session.sql(f"SELECT dup_status('events', 'p', {sequence_id})")
-    with pytest.raises(InvalidEntryError, match="dup_status: sequence_id"):
-        dedup.session.dup_status("events", "p", eval(sequence_id.title()))
+    for sql, python in (("-1", -1), ("'5'", "5"), ("TRUE", True), ("2.5", 2.5)):
+        with pytest.raises(InvalidEntryError, match="dup_status's sequence_id"):
+            dedup.session.sql(f"SELECT dup_status('events', 'p', {sql})")
+        with pytest.raises(InvalidEntryError, match="dup_status: sequence_id"):
+            dedup.session.dup_status("events", "p", python)
 
 
 def test_sql_dup_status_refuses_negative_and_non_integer_columns_when_it_runs(dedup):
@@ -143,31 +143,31 @@ def test_producer_past_the_top_of_int64_is_refused_clearly_and_stays_usable(dedu
 # --- 16. DataFrames in and out ---------------------------------------------------------------------------------------
 
 
-def _frame(kind: str, columns: dict, tmp_path_factory):
+def _frames(kind: str, columns: dict, tmp_path_factory) -> tuple:
+    """Two frames of the same rows: pandas and pyarrow, or two Spark DataFrames."""
     import pyarrow as pa
 
     table = pa.table(columns)
-    if kind == "pandas":
-        return table.to_pandas()
     if kind == "spark":
         from tests.engines import spark_session
 
-        return spark_session(str(tmp_path_factory.getbasetemp() / "spark-home")).createDataFrame(table.to_pandas())
-    return table
+        frame = spark_session(str(tmp_path_factory.getbasetemp() / "spark-home")).createDataFrame(table.to_pandas())
+        return frame, frame
+    return table.to_pandas(), table
 
 
-@pytest.mark.parametrize("kind", ["pandas", "arrow", pytest.param("spark", marks=pytest.mark.spark)])
+@pytest.mark.parametrize("kind", ["pandas_and_arrow", pytest.param("spark", marks=pytest.mark.spark)])
 def test_dataframes_in_by_name_and_results_out(dedup, kind, tmp_path_factory):
     dedup.topic()
-    frame = _frame(kind, {"producer": ["p", "p", "q"], "seq": [1, 1, 2], "payload": ["a", "b", "c"]},
-                   tmp_path_factory)
+    frame, other = _frames(kind, {"producer": ["p", "p", "q"], "seq": [1, 1, 2], "payload": ["a", "b", "c"]},
+                           tmp_path_factory)
     insert = "INSERT INTO events SELECT payload FROM {} WHERE is_not_dup(producer, seq) ORDER BY producer, payload"
     result = dedup.session.sql(insert.format("staging"), staging=frame)
     assert (result.written, result.duplicates) == (2, 1)
     assert result.to_pandas()[["producer", "written", "duplicates"]].values.tolist() == [["p", 1, 1], ["q", 1, 0]]
     with pytest.raises(SeqdedupError):
         dedup.session.sql("SELECT * FROM staging")        # registered for that statement only
-    dedup.session.register("again", frame)
+    dedup.session.register("again", other)
     assert dedup.session.sql(insert.format("again")).duplicates == 3
     query = dedup.session.sql("SELECT _producer, _sequence_id, payload FROM events ORDER BY _producer")
     assert query.to_arrow().column_names == ["_producer", "_sequence_id", "payload"]
