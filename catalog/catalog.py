@@ -13,7 +13,7 @@ from seqdedup.errors import CatalogError, TopicError
 from seqdedup.udfs import Policies
 
 from . import policies as policy
-from .schema import ADDED_TABLES, CATALOG_TABLES, CATALOG_VERSION, SYSTEM_COLUMNS, catalog_table, create_table
+from .schema import ADDED_COLUMNS, ADDED_TABLES, CATALOG_TABLES, CATALOG_VERSION, SYSTEM_COLUMNS, catalog_table, create_table
 from .state import SnapshotHeader, last_position_query, last_snapshot_query, literal, snapshot_insert
 
 
@@ -148,7 +148,8 @@ class Catalog:
                 raise CatalogError(f"the catalog table {name} is missing (dropped outside seqdedup?); restore it "
                                    "from a backup of this database: seqdedup cannot rebuild it, and refuses to run "
                                    "without it")
-            problem = self._shape_problem(present, columns)
+            added = set(ADDED_COLUMNS.get(name, ()))
+            problem = self._shape_problem(present, {c: t for c, t in columns.items() if c not in added})
             if problem:
                 raise CatalogError(f"the catalog table {name} is damaged: {problem} (changed outside seqdedup?); "
                                    "restore it from a backup of this database")
@@ -186,6 +187,11 @@ class Catalog:
         """Create the catalog tables (idempotent)."""
         for name, columns in CATALOG_TABLES.items():
             self.executor.execute(create_table(catalog_table(name), columns))
+            present = {column.lower() for column, _ in self.executor.columns(catalog_table(name))}
+            for column in ADDED_COLUMNS.get(name, ()):
+                if column not in present:     # a catalog written before the column was added: add it, NULL in old rows
+                    self.executor.execute(exp.Alter(this=catalog_table(name), kind="TABLE", actions=[
+                        exp.ColumnDef(this=exp.to_identifier(column), kind=columns[column].copy())]))
         if not self.executor.fetchall(exp.select("key").from_(catalog_table("seqdedup_meta"))):
             self.executor.execute(exp.insert(
                 exp.select(literal("catalog_version"), literal(str(CATALOG_VERSION))), catalog_table("seqdedup_meta")))

@@ -23,37 +23,60 @@ def _boolean(text: str) -> bool:
     raise ValueError("expected true or false")
 
 
-def _whole(minimum: int) -> Callable[[str], int]:
+#: The largest values the engines take where a policy ends up: a LIMIT (Spark takes a 32-bit INT there), a timestamp
+#: that many minutes before now (1000 years keeps it far inside every engine's range), a count of entries.
+MAX_PRODUCERS = 2**31 - 1
+MAX_MINUTES = 1000 * 365 * 24 * 60
+MAX_ENTRIES = 2**63 - 1
+
+
+def _whole(minimum: int, maximum: int = MAX_ENTRIES) -> Callable[[str], int]:
     def parse(text: str) -> int:
         value = int(text.strip())
         if value < minimum:
             raise ValueError(f"expected a whole number >= {minimum}")
+        if value > maximum:
+            raise OverflowError(f"{value} is above the largest value, {maximum}")
         return value
 
     return parse
 
 
-def _cap(text: str) -> int | None:
-    if text.strip().lower() in ("none", "0", "unlimited"):
-        return None
-    return _whole(1)(text)
+def _or_unlimited(words: tuple[str, ...], minimum: int, maximum: int) -> Callable[[str], int | None]:
+    """A whole number, or one of ``words`` for "no limit" (applied as None)."""
+    whole = _whole(minimum, maximum)
+
+    def parse(text: str) -> int | None:
+        return None if text.strip().lower() in words else whole(text)
+
+    return parse
 
 
 @dataclass(frozen=True)
 class PolicyDefinition:
     name: str
-    parse: Callable[[str], object]   # text as stored -> applied value; raises ValueError on a bad value
+    parse: Callable[[str], object]   # text as stored -> applied value; ValueError on a bad value, OverflowError on
+                                     # one too large for the engines (set: refused; stored by an older seqdedup:
+                                     # read as ``unlimited``, which is what such a value meant)
     help: str                        # what a valid value looks like, for error messages
+    unlimited: object = None         # the applied value of a stored value above the maximum
+    none: str = "none"               # how an applied None is spelled (no cap, never expire)
 
 
 DEFINITIONS = {
     d.name: d
     for d in (
         PolicyDefinition("deduplication_enabled", _boolean, "true or false"),
-        PolicyDefinition("snapshot_interval_entries", _whole(1), "a whole number of entries >= 1"),
-        PolicyDefinition("snapshot_interval_seconds", _whole(0), "a whole number of seconds >= 0 (0 turns time-based snapshots off)"),
-        PolicyDefinition("producer_inactivity_timeout", _whole(1), "a whole number of minutes >= 1"),
-        PolicyDefinition("max_producers_in_snapshot", _cap, "a whole number >= 1, or none for no cap"),
+        PolicyDefinition("snapshot_interval_entries", _whole(1),
+                         f"a whole number of entries from 1 to {MAX_ENTRIES}", unlimited=MAX_ENTRIES),
+        PolicyDefinition("snapshot_interval_seconds", _whole(0),
+                         f"a whole number of seconds from 0 to {MAX_ENTRIES} (0 turns time-based snapshots off)",
+                         unlimited=0),
+        PolicyDefinition("producer_inactivity_timeout", _or_unlimited(("never",), 1, MAX_MINUTES),
+                         f"a whole number of minutes from 1 to {MAX_MINUTES} (1000 years), or never for producers "
+                         "that never expire", none="never"),
+        PolicyDefinition("max_producers_in_snapshot", _or_unlimited(("none", "0", "unlimited"), 1, MAX_PRODUCERS),
+                         f"a whole number from 1 to {MAX_PRODUCERS}, or none for no cap"),
     )
 }
 assert set(DEFINITIONS) == {f.name for f in fields(Policies)}, "every applied policy has a definition"
@@ -81,7 +104,7 @@ def normalize(key: str, value: object) -> tuple[str, str | None]:
     text = str(value).lower() if isinstance(value, bool) else str(value)
     try:
         DEFINITIONS[name].parse(text)
-    except ValueError as error:
+    except (ValueError, OverflowError) as error:
         raise PolicyError(f"bad value {text!r} for policy {name}: {error}; give {DEFINITIONS[name].help}") from None
     return name, text
 
@@ -93,12 +116,32 @@ def resolve(settings: dict[str, dict[str, str | None]]) -> Policies:
         >>> resolve({"topic": {}, "namespace": {"deduplication_enabled": "false"},
         ...          "global": {"deduplication_enabled": "true"}}).deduplication_enabled
         False
+
+    A value too large for the engines, stored before seqdedup refused them, applies as the policy's "no limit"
+    (``never`` for the inactivity timeout): what it meant, and what keeps the topic usable.
+
+        >>> resolve({"topic": {"producer_inactivity_timeout": "99999999999"}}).producer_inactivity_timeout is None
+        True
     """
     applied = Policies()
     for name, definition in DEFINITIONS.items():
         for scope in SCOPES:
             text = settings.get(scope, {}).get(name)
             if text is not None:
-                setattr(applied, name, definition.parse(text))
+                try:
+                    value = definition.parse(text)
+                except OverflowError:
+                    value = definition.unlimited
+                setattr(applied, name, value)
                 break
     return applied
+
+
+def spelled(name: str, value: object) -> str:
+    """An applied value as a user writes it.
+
+    Example:
+        >>> spelled("producer_inactivity_timeout", None), spelled("max_producers_in_snapshot", 5)
+        ('never', '5')
+    """
+    return DEFINITIONS[name].none if value is None else str(value).lower() if isinstance(value, bool) else str(value)

@@ -56,6 +56,7 @@ STATEMENTS = _types(
     first_position="bigint", last_position="bigint", executed_at="timestamp",
     highest="bigint",             # the highest id the statement wrote for the producer
     commit_id="bigint",           # the topic commit that wrote the row (see PRODUCER_SEQUENCES)
+    out_of_order="bigint",        # of the duplicates, ids that arrived after a higher id (results.ProducerCount)
 )
 
 #: Facts about the catalog itself (its layout version).
@@ -85,6 +86,8 @@ CATALOG_TABLES = {
 #: Tables added to the version-2 layout after catalogs of that version were first written: a catalog without them
 #: is still version 2, and ``Catalog.create()`` adds them when a writable session opens it.
 ADDED_TABLES = frozenset({"seqdedup_consumers"})
+#: Columns added to the version-2 layout in the same way, by table: ``Catalog.create()`` adds them (NULL in old rows).
+ADDED_COLUMNS = {"seqdedup_statements": ("out_of_order",)}
 
 #: Columns seqdedup adds to every topic, after the user's own.
 SYSTEM_COLUMNS = _types(

@@ -30,6 +30,9 @@ class EngineAdapter:
     STRING_TYPES: frozenset[str] = frozenset()
     INTEGER_TYPES: frozenset[str] = frozenset()
 
+    #: The engine reads Spark SQL's file sources itself (``parquet.`path```, ``CREATE TEMPORARY VIEW v USING csv
+    #: OPTIONS (path ...)``); else the session translates them to the engine's readers (sql/sources.py).
+    READS_SPARK_FILE_SOURCES: bool = False
     #: The engine's row_number() needs an ORDER BY (Spark); positions are then numbered in key order.
     ROW_NUMBER_NEEDS_ORDER: bool = False
     #: Type names of an all-NULL column (the validation then names the NULLs).
@@ -76,9 +79,17 @@ class EngineAdapter:
         row through Python: the producers' marks enter a statement this way."""
         raise NotImplementedError
 
+    def binary(self, text: exp.Expression) -> exp.Expression:
+        """``text`` compared byte for byte, whatever collation it carries (a producer name is its bytes)."""
+        return text
+
     def row_number(self) -> exp.Expression:
         """A number for each row of the window plan's output, unique within the statement, from 1."""
         return exp.Window(this=exp.RowNumber())
+
+    def fetch_with_columns(self, statement: exp.Expression | str) -> tuple[list[str], list[tuple]]:
+        """The names of the columns a statement returns, as the engine names them, and its rows."""
+        raise NotImplementedError
 
     def execute_count(self, statement: exp.Expression) -> int | None:
         """Run a write; the number of rows it wrote, when the engine says."""
@@ -110,13 +121,15 @@ class EngineAdapter:
         """A temporary table ``name`` holding a ``pyarrow.Table``'s rows, in its order."""
         raise NotImplementedError
 
-    def load_dataframe(self, name: str, frame) -> exp.Table:
+    def load_dataframe(self, name: str, frame, *, numbered: bool = True) -> exp.Table:
         """A temporary table ``name`` holding a Spark DataFrame's rows (read through Arrow by engines other
-        than Spark), with a column ``ARRIVAL`` numbering them from 0 in the frame's order."""
+        than Spark), with a column ``ARRIVAL`` numbering them from 0 in the frame's order (unless not ``numbered``)."""
         import pyarrow as pa
 
         table = frame.toArrow()
-        return self.load_arrow(name, table.append_column(ARRIVAL, pa.array(range(table.num_rows), pa.int64())))
+        if numbered:
+            table = table.append_column(ARRIVAL, pa.array(range(table.num_rows), pa.int64()))
+        return self.load_arrow(name, table)
 
     @property
     def identity(self) -> str:
@@ -190,6 +203,14 @@ class EngineAdapter:
         """A condition on ``commit_id`` that keeps the catalog rows of published commits (and of the commit this
         adapter has open). With transactions every row a reader can see is published."""
         return exp.true()
+
+    def delete_rows(self, table: exp.Table, condition: exp.Expression) -> None:
+        """Delete the rows of ``table`` where ``condition`` holds, at once (``seqdedup topic drop``)."""
+        self.execute(exp.delete(table.copy(), where=condition.copy()))
+
+    def drop_topic_table(self, topic) -> None:
+        """Drop the table of ``topic`` (a TopicRef), with its rows (``seqdedup topic drop``)."""
+        self.execute(exp.Drop(tables=[topic.table.copy()], kind="TABLE", exists=True))
 
     def register_functions(self) -> None:
         """Register the function set on the connection: guards for the rewritten functions, real ones for the rest."""

@@ -77,6 +77,8 @@ def register_functions(cursor: duckdb.DuckDBPyConnection) -> None:
                     exp.Literal.string("-"), exp.column("producer_epoch"))
     cursor.execute(f"CREATE OR REPLACE TEMPORARY MACRO kafka_producer_name(producer_id, producer_epoch) AS "
                    f"{name.sql('duckdb')}")
+    # Spark's raise_error, so that one statement (and seqdedup's expansions, sql/functions.py) fails alike on both.
+    cursor.execute("CREATE OR REPLACE TEMPORARY MACRO raise_error(message) AS error(message)")
 
 
 class DuckDBAdapter(EngineAdapter):
@@ -150,11 +152,17 @@ class DuckDBAdapter(EngineAdapter):
         except duckdb.Error as error:
             raise _friendly(error, self.path) from error
 
+    def binary(self, text: exp.Expression) -> exp.Expression:
+        return exp.Collate(this=exp.cast(text, "text"), expression=exp.to_identifier("binary", quoted=True))
+
     def relation(self, name: str, table, *, committed: bool = False) -> exp.Table:
         connection = self.reader() if committed else self.connection
         connection.register(name, table)      # a view over the Arrow table: no copy
         self._relations[name] = connection
         return exp.table_(exp.to_identifier(name, quoted=True))
+    def fetch_with_columns(self, statement: exp.Expression | str) -> tuple[list[str], list[tuple]]:
+        result = self._run(statement)
+        return [column[0] for column in result.description or []], result.fetchall()
 
     def _run(self, statement: exp.Expression | str, *, committed: bool = False):
         text = statement if isinstance(statement, str) else self.sql(statement)

@@ -191,6 +191,7 @@ class SparkAdapter(EngineAdapter):
     PLAN = "window"          # one job per statement: the exceptions plan would take three or four
     KEY_HASH = "xxhash64"
     TRACKS_COMMITS = True    # a commit is published by registering its partition
+    READS_SPARK_FILE_SOURCES = True
 
     def __init__(self, spark=None, *, master: str = "local[2]", read_only: bool = False,
                  lock_timeout: float | None = 60.0):
@@ -258,6 +259,9 @@ class SparkAdapter(EngineAdapter):
                 self.spark.createDataFrame(table).createOrReplaceTempView(name)
         return self.temp_table(name)
 
+    def binary(self, text: exp.Expression) -> exp.Expression:
+        return exp.Collate(this=exp.cast(text, "string"), expression=exp.Var(this="UTF8_BINARY"))
+
     @property
     def PARTITIONS(self) -> int:
         return int(self.spark.conf.get("spark.sql.shuffle.partitions"))
@@ -277,6 +281,11 @@ class SparkAdapter(EngineAdapter):
         share its metastore with other drivers."""
         warehouse = self.spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:")
         return any(str(home / "warehouse") == warehouse.rstrip("/") for home in _homes)
+    def fetch_with_columns(self, statement: exp.Expression | str) -> tuple[list[str], list[tuple]]:
+        self._check_writable(statement)
+        with self._errors():
+            frame = self._sql(statement)
+            return list(frame.columns), [tuple(row) for row in frame.collect()]
 
     def query_columns(self, query: exp.Expression) -> list[tuple[str, str]]:
         return [(f.name, f.dataType.simpleString()) for f in self._sql(query).schema.fields]
@@ -312,10 +321,14 @@ class SparkAdapter(EngineAdapter):
             self.spark.createDataFrame(table).createOrReplaceTempView(name)
         return self.temp_table(name)
 
-    def load_dataframe(self, name: str, frame) -> exp.Table:
+    def load_dataframe(self, name: str, frame, *, numbered: bool = True) -> exp.Table:
         from pyspark.sql import functions as F
         from pyspark.sql.window import Window
 
+        if not numbered:      # a frame used by name: a view of it, read as the user's own query would read it
+            with self._errors():
+                frame.createOrReplaceTempView(name)
+            return self.temp_table(name)
         # Numbered in the frame's order (monotonically_increasing_id follows partitions, then rows), once.
         order = Window.orderBy(F.monotonically_increasing_id())
         return self._materialize(name, frame.withColumn(ARRIVAL, F.row_number().over(order) - 1))
@@ -460,9 +473,37 @@ class SparkAdapter(EngineAdapter):
 
     def _location(self, topic) -> str:
         if topic.key not in self._locations:
-            rows = self.fetchall(exp.Describe(this=topic.table.copy(), style="EXTENDED"))
-            self._locations[topic.key] = next(row[1] for row in rows if row[0] == "Location").rstrip("/")
+            self._locations[topic.key] = self._table_location(topic.table)
         return self._locations[topic.key]
+
+    def _table_location(self, table: exp.Table) -> str:
+        rows = self.fetchall(exp.Describe(this=table.copy(), style="EXTENDED"))
+        return next(row[1] for row in rows if row[0] == "Location").rstrip("/")
+
+    def delete_rows(self, table: exp.Table, condition: exp.Expression) -> None:
+        """Parquet tables have no DELETE: the rows kept are written to a new directory beside the table's, which
+        replaces it in one metastore operation (``ALTER TABLE SET LOCATION``); the old directory is removed after."""
+        self._check_writable(None, f"a delete from {table.name}")
+        name = self.sql(table)
+        doomed = self.sql(exp.func("coalesce", condition.copy(), exp.false()))
+        with self._errors():
+            frame = self.spark.table(name)
+            if not frame.where(doomed).limit(1).count():
+                return
+            old = self._table_location(table)
+            directory = f"{old.rsplit('/', 1)[0]}/{table.name}-{uuid.uuid4().hex}"
+            frame.where(f"NOT ({doomed})").write.mode("errorifexists").parquet(directory)
+        self.execute(exp.Alter(this=table.copy(), kind="TABLE",
+                               actions=[exp.AlterSet(location=exp.Literal.string(directory))]))
+        with self._errors():
+            self.spark.catalog.refreshTable(name)
+            path = self.spark._jvm.org.apache.hadoop.fs.Path(old)
+            path.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(path, True)
+
+    def drop_topic_table(self, topic) -> None:
+        super().drop_topic_table(topic)
+        self._locations.pop(topic.key, None)
+        self._open.pop(topic.key, None)
 
     def register_functions(self) -> None:
         for name, signatures in SIGNATURES.items():

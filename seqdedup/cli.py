@@ -5,13 +5,19 @@ Errors print as one line on stderr and exit 1; ``--json`` prints machine-readabl
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import shutil
 import sys
+import tempfile
+import warnings
 from pathlib import Path
 
 import sqlglot
 
-from seqdedup.errors import SeqdedupError
+from seqdedup import __version__
+from seqdedup.catalog.policies import spelled
+from seqdedup.errors import SeqdedupError, SeqdedupWarning
 
 
 def _session(args):
@@ -48,8 +54,10 @@ def _result_text(result) -> str:
 
     if isinstance(result, StatementResult):
         lines = [f"{result.topic}: wrote {result.written}, dropped {result.duplicates} duplicates"
+                 + (f" ({result.out_of_order} of them out of order)" if result.out_of_order else "")
                  + (f", snapshot {result.snapshot_id}" if result.snapshot_id else "")]
-        lines += [f"  {p.producer}: wrote {p.written}, dropped {p.duplicates}" for p in result.producers]
+        lines += [f"  {p.producer}: wrote {p.written}, dropped {p.duplicates}"
+                  + (f" ({p.out_of_order} out of order)" if p.out_of_order else "") for p in result.producers]
         return "\n".join(lines)
     if isinstance(result, QueryResult):
         return _table(result.columns, result.rows)
@@ -74,6 +82,12 @@ def _policies(pairs: list[str] | None) -> dict[str, object]:
 
 
 def cmd_topic(args) -> None:
+    if args.action == "list":
+        return _topic_list(args)
+    if not args.name:
+        raise SeqdedupError(f"topic {args.action} needs the topic's name: seqdedup topic {args.action} NAME")
+    if args.action == "drop":
+        return _topic_drop(args)
     with _session(args) as s:
         if args.action == "create":
             columns = {}
@@ -92,8 +106,30 @@ def cmd_topic(args) -> None:
                 "policies (applied, and where set):"]
         for key, value in vars(topic.applied).items():
             origin = next((scope for scope in ("topic", "namespace", "global") if key in topic.settings[scope]), "default")
-            text.append(f"  {key} = {value}  ({origin})")
+            text.append(f"  {key} = {spelled(key, value)}  ({origin})")
         _emit(args, info, "\n".join(text))
+
+
+def _topic_list(args) -> None:
+    with _session(args) as s:
+        topics = [s.topic(key) for key in s.topics()]
+    rows = [(t.ref.key, "enabled" if t.applied.deduplication_enabled else "disabled",
+             ", ".join(f"{n} {k}" for n, k in t.user_columns)) for t in topics]
+    _emit(args, [{"topic": key, "deduplication": dedup, "columns": dict(t.user_columns)}
+                 for (key, dedup, _), t in zip(rows, topics)],
+          _table(["topic", "deduplication", "columns"], rows) if rows else "no topics yet; create one with "
+          "`seqdedup topic create NAME -c payload:STRING`")
+
+
+def _topic_drop(args) -> None:
+    if not args.yes:
+        raise SeqdedupError(f"topic drop deletes topic {args.name} for good: its table with every entry, its state, "
+                            f"policies and run log; add --yes to confirm: seqdedup topic drop {args.name} --yes")
+    with _session(args) as s:
+        dropped = s.drop_topic(args.name)
+    entries = "no table" if dropped["entries"] is None else f"{dropped['entries']} entries"
+    _emit(args, dropped, f"dropped topic {dropped['topic']} ({entries}, "
+                         f"{sum(dropped['catalog_rows'].values())} catalog rows)")
 
 
 def cmd_sql(args) -> None:
@@ -108,12 +144,31 @@ def cmd_sql(args) -> None:
 def cmd_ingest(args) -> None:
     from seqdedup.ingest import ingest
 
-    with _session(args) as s:
-        result = ingest(s, args.topic, args.path, producer=args.producer_column, sequence_id=args.sequence_column,
-                        highest_sequence_id=args.highest_column, order_by=args.order_by, fmt=args.format,
-                        batch_rows=args.batch_rows, progress=not args.json and not args.no_progress)
-        _emit(args, result, f"{args.topic}: wrote {result['written']}, dropped {result['duplicates']} duplicates "
-                            f"in {result['statements']} statement(s)")
+    if args.one_commit and args.batch_rows is not None:
+        raise SeqdedupError("--one-commit writes the whole input as one statement; leave out --batch-rows")
+    with contextlib.ExitStack() as stack:
+        paths = [_stdin(stack, args.format) if path == "-" else path for path in args.path]
+        s = stack.enter_context(_session(args))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SeqdedupWarning)    # said below, once, in the result's own words
+            result = ingest(s, args.topic, paths, producer=args.producer_column, sequence_id=args.sequence_column,
+                            highest_sequence_id=args.highest_column, order_by=args.order_by, fmt=args.format,
+                            batch_rows=args.batch_rows or 1_000_000, one_commit=args.one_commit,
+                            progress=not args.json and not args.no_progress)
+        late = f" ({result['out_of_order']} of them out of order)" if result["out_of_order"] else ""
+        _emit(args, result, f"{args.topic}: wrote {result['written']}, dropped {result['duplicates']} duplicates"
+                            f"{late} in {result['statements']} statement(s)")
+        if "warning" in result and not args.json:
+            print(f"warning: {result['warning']}", file=sys.stderr)
+
+
+def _stdin(stack: contextlib.ExitStack, fmt: str | None) -> str:
+    """Standard input, saved to a temporary file the engines can read (JSON lines unless --format says otherwise)."""
+    folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="seqdedup-stdin-"))
+    path = Path(folder) / f"stdin.{fmt or 'json'}"
+    with open(path, "wb") as file:
+        shutil.copyfileobj(sys.stdin.buffer, file)
+    return str(path)
 
 
 def cmd_state(args) -> None:
@@ -133,10 +188,33 @@ def cmd_recover(args) -> None:
     from seqdedup.recovery import recover
 
     with _session(args) as s:
-        report = recover(s, args.topic)
-        _emit(args, report, f"{report['topic']}: {report['producers']} producers recovered from snapshot "
-                            f"{report['snapshot_id']} and {report['replayed']} replayed entries; "
-                            f"matches a full replay of the log: {report['matches_full_replay']}")
+        report = recover(s, args.topic, repair=args.repair)
+    checked = report.checked_from
+    lines = [f"{report.topic}: {report.producers} producers recovered from snapshot {report.snapshot_id} and "
+             f"{report.replayed} replayed entries, as of position {report.last_position}"]
+    if checked is None:
+        lines.append("deduplication is disabled: there is no state to check")
+    else:
+        lines.append(f"checked against a replay of the log from snapshot {checked['snapshot_id']} ({checked['kind']}, "
+                     f"position {checked['position']}): " + ("matches" if report.matches_full_replay else "DIFFERS"))
+    lines += [f"  {d['producer']}: state {d['state']}, log {d['log']}" for d in report.differences]
+    if report.left_out_by_cap:
+        lines.append(f"left out of the state by max_producers_in_snapshot (R12): {', '.join(report.left_out_by_cap)}")
+    if report.repaired_snapshot_id is not None:
+        lines.append(f"repaired: snapshot {report.repaired_snapshot_id} holds the replayed marks")
+    if report.new_snapshot_id is not None:
+        lines.append(f"took snapshot {report.new_snapshot_id} at the log's end")
+    _emit(args, report.to_dict(), "\n".join(lines))
+    if report.ok:
+        return
+    fix = []
+    if report.differences and report.repaired_snapshot_id is None:
+        fix.append(f"nothing was written; run `seqdedup recover {args.topic} --repair` to replace the state with the "
+                   "replayed marks")
+    if report.duplicates_found:
+        fix.append("seqdedup never deletes topic rows: remove the extra rows by hand (keep one row per position), "
+                   "then run recover again")
+    raise SeqdedupError(f"{report.topic}: {report.problems()}; {'; '.join(fix)}")
 
 
 def cmd_stats(args) -> None:
@@ -172,12 +250,15 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--debug", action="store_true", help="show the full traceback on errors")
 
     top = argparse.ArgumentParser(prog="seqdedup", description="Effectively-once ingestion for tables, as SQL.")
+    top.add_argument("--version", action="version", version=f"seqdedup {__version__}")
     sub = top.add_subparsers(dest="command", required=True)
     sub.add_parser("init", parents=[common], help="create the catalog").set_defaults(func=cmd_init)
 
-    topic = sub.add_parser("topic", parents=[common], help="create, alter or show a topic")
-    topic.add_argument("action", choices=["create", "alter", "show"])
-    topic.add_argument("name")
+    topic = sub.add_parser("topic", parents=[common], help="list topics; create, alter, show or drop one")
+    topic.add_argument("action", choices=["list", "create", "alter", "show", "drop"])
+    topic.add_argument("name", nargs="?")
+    topic.add_argument("--yes", action="store_true",
+                       help="with drop: confirm that the topic, its entries and its state are deleted for good")
     topic.add_argument("--column", "-c", action="append", help="name:TYPE (Spark SQL type), repeatable")
     topic.add_argument("--policy", "-p", action="append",
                        help="policy=value, repeatable; an empty value unsets (deduplication_enabled, "
@@ -193,13 +274,16 @@ def parser() -> argparse.ArgumentParser:
 
     ingest = sub.add_parser("ingest", parents=[common], help="ingest JSON lines, CSV or Parquet into a topic")
     ingest.add_argument("topic")
-    ingest.add_argument("path")
+    ingest.add_argument("path", nargs="+", help="files, globs (quoted: 'data/*.jsonl'), or - for standard input "
+                                                "(JSON lines unless --format says otherwise)")
     ingest.add_argument("--producer-column", required=True)
     ingest.add_argument("--sequence-column", required=True)
     ingest.add_argument("--highest-column")
     ingest.add_argument("--order-by", help="arrival order column (default: producer, sequence id)")
     ingest.add_argument("--format", choices=["json", "csv", "parquet"], help="default: from the file name")
-    ingest.add_argument("--batch-rows", type=int, default=1_000_000, help="rows per statement")
+    ingest.add_argument("--batch-rows", type=int, help="rows per statement (default 1,000,000)")
+    ingest.add_argument("--one-commit", action="store_true",
+                        help="the whole input as one statement: all of it is written, or nothing")
     ingest.add_argument("--no-progress", action="store_true")
     ingest.set_defaults(func=cmd_ingest)
 
@@ -210,6 +294,9 @@ def parser() -> argparse.ArgumentParser:
         command = sub.add_parser(name, parents=[common], help=text)
         command.add_argument("topic")
         command.set_defaults(func=func)
+        if name == "recover":
+            command.add_argument("--repair", action="store_true",
+                                 help="when the state differs from a replay of the log, write the replayed marks")
 
     demo = sub.add_parser("demo", parents=[common], help="producers that retry, crash and restart; each message lands once")
     demo.add_argument("--producers", type=int, default=4)
@@ -231,9 +318,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:          # the reader went away (| head): not an error of ours
         sys.stderr.close()
         return 0
-    except (SeqdedupError, sqlglot.errors.SqlglotError, OSError) as error:
+    except (SeqdedupError, sqlglot.errors.SqlglotError, OSError, RecursionError) as error:
         if args.debug:
             raise
+        if isinstance(error, RecursionError):     # a tree too deep somewhere past the parser's check
+            error = SeqdedupError("the input nests too deeply for seqdedup to read; write it flatter")
         print(f"seqdedup: error: {error}", file=sys.stderr)
         return 1
     return 0

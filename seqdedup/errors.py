@@ -43,6 +43,10 @@ class OutcomeUnknownError(SeqdedupError):
     ``send`` or ``flush`` retries them (never under new ids)."""
 
 
+class SeqdedupWarning(UserWarning):
+    """A use that works as specified but is probably not what was meant."""
+
+
 class NotRewrittenError(SeqdedupError):
     """A seqdedup function reached the engine without the rewrite; run the statement through seqdedup."""
 

@@ -1,63 +1,141 @@
-"""Ingest a file (JSON lines, CSV or Parquet) into a topic through ``is_not_dup``, in statements of a bounded size.
+"""Ingest files (JSON lines, CSV or Parquet) into a topic through ``is_not_dup``, in statements of a bounded size.
 
-The file is read once into a staging table numbered in file order; each batch is one
-``INSERT INTO topic SELECT ... WHERE is_not_dup(...)`` statement, so a crashed ingest is simply run again:
-everything already written is dropped as a duplicate.
+The files (paths, globs) are read once into a staging table numbered in the order given, each file's rows in file
+order; each batch is one ``INSERT INTO topic SELECT ... WHERE is_not_dup(...)`` statement, so a crashed ingest is
+simply run again: everything already written is dropped as a duplicate. With ``one_commit`` the whole input is one
+statement: all of it is written, or none.
+
+When a statement fails after earlier ones committed, the error says exactly what was written before it.
 """
 from __future__ import annotations
 
+import glob
+import warnings
+import re
 from pathlib import Path
 
 from sqlglot import exp
 
-from seqdedup.errors import SeqdedupError, TopicError
+from seqdedup.errors import SeqdedupError, SeqdedupWarning, TopicError
+from seqdedup.sql.rewrite import RESERVED
 
 FORMATS = {".json": "json", ".jsonl": "json", ".ndjson": "json", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 ROW = "__sd_row"
 
 
-def ingest(session, topic: str, path: str, *, producer: str, sequence_id: str, highest_sequence_id: str | None = None,
-           order_by: str | None = None, fmt: str | None = None, batch_rows: int = 1_000_000,
-           progress: bool = False) -> dict:
-    file = Path(path)
-    if not file.exists():
-        raise SeqdedupError(f"no file {path}; give the path of a JSON lines, CSV or Parquet file")
-    fmt = fmt or FORMATS.get(file.suffix.lower())
-    if fmt is None:
-        raise SeqdedupError(f"cannot tell the format of {path}; pass --format json, csv or parquet")
+def files(paths: str | list[str]) -> list[str]:
+    """The files of ``paths`` in the order given, each glob's matches sorted; an error names a path that matches none.
+
+    Example:
+        >>> files([__file__]) == [__file__]
+        True
+    """
+    found: list[str] = []
+    for path in [paths] if isinstance(paths, str) else paths:
+        matches = sorted(glob.glob(path)) if glob.has_magic(path) else [path] if Path(path).exists() else []
+        if not matches:
+            raise SeqdedupError(f"no file {path}; give the path (or a glob) of JSON lines, CSV or Parquet files")
+        found += [m for m in matches if Path(m).is_file()]
+    return found
+
+
+def ingest(session, topic: str, paths: str | list[str], *, producer: str, sequence_id: str,
+           highest_sequence_id: str | None = None, order_by: str | None = None, fmt: str | None = None,
+           batch_rows: int = 1_000_000, one_commit: bool = False, progress: bool = False) -> dict:
+    inputs = files(paths)
+    formats = [fmt or FORMATS.get(Path(path).suffix.lower()) for path in inputs]
+    for path, known in zip(inputs, formats):
+        if known is None:
+            raise SeqdedupError(f"cannot tell the format of {path}; pass --format json, csv or parquet")
     if batch_rows < 1:
         raise SeqdedupError("--batch-rows must be at least 1")
     adapter = session.adapter
     target = session.topic(topic)
-    staging = adapter.create_temp_table("__sd_ingest", adapter.file_rows(str(file), fmt, ROW))
+    keys = [producer, sequence_id] + ([highest_sequence_id] if highest_sequence_id else [])
+    needed = list(dict.fromkeys(c.lower() for c in keys + ([order_by] if order_by else [])
+                                + [n for n, _ in target.user_columns]))
+    temps: list[str] = []
     try:
-        present = {name.lower(): name for name, _ in adapter.columns(staging)}
-        needed = [producer, sequence_id] + ([highest_sequence_id] if highest_sequence_id else []) + (
-            [order_by] if order_by else [])
-        missing = [c for c in needed + [n for n, _ in target.user_columns] if c.lower() not in present]
-        if missing:
-            raise TopicError(f"{path} has no columns {missing}; its columns are {sorted(present.values())}")
+        staging = _staging(adapter, inputs, formats, needed, temps)
         total = adapter.fetchall(exp.select(exp.Count(this=exp.Star())).from_(staging.copy()))[0][0]
-        call = exp.Anonymous(this="is_not_dup", expressions=[exp.column(c, quoted=True) for c in needed[:3 if highest_sequence_id else 2]])
-        order = [exp.column(order_by, quoted=True)] if order_by else [exp.column(ROW)]
+        call = exp.Anonymous(this="is_not_dup", expressions=[exp.column(c.lower(), quoted=True) for c in keys])
+        order = [exp.column(order_by.lower(), quoted=True)] if order_by else [exp.column(ROW)]
+        size = max(total, 1) if one_commit else batch_rows
         bar = _progress(total, progress)
-        written = duplicates = statements = 0
-        for start in range(0, total, batch_rows):
+        done = {"topic": target.ref.key, "files": inputs, "rows": total, "written": 0, "duplicates": 0,
+                "out_of_order": 0, "statements": 0}
+        for start in range(0, total, size):
             select = (
-                exp.select(*[exp.column(present[n.lower()], quoted=True) for n, _ in target.user_columns])
+                exp.select(*[exp.column(n.lower(), quoted=True) for n, _ in target.user_columns])
                 .from_(staging.copy())
-                .where(exp.and_(call.copy(), exp.column(ROW).between(start + 1, start + batch_rows)))
+                .where(exp.and_(call.copy(), exp.column(ROW).between(start + 1, start + size)))
                 .order_by(*order)
             )
-            result = session.run(exp.insert(select, target.ref.table,
-                                             columns=[exp.to_identifier(n, quoted=True) for n, _ in target.user_columns]))
-            written, duplicates, statements = written + result.written, duplicates + result.duplicates, statements + 1
-            bar.update(min(batch_rows, total - start))
+            insert = exp.insert(select, target.ref.table,
+                                columns=[exp.to_identifier(n, quoted=True) for n, _ in target.user_columns])
+            try:
+                result = session.run(insert)
+            except SeqdedupError as error:
+                raise _stopped(error, done, start, min(start + size, total), -(-total // size)) from error
+            done["written"] += result.written
+            done["duplicates"] += result.duplicates
+            done["out_of_order"] += result.out_of_order
+            done["statements"] += 1
+            bar.update(min(size, total - start))
         bar.close()
-        return {"topic": target.ref.key, "rows": total, "written": written, "duplicates": duplicates,
-                "statements": statements}
+        if done["out_of_order"]:
+            done["warning"] = (
+                f"{done['out_of_order']} entries were dropped because they came after a higher sequence id of their "
+                f"producer in the input's order ({'--order-by ' + order_by if order_by else 'the order of the lines'}"
+                "), not because they were sent twice: seqdedup keeps Pulsar's rule that arrival order decides. If "
+                "the input is not in each producer's id order, sort it, or pass --order-by with the column that "
+                "gives the order in which entries were sent")
+            warnings.warn(done["warning"], SeqdedupWarning, stacklevel=2)
+        return done
     finally:
-        adapter.drop_temp_table("__sd_ingest")
+        for name in temps:
+            adapter.drop_temp_table(name)
+
+
+def _staging(adapter, inputs: list[str], formats: list[str], needed: list[str], temps: list[str]) -> exp.Table:
+    """One table of the ``needed`` columns (lower case) of every file, numbered from 1 as ``ROW`` in input order."""
+    parts, offset = [], 0
+    for i, (path, fmt) in enumerate(zip(inputs, formats)):
+        name = f"__sd_ingest_{i}"
+        temps.append(name)
+        table = adapter.create_temp_table(name, adapter.file_rows(path, fmt, ROW))
+        names = [column for column, _ in adapter.columns(table)]
+        reserved = [c for c in names if c.lower().startswith(RESERVED)]
+        if len(reserved) > 1:          # ours, and one of the file's (the engine renamed one of the two)
+            raise TopicError(f"{path} has a column named like seqdedup's own ({sorted(reserved)}): names starting "
+                             f"with {RESERVED} are reserved; rename the column in the file, or read it through SQL "
+                             "with another name (AS ...)")
+        present = {column.lower(): column for column in names}
+        missing = [c for c in needed if c not in present]
+        if missing:
+            raise TopicError(f"{path} has no columns {missing}; its columns are "
+                             f"{sorted(c for c in present.values() if c != ROW)}")
+        parts.append(exp.select(*[exp.alias_(exp.column(present[c], quoted=True), c, quoted=True) for c in needed],
+                                exp.alias_(exp.column(ROW) + offset, ROW)).from_(table))
+        offset += adapter.fetchall(exp.select(exp.Count(this=exp.Star())).from_(table.copy()))[0][0]
+    union = parts[0]
+    for part in parts[1:]:
+        union = exp.union(union, part, distinct=False)
+    temps.append("__sd_ingest")
+    return adapter.create_temp_table("__sd_ingest", exp.select("*").from_(union.subquery("u")))
+
+
+def _stopped(error: SeqdedupError, done: dict, start: int, end: int, count: int) -> SeqdedupError:
+    """The error of the statement that failed, with what the statements before it wrote (they are committed)."""
+    said = re.sub(r"[.;]?\s*Nothing was written\.?$", "", str(error).rstrip())
+    where = f"statement {done['statements'] + 1} of {count}, input rows {start + 1} to {end}"
+    if not done["statements"]:
+        return type(error)(f"{said}. Nothing was written: the ingest stopped at {where}")
+    return type(error)(
+        f"{said}. The ingest stopped at {where}, which wrote nothing; the {done['statements']} statement(s) before it "
+        f"(input rows 1 to {start}) are committed: {done['written']} entries written, {done['duplicates']} dropped "
+        "as duplicates. Fix the input and run the ingest again (what was written is dropped as a duplicate), or "
+        "ingest with --one-commit to write all of it or nothing")
 
 
 class _NoProgress:

@@ -25,7 +25,7 @@ from sqlglot import exp
 
 from seqdedup.catalog.state import literal
 from seqdedup.errors import (CatalogError, InvalidEntryError, NotRewrittenError, OutcomeUnknownError, PolicyError,
-                             ProducerError, RewriteError, TopicError)
+                             ProducerError, RewriteError, SeqdedupWarning, TopicError)
 from seqdedup.extensions.base import ARRIVAL
 
 from .frames import load
@@ -33,12 +33,11 @@ from .receipts import HIGHEST, PRODUCER, SEQUENCE_ID, Receipts, receipts as read
 
 log = logging.getLogger("seqdedup.producer")
 
+#: The highest sequence id (R4: ids are signed 64-bit).
+MAX_ID = 2**63 - 1
+
 #: Errors that say the statement was refused before anything was written: retrying cannot help.
 DEFINITE = (InvalidEntryError, TopicError, RewriteError, PolicyError, CatalogError, NotRewrittenError, ProducerError)
-
-
-class SeqdedupWarning(UserWarning):
-    """A use that works as specified but is probably not what was meant."""
 
 
 # R14: the producers connected in this process, by (database, topic, name). Two processes cannot share a
@@ -180,6 +179,12 @@ class Producer:
         if count == 0:
             adapter.drop_temp_table(name)
             return None
+        if not explicit and self._next + count - 1 > MAX_ID:      # issue 12: refused before anything is sent
+            adapter.drop_temp_table(name)
+            raise ProducerError(
+                f"producer {self.name!r} has run out of automatic sequence ids: {count} entries would take ids "
+                f"{self._next}..{self._next + count - 1}, past {MAX_ID} (ids are signed 64-bit; "
+                f"{max(MAX_ID - self._next + 1, 0)} left). Nothing was sent; send under a new producer name")
         self._explicit = explicit
         if explicit:
             ids, first = exp.column(column, quoted=True), None

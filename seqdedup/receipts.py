@@ -76,7 +76,9 @@ class Receipts:
     def __len__(self) -> int:
         return len(self._rows)
 
-    def __getitem__(self, index: int) -> Receipt:
+    def __getitem__(self, index: int | slice) -> "Receipt | Receipts":
+        if isinstance(index, slice):
+            return Receipts(self._rows[index])
         return Receipt(*self._rows[index])
 
     def __iter__(self) -> Iterator[Receipt]:

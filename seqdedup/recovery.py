@@ -1,37 +1,197 @@
-"""Recovery (R7): rebuild a topic's state from its last complete snapshot plus a replay, check it, and take a
-fresh snapshot at the log's end so that the next start replays nothing."""
+"""Recovery (R7), checked: rebuild a topic's state from its last complete snapshot plus a replay, and hold it against
+a replay of the whole log since the state last started over, before anything is written.
+
+The state the session uses is the latest complete snapshot plus a replay of the entries after it. A snapshot row can
+be wrong (written by hand, restored from the wrong backup, a bug): its mark, higher than the log supports, would
+then drop new ids up to it. So ``recover`` recomputes the marks the slow, obviously right way too: from the last
+snapshot where the state started over (``enabled``: empty; ``purge``: after dropping idle producers) plus every
+entry after it, and compares. It also checks what no
+deduplicated topic can hold: two rows at one position, or two rows with one ``(producer, sequence_id)`` since the
+state started over.
+
+- Everything agrees: a fresh snapshot is taken at the log's end, so the next start replays nothing.
+- The marks differ: nothing is written, and the producers that differ are named, unless ``repair`` is asked for:
+  then a snapshot of the replayed marks (kind ``repair``) replaces the wrong state.
+- Duplicate rows: reported; seqdedup never deletes topic rows, so they are removed by hand.
+
+Everything is read as of one position of the log, the last committed one when recovery starts (a commit's entries all
+come after the entries of the commits before it), so a writer running meanwhile never makes a false difference.
+"""
 from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
 
 from sqlglot import exp
 
 from seqdedup.catalog.state import literal
 
-from .topic_state import load
+#: Snapshot kinds after which the state starts over from the snapshot's own rows, which no replay can check: the
+#: topic was enabled (no rows), or idle producers were purged (R11). (A ``repair`` snapshot is a replay: checked.)
+STARTS = ("enabled", "purge")
+#: How many duplicates a report lists (it counts them all).
+EXAMPLES = 10
+PRODUCER_SEQUENCES = exp.table_("producer_sequences")
 
 
-def full_replay(session, topic: str, after: int) -> dict[str, int]:
-    """The marks recomputed from every entry after ``after``: the slow, obviously right answer."""
+@dataclass(frozen=True)
+class Header:
+    snapshot_id: int
+    position: int      # the snapshot covers the entries at or below it
+    kind: str          # enabled | disabled | snapshot | purge | repair
+
+
+@dataclass
+class Report:
+    """What recovery found, and what it wrote."""
+
+    topic: str
+    last_position: int                   # everything was read as of this position of the log
+    snapshot_id: int                     # the latest complete snapshot, which the state starts from
+    snapshot_position: int
+    replayed: int                        # entries after it, replayed into the state
+    producers: int                       # producers in the state
+    checked_from: dict | None            # the snapshot the full replay starts from; None: nothing to check (disabled)
+    differences: list[dict] = field(default_factory=list)      # producer, state (its mark), log (the replayed mark)
+    left_out_by_cap: list[str] = field(default_factory=list)   # producers max_producers_in_snapshot left out (R12)
+    duplicate_positions: list[dict] = field(default_factory=list)    # position, rows (at most EXAMPLES of them)
+    duplicate_ids: list[dict] = field(default_factory=list)          # producer, sequence_id, rows
+    duplicates_found: int = 0            # how many positions and ids have more than one row, in all
+    repaired_snapshot_id: int | None = None    # the snapshot of the replayed marks ``repair`` wrote
+    new_snapshot_id: int | None = None         # the fresh snapshot taken when everything agreed
+
+    @property
+    def matches_full_replay(self) -> bool | None:
+        return None if self.checked_from is None else not self.differences
+
+    @property
+    def ok(self) -> bool:
+        """Nothing wrong is left: the marks agree (or were repaired) and no entry is in the topic twice."""
+        return (not self.differences or self.repaired_snapshot_id is not None) and not self.duplicates_found
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "matches_full_replay": self.matches_full_replay, "ok": self.ok}
+
+    def problems(self) -> str:
+        """The problems found, in a sentence each."""
+        lines = []
+        if self.differences:
+            shown = ", ".join(f"{d['producer']} (state {_mark(d['state'])}, log {_mark(d['log'])})"
+                              for d in self.differences[:EXAMPLES])
+            more = f" and {len(self.differences) - EXAMPLES} more" if len(self.differences) > EXAMPLES else ""
+            lines.append(f"the state does not match a replay of the log for {len(self.differences)} producer(s): "
+                         f"{shown}{more}")
+        if self.duplicates_found:
+            shown = [f"position {d['position']} ({d['rows']} rows)" for d in self.duplicate_positions] + [
+                f"{d['producer']} id {d['sequence_id']} ({d['rows']} rows)" for d in self.duplicate_ids]
+            lines.append(f"the topic holds entries more than once ({self.duplicates_found} positions or producer ids "
+                         f"with several rows): {', '.join(shown[:EXAMPLES])}")
+        return "; ".join(lines)
+
+
+def _mark(value: int | None) -> str:
+    return "none" if value is None else str(value)
+
+
+def recover(session, topic: str, *, repair: bool = False) -> Report:
+    """Check a topic's recovered state against its log (see the module's text); with ``repair``, replace a state
+    that differs with the replayed one. Nothing is written when something is wrong and ``repair`` is not asked."""
     ref = session.ref(topic)
-    query = (exp.select("_producer", exp.Max(this=exp.column("_highest_sequence_id")))
-             .from_(ref.table).where(exp.column("_position") > literal(after)).group_by("_producer"))
-    return dict(session.adapter.fetchall(query))
+    applied = session.topic(ref).applied
+    read = _Reader(session, ref)
+    last = read.one(exp.select(exp.func("coalesce", exp.Max(this=exp.column("_position")), literal(0)))
+                    .from_(ref.table.copy()))
+    headers = read.headers(last)
+    current = headers[-1]
+    state = read.marks(current, last)
+    starts = [h for h in headers if h.kind in STARTS]
+    base = starts[-1] if current.kind != "disabled" and starts else None
+    report = Report(topic=ref.key, last_position=last, snapshot_id=current.snapshot_id,
+                    snapshot_position=current.position, replayed=read.count(current.position, last),
+                    producers=len(state), checked_from=None if base is None else asdict(base))
+    report.duplicate_positions, positions = read.duplicates(["_position"], 0, last)
+    if base is not None:
+        replayed = read.marks(base, last)
+        for producer in sorted(set(state) | set(replayed)):
+            if state.get(producer) == replayed.get(producer):
+                continue
+            if producer not in state and applied.max_producers_in_snapshot is not None:
+                report.left_out_by_cap.append(producer)
+            else:
+                report.differences.append({"producer": producer, "state": state.get(producer),
+                                           "log": replayed.get(producer)})
+        report.duplicate_ids, ids = read.duplicates(["_producer", "_sequence_id"], base.position, last)
+        report.duplicates_found = positions + ids
+        if report.differences and repair:
+            report.repaired_snapshot_id = session.write_snapshot(topic, read.marks_query(base, last), position=last)
+    else:
+        report.duplicates_found = positions
+    if not report.differences and not report.duplicates_found:
+        report.new_snapshot_id = session.snapshot(topic)
+    return report
 
 
-def recover(session, topic: str) -> dict:
-    ref = session.ref(topic)
-    session.topic(ref)
-    current = load(session.committed, session.adapter.committed_reads(), ref)     # from the catalog, not memory
-    header, last = current.header, current.end
-    state = dict(zip(current.marks.column("producer").to_pylist(), current.marks.column("sequence_id").to_pylist()))
-    # The current enablement began at the last "enabled" snapshot; with no purge since, a replay of the whole log
-    # from there must give the same marks as the snapshot plus the short replay.
-    kinds = session.adapter.fetchall(
-        exp.select("kind", exp.Max(this=exp.column("position"))).from_(
-            session.catalog.snapshot_headers(ref).subquery("h")).group_by("kind"))
-    positions = dict(kinds)
-    comparable = header.enabled and positions.get("purge", -1) < positions.get("enabled", 0)
-    matches = (full_replay(session, topic, positions.get("enabled", 0)) == state) if comparable else None
-    snapshot_id = session.snapshot(topic)
-    return {"topic": ref.key, "snapshot_id": header.snapshot_id, "snapshot_position": header.position,
-            "replayed": current.since_snapshot, "producers": len(state), "last_position": last,
-            "matches_full_replay": matches, "new_snapshot_id": snapshot_id}
+class _Reader:
+    """Reads of one topic's log and snapshot rows, committed only, as of a position of the log."""
+
+    def __init__(self, session, ref):
+        self.adapter, self.ref = session.adapter, ref
+        self.visible = session.adapter.visible_commits(ref, include_open=False)   # published commits' catalog rows
+
+    def rows(self, query: exp.Expression) -> list[tuple]:
+        return self.adapter.fetchall(query, committed=True)
+
+    def one(self, query: exp.Expression):
+        return self.rows(query)[0][0]
+
+    def _snapshot_rows(self, *conditions: exp.Expression) -> exp.Select:
+        return exp.select("*").from_(PRODUCER_SEQUENCES.copy()).where(
+            exp.and_(exp.column("topic").eq(literal(self.ref.key)), self.visible.copy(), *conditions))
+
+    def headers(self, upto: int) -> list[Header]:
+        """The complete snapshots (every producer row its header counts is there) at or below ``upto``, oldest first."""
+        headers = self._snapshot_rows(exp.column("producer").is_(exp.null()), exp.column("position") <= upto)
+        counted = (exp.select("snapshot_id", exp.alias_(exp.Count(this=exp.Star()), "n"))
+                   .from_(self._snapshot_rows(exp.not_(exp.column("producer").is_(exp.null()))).subquery("r"))
+                   .group_by("snapshot_id"))
+        query = (exp.select(*[exp.column(c, "h") for c in ("snapshot_id", "position", "kind")])
+                 .from_(headers.subquery("h"))
+                 .join(counted.subquery("c"), on=exp.column("snapshot_id", "c").eq(exp.column("snapshot_id", "h")),
+                       join_type="left")
+                 .where(exp.func("coalesce", exp.column("n", "c"), literal(0)).eq(exp.column("producers", "h")))
+                 .order_by(exp.column("snapshot_id", "h")))
+        return [Header(*row) for row in self.rows(query)]
+
+    def _entries(self, after: int, upto: int) -> exp.Expression:
+        position = exp.column("_position")
+        return exp.and_(position > after, position.copy() <= upto)
+
+    def marks_query(self, snapshot: Header, upto: int) -> exp.Select:
+        """(producer, sequence_id, last_publish_time): the snapshot's rows plus a replay of the entries after it."""
+        rows = exp.select("producer", "sequence_id", "last_publish_time").from_(self._snapshot_rows(
+            exp.column("snapshot_id").eq(literal(snapshot.snapshot_id)),
+            exp.not_(exp.column("producer").is_(exp.null()))).subquery("s"))
+        replay = (exp.select("_producer", "_highest_sequence_id", "_publish_time").from_(self.ref.table.copy())
+                  .where(self._entries(snapshot.position, upto)))
+        both = exp.union(rows, replay, distinct=False).subquery("m")
+        return (exp.select("producer", exp.alias_(exp.Max(this=exp.column("sequence_id")), "sequence_id"),
+                           exp.alias_(exp.Max(this=exp.column("last_publish_time")), "last_publish_time"))
+                .from_(both).group_by("producer"))
+
+    def marks(self, snapshot: Header, upto: int) -> dict[str, int]:
+        return {p: s for p, s, _ in self.rows(self.marks_query(snapshot, upto))}
+
+    def count(self, after: int, upto: int) -> int:
+        return self.one(exp.select(exp.Count(this=exp.Star())).from_(self.ref.table.copy())
+                        .where(self._entries(after, upto)))
+
+    def duplicates(self, keys: list[str], after: int, upto: int) -> tuple[list[dict], int]:
+        """Examples of ``keys`` values that more than one entry after ``after`` has, and how many values do."""
+        repeated = (exp.select(*keys, exp.alias_(exp.Count(this=exp.Star()), "entries")).from_(self.ref.table.copy())
+                    .where(self._entries(after, upto)).group_by(*keys)
+                    .having(exp.Count(this=exp.Star()) > 1))
+        total = self.one(exp.select(exp.Count(this=exp.Star())).from_(repeated.subquery("d")))
+        if not total:
+            return [], 0
+        names = [k.lstrip("_") for k in keys] + ["rows"]
+        examples = self.rows(repeated.order_by(*keys).limit(EXAMPLES))
+        return [dict(zip(names, row)) for row in examples], total

@@ -1,7 +1,27 @@
-"""What seqdedup returns: statement results with per-producer counts (R5), query rows, and state."""
+"""What seqdedup returns: statement results with per-producer counts (R5), query rows, and state; each also as a
+pyarrow Table (``to_arrow()``) or a pandas DataFrame (``to_pandas()``)."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+
+
+class _Frames:
+    """``to_arrow()`` and ``to_pandas()`` of a result whose ``_table()`` gives its column names and rows."""
+
+    def _table(self) -> tuple[list[str], list[tuple]]:
+        raise NotImplementedError
+
+    def to_arrow(self):
+        """The rows as a pyarrow Table, one column per result column."""
+        import pyarrow as pa
+
+        columns, rows = self._table()
+        return pa.Table.from_arrays([pa.array([row[i] for row in rows]) for i in range(len(columns))],
+                                    names=list(columns))
+
+    def to_pandas(self):
+        """The rows as a pandas DataFrame."""
+        return self.to_arrow().to_pandas()
 
 
 @dataclass
@@ -11,11 +31,19 @@ class ProducerCount:
     duplicates: int               # entries dropped as duplicates (not an error: R5)
     first_position: int | None    # the lowest and highest position written, or None when nothing was
     last_position: int | None
+    out_of_order: int = 0         # of the duplicates, those that were no repeat: ids above the producer's mark that
+                                  # no entry was written with, because they arrived after a higher id (Pulsar drops
+                                  # them too); the others repeat ids the topic or the statement had already
+
+    @property
+    def repeats(self) -> int:
+        """The duplicates that repeat an id the topic or the statement had already."""
+        return self.duplicates - self.out_of_order
 
 
 @dataclass
-class StatementResult:
-    """The outcome of one ``INSERT ... WHERE is_not_dup(...)``."""
+class StatementResult(_Frames):
+    """The outcome of one ``INSERT ... WHERE is_not_dup(...)``; as a table, one row per producer."""
 
     topic: str
     statement_id: str
@@ -32,15 +60,23 @@ class StatementResult:
     def duplicates(self) -> int:
         return sum(p.duplicates for p in self.producers)
 
+    @property
+    def out_of_order(self) -> int:
+        """Duplicates that were no repeat: ids that arrived after a higher id (see ``ProducerCount``)."""
+        return sum(p.out_of_order for p in self.producers)
+
     def by_producer(self) -> dict[str, ProducerCount]:
         return {p.producer: p for p in self.producers}
 
     def to_dict(self) -> dict:
         return {**asdict(self), "written": self.written, "duplicates": self.duplicates}
 
+    def _table(self) -> tuple[list[str], list[tuple]]:
+        return [f.name for f in fields(ProducerCount)], [tuple(asdict(p).values()) for p in self.producers]
+
 
 @dataclass
-class QueryResult:
+class QueryResult(_Frames):
     """Rows of a query (or nothing, for a statement that returns none)."""
 
     columns: list[str]
@@ -48,6 +84,9 @@ class QueryResult:
 
     def to_dict(self) -> dict:
         return {"columns": self.columns, "rows": [list(r) for r in self.rows]}
+
+    def _table(self) -> tuple[list[str], list[tuple]]:
+        return self.columns, self.rows
 
 
 @dataclass

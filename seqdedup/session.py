@@ -15,16 +15,20 @@ from sqlglot import exp
 
 from seqdedup.catalog import policies as policy
 from seqdedup.catalog.catalog import Catalog, Topic, TopicRef, topic_ref
+from seqdedup.catalog.schema import CATALOG_TABLES
 from seqdedup.catalog.state import literal
 from seqdedup.errors import InvalidEntryError, RewriteError, SeqdedupError, TopicError
 from seqdedup.extensions.base import EngineAdapter
 from seqdedup.sql import rewrite, statements
 from seqdedup.sql.dialects import read_dialect
 from seqdedup.sql.functions import expand_state_functions
+from seqdedup.sql.sources import to_duckdb_readers
 from seqdedup.udfs import DupStatus
+from seqdedup.udfs.guards import check_probe
 
 from . import statement as statement_path
 from .failpoints import failpoint
+from .frames import register, registered
 from .results import Done, QueryResult, StatementResult
 from .topic_state import TopicState, load
 from .writer import PushedMarks, Writer
@@ -162,35 +166,64 @@ class Session:
 
     # --- statements ----------------------------------------------------------------------------------------------
 
-    def sql(self, text: str, *, dialect: str | None = None):
+    def sql(self, text: str, *, dialect: str | None = None, **frames):
         """Run one or more statements; returns the result of the last one (see ``sql_all``)."""
-        results = self.sql_all(text, dialect=dialect)
+        results = self.sql_all(text, dialect=dialect, **frames)
         return results[-1] if results else None
 
-    def sql_all(self, text: str, *, dialect: str | None = None) -> list:
+    def sql_all(self, text: str, *, dialect: str | None = None, **frames) -> list:
+        """Run statements; ``frames`` (name=DataFrame: pandas, pyarrow or Spark) are tables they read by name."""
         trees = statements.parse(text, read_dialect(dialect or self.dialect))
-        return [self.run(tree) for tree in trees]
+        if not frames:
+            return [self.run(tree) for tree in trees]
+        with self.writer, registered(self, frames):       # DataFrames in, by name, for these statements
+            return [self.run(tree) for tree in trees]
+
+    def register(self, name: str, data) -> None:
+        """Make a pandas DataFrame, a pyarrow Table or a Spark DataFrame a table statements read as ``name``."""
+        with self.writer:
+            register(self, name, data)
 
     def run(self, tree: exp.Expression):
         """Run one parsed statement."""
+        if not self.adapter.READS_SPARK_FILE_SOURCES:     # parquet.`path`, USING csv OPTIONS (path ...) on DuckDB
+            tree = to_duckdb_readers(tree)
         if rewrite.calls(tree, "is_not_dup"):
             return statement_path.run(self, tree)
         command = statements.catalog_command(tree)
         if command is not None:
             return self._catalog_command(command)
-        if isinstance(tree, exp.Insert):
-            target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
-            if isinstance(target, exp.Table) and self.ref(target).key in self.topics():
-                raise RewriteError(f"INSERT INTO topic {self.ref(target).key} must filter with "
-                                   "WHERE is_not_dup(producer, sequence_id): seqdedup assigns its positions")
+        self._refuse_writes_around(tree)
         with self.writer, self.writer.scratch() as scratch:
             tree = expand_state_functions(
-                tree, lambda topic: self._marks_query(topic, scratch), self._pushed_for)
-            if not isinstance(tree, exp.Query):
+                tree, lambda topic: self._marks_query(topic, scratch), self._claims_for,
+                integer_types=self.adapter.INTEGER_TYPES | self.adapter.NULL_TYPES)
+            if not statements.returns_rows(tree):
                 self.adapter.execute(tree)
                 return QueryResult(columns=[], rows=[])
-            rows = self.adapter.fetchall(tree)
-        return QueryResult(columns=[s.alias_or_name for s in tree.selects], rows=rows)
+            columns, rows = self.adapter.fetch_with_columns(tree)     # names as the engine gives them
+        return QueryResult(columns=columns, rows=rows)
+
+    def _refuse_writes_around(self, tree: exp.Expression) -> None:
+        """A topic is written only through is_not_dup, and the catalog only by seqdedup: a statement that inserts
+        into, updates, deletes from, replaces or drops one is refused (names matched as the engines match them, case
+        and quotes aside). ``seqdedup topic drop`` deletes a topic on purpose."""
+        topics = {key.lower() for key in self.topics()}
+        for table in statements.written_tables(tree):
+            if not table.name:
+                continue
+            ref = self.ref(table)
+            what = tree.key.upper() if not isinstance(tree, exp.Create) else f"CREATE {tree.kind}"
+            if ref.key.lower() in topics:
+                if isinstance(tree, exp.Insert):
+                    raise RewriteError(f"INSERT INTO topic {ref.key} must filter with WHERE is_not_dup(producer, "
+                                       "sequence_id): seqdedup assigns its positions and keeps its marks")
+                raise RewriteError(f"{what} on topic {ref.key} is refused: a topic is written only through INSERT ... "
+                                   "WHERE is_not_dup(...), so that each entry is there once with its position; "
+                                   "to delete a topic on purpose, run seqdedup topic drop (Session.drop_topic)")
+            if ref.namespace.lower() == self.adapter.DEFAULT_NAMESPACE.lower() and ref.name.lower() in CATALOG_TABLES:
+                raise RewriteError(f"{what} on {ref.name} is refused: the catalog tables are written by seqdedup only "
+                                   "(a change by hand can make seqdedup drop new entries or write one twice)")
 
     def _catalog_command(self, command: statements.CatalogCommand) -> Done:
         if command.action == "create_topic":
@@ -234,6 +267,9 @@ class Session:
     def _pushed_for(self, topic: str, producer: str) -> int | None:
         return self.pushed.get(self.ref(topic).key, producer)
 
+    def _claims_for(self, topic: str) -> dict[str, int]:
+        return self.pushed.claims(self.ref(topic).key)
+
     def producer_state(self, topic: str) -> QueryResult:
         """Every producer the topic's state knows, with its mark and last write, recovered from snapshot + replay."""
         marks = self.state(topic).marks.sort_by("producer")
@@ -248,8 +284,7 @@ class Session:
     def dup_status(self, topic: str, producer: str, sequence_id: int,
                    highest_sequence_id: int | None = None) -> DupStatus:
         """R6: DUP, NOT_DUP, or UNKNOWN while an uncommitted statement claims the id."""
-        if producer is None or sequence_id is None or sequence_id < 0:
-            raise InvalidEntryError("dup_status needs a producer and a sequence id >= 0")
+        check_probe(producer, sequence_id, highest_sequence_id)    # an id '5', True or 2.5 is refused
         mark = self.last_sequence_id(topic, producer)
         pushed = self._pushed_for(topic, producer)
         if pushed is not None and sequence_id <= pushed and sequence_id > mark:
@@ -276,6 +311,34 @@ class Session:
             writer.keep(ref, state.after(commit=commit.number))
         return taken
 
+    def drop_topic(self, name: str) -> dict:
+        """Delete a topic for good: its table, registry row, policies, snapshots, run log and the consumer positions
+        on it (seqdedup/drop.py; ``seqdedup topic drop NAME --yes``). Returns what was removed."""
+        from .drop import drop_topic
+
+        ref = self.ref(name)
+        with self.writer:
+            try:
+                return drop_topic(self, ref)
+            finally:
+                self.writer.forget(ref)
+
+    def write_snapshot(self, topic: str, marks: exp.Query, *, position: int, kind: str = "repair") -> int:
+        """Write a snapshot of ``marks`` (a query of producer, sequence_id, last_publish_time) covering the entries up
+        to ``position``, in a commit of its own; returns its id. How ``recover --repair`` replaces a wrong state with
+        a replay of the log (seqdedup/recovery.py)."""
+        ref = self.ref(topic)
+        writer = self.writer
+        with writer:
+            state = writer.state(ref)
+            try:
+                with writer.commit(ref, state.commit + 1) as commit:
+                    return self.catalog.write_snapshot(
+                        ref, marks, header=state.header, position=position, kind=kind, now=self.clock(),
+                        commit=commit.number, max_producers=state.topic.applied.max_producers_in_snapshot)
+            finally:
+                writer.forget(ref)      # the state is the snapshot's from now on: recovered on next use
+
     def purge_inactive(self, topic: str) -> int | None:
         """R11 on demand: drop producers idle past the timeout; same as ``snapshot``."""
         return self.snapshot(topic)
@@ -286,7 +349,9 @@ class Session:
         state = self.state(ref)
         catalog = self._reads()
         log = (exp.select("producer", exp.alias_(exp.func("sum", exp.column("written")), "written"),
-                          exp.alias_(exp.func("sum", exp.column("duplicates")), "duplicates"))
+                          exp.alias_(exp.func("sum", exp.column("duplicates")), "duplicates"),
+                          exp.alias_(exp.func("coalesce", exp.func("sum", exp.column("out_of_order")),
+                                              exp.convert(0)), "out_of_order"))
                .from_(catalog.run_log(ref).subquery("log")).group_by("producer").order_by("producer"))
         rows = catalog.executor.fetchall(log)
         entries = catalog.executor.fetchall(exp.select(exp.Count(this=exp.Star())).from_(ref.table.copy()))[0][0]
@@ -301,7 +366,8 @@ class Session:
             "entries_since_snapshot": state.since_snapshot,
             "written": sum(r[1] for r in rows),
             "duplicates": sum(r[2] for r in rows),
-            "producers": {r[0]: {"written": r[1], "duplicates": r[2]} for r in rows},
+            "out_of_order": sum(r[3] for r in rows),
+            "producers": {r[0]: {"written": r[1], "duplicates": r[2], "out_of_order": r[3]} for r in rows},
         }
 
     # --- clients -------------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ thing that crosses to Python, one row per producer.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import uuid
 from dataclasses import dataclass
 
@@ -16,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from seqdedup.catalog.schema import SYSTEM_COLUMNS, catalog_table
+from seqdedup.catalog.schema import STATEMENTS, SYSTEM_COLUMNS, catalog_table
 from seqdedup.catalog.state import SnapshotHeader, literal
 from seqdedup.errors import EngineError, InvalidEntryError, RewriteError, TopicError, at
 from seqdedup.sql import plan, rewrite
@@ -31,7 +32,7 @@ MAX_ID = 2**63 - 1
 #: The outcome's columns as Arrow reads them (``sql.plan.OUTCOME``).
 OUTCOME = pa.schema([("producer", pa.string()), ("sent", pa.int64()), ("written", pa.int64()),
                      ("duplicates", pa.int64()), ("first_position", pa.int64()), ("last_position", pa.int64()),
-                     ("highest", pa.int64())])
+                     ("highest", pa.int64()), ("out_of_order", pa.int64())])
 
 
 @dataclass
@@ -59,7 +60,7 @@ class Run:
         """Types and shape, read from the SELECT without running it: the producer a string, ids integers, the
         values fitting the topic's columns, no column named like seqdedup's own. Returns (targets, value columns)."""
         statement, adapter = self.statement, self.adapter
-        types = dict(adapter.query_columns(statement.arguments))     # before a COALESCE could convert them
+        types = dict(self.describe(statement.arguments))     # before a COALESCE could convert them
         ids = "an integer: CAST it to BIGINT (sequence ids are signed 64-bit, 0 to 9223372036854775807)"
         checks = ((rewrite.ARGUMENTS[0], "producer", adapter.STRING_TYPES, "a string: CAST it to STRING"),
                   (rewrite.ARGUMENTS[1], "sequence_id", adapter.INTEGER_TYPES, ids),
@@ -68,7 +69,7 @@ class Run:
             kind = types.get(column)
             if kind is not None and kind.split("(")[0].strip('"').upper() not in allowed | adapter.NULL_TYPES:
                 raise InvalidEntryError(f"is_not_dup's {role} argument has type {kind.upper()}; it must be {fix}")
-        columns = adapter.query_columns(statement.values)
+        columns = self.describe(statement.values)
         names = [name for name, _ in columns]
         ours = {e.alias for e in statement.values.expressions if isinstance(e, exp.Alias)}
         clash = [n for n in names if (n.lower().startswith(rewrite.RESERVED) and n not in ours) or names.count(n) > 1]
@@ -77,6 +78,24 @@ class Run:
                                "seqdedup's own: rename it (AS ...)")
         values = [n for n in names if n not in statement.key_columns]
         return self._targets(state, values), values
+
+    def describe(self, query: exp.Select) -> list[tuple[str, str]]:
+        """The columns of a part of the statement, read without running it. The engine's error about it (a typo in
+        a column or table name) speaks of the user's statement: its first sentence, where the name stands in the
+        user's SQL, and that SQL; never the rewritten query, whose names the user never wrote."""
+        try:
+            return self.adapter.query_columns(query)
+        except EngineError as error:
+            lines = str(error).split("\n")
+            said = lines[0]
+            for noise in (" SQLSTATE", "; line "):
+                said = said.split(noise)[0]
+            hint = next((line.strip() for line in lines[1:3] if line.startswith(("Candidate", "Did you mean"))), "")
+            words = set(re.findall(r"[\w$]+", said))
+            named = [n for n in self.statement.source.find_all(exp.Column, exp.Table) if n.name in words]
+            where = at(named[0]) if named else ""
+            raise EngineError(f"{said.rstrip('.!')}{where}{' (' + hint.rstrip('.') + ')' if hint else ''}, in the "
+                              f"statement: {self.statement.source.sql(dialect=self.session.dialect)}") from None
 
     def _targets(self, state: TopicState, values: list[str]) -> list[str]:
         topic, statement = state.topic, self.statement
@@ -140,17 +159,29 @@ class Run:
         adapter, statement = self.adapter, self.statement
         checked = state.enabled
         marks = scratch.relation("__sd_marks", state.marks) if checked and state.marks.num_rows else None
-        decided = plan.window_decisions(statement.values, marks, statement.order, base=state.end,
-                                        partitions=adapter.PARTITIONS, number=adapter.row_number(),
-                                        checked=checked)
+
         def insert_for(rows: exp.Expression) -> exp.Insert:
             return plan.insert_rows(self.ref.table, targets, values, rows, literal(now), commit.number)
 
+        def decide_and_write(source: exp.Select):
+            decided = plan.window_decisions(source, marks, statement.order, base=state.end,
+                                            partitions=adapter.PARTITIONS, number=adapter.row_number(),
+                                            checked=checked)
+            return adapter.write_decided(self.ref, decided, plan.ACCEPTED, insert_for, plan.window_metrics(),
+                                         plan.window_outcome(), plan.LAST, proceed=_settled)
+
         try:
-            written = adapter.write_decided(self.ref, decided, plan.ACCEPTED, insert_for, plan.window_metrics(),
-                                            plan.window_outcome(), plan.LAST, proceed=_settled)
-        except EngineError as error:
-            raise self.failing(error) from error
+            written = decide_and_write(statement.values)
+        except EngineError:
+            # Spark 4.3 fails to run some plans whole (a window over a cross join with a UNION ALL: "cannot assign
+            # instance of DefaultSerializationProxy"): the statement's rows are read once into a scratch table and
+            # decided from there; an error of the user's own expressions fails again, here, and is reported.
+            adapter.discard_commit_rows(self.ref)
+            try:
+                rows = scratch.table("__sd_values", statement.values)
+                written = decide_and_write(exp.select("*").from_(rows))
+            except EngineError as error:
+                raise self.failing(error) from error
         metrics = written.metrics
         if metrics["invalid"]:
             adapter.discard_commit_rows(self.ref)
@@ -159,8 +190,22 @@ class Run:
             adapter.discard_commit_rows(self.ref)
             return None
         producers = _outcome_table(written.outcome)
+        if statement.ordered and metrics["dropped_above_mark"]:
+            producers = self.out_of_order(producers, marks)
         end = max(state.end, metrics["end"] or 0)
         return Outcome(producers, end, 1)
+
+    def out_of_order(self, producers: pa.Table, marks: exp.Table | None) -> pa.Table:
+        """The window plan counts no ``out_of_order`` in its one pass (that needs each id's first arrival: another
+        sort); an ordered statement that dropped entries above the mark reads the distinct ids of its keys once
+        more for it. (Only the split of the duplicates depends on that read: if the source changed meanwhile, the
+        count is bounded by the duplicates, never more.)"""
+        ids = dict(self.adapter.fetchall(plan.distinct_ids(self.statement.keys, marks)))
+        late = [min(max(ids.get(p, 0) - w, 0), d) for p, w, d in zip(
+            producers.column("producer").to_pylist(), producers.column("written").to_pylist(),
+            producers.column("duplicates").to_pylist())]
+        return producers.set_column(producers.schema.get_field_index("out_of_order"), "out_of_order",
+                                    pa.array(late, pa.int64()))
 
     def exceptions(self, state: TopicState, commit: Commit, targets: list[str], values: list[str],
                    now: dt.datetime, scratch: Scratch) -> Outcome:
@@ -265,7 +310,7 @@ class Run:
         return StatementResult(
             topic=ref.key, statement_id=statement_id, snapshot_id=snapshot_id, rounds=outcome.rounds,
             commit=commit.number, producers=[ProducerCount(r["producer"], r["written"], r["duplicates"],
-                                                           r["first_position"], r["last_position"])
+                                                           r["first_position"], r["last_position"], r["out_of_order"])
                                              for r in outcome.producers.to_pylist()])
 
     def run_log(self, outcome: Outcome, statement_id: str, now: dt.datetime, commit: Commit,
@@ -274,8 +319,9 @@ class Run:
         source = outcome.table if outcome.table is not None else scratch.relation("__sd_outcome", outcome.producers)
         self.adapter.execute(exp.insert(
             exp.select(literal(statement_id), literal(self.ref.key), "producer", "written", "duplicates",
-                       "first_position", "last_position", literal(now), "highest", literal(commit.number))
-            .from_(source.copy()), catalog_table("seqdedup_statements")))
+                       "first_position", "last_position", literal(now), "highest", literal(commit.number),
+                       "out_of_order")
+            .from_(source.copy()), catalog_table("seqdedup_statements"), columns=list(STATEMENTS)))
 
     def snapshot_if_due(self, state: TopicState, commit: Commit, now: dt.datetime,
                         scratch: Scratch) -> tuple[int | None, TopicState]:
@@ -315,8 +361,9 @@ def follow_policies(session, state: TopicState, commit: Commit, now: dt.datetime
                                kind="enabled" if enabled else "disabled", now=now, scratch=scratch)
         state = state.after(commit=commit.number, marks=marks_table(), header=header, since_snapshot=0)
     oldest = state.oldest_write()
-    if purge and state.enabled and oldest is not None:
-        cutoff = now - dt.timedelta(minutes=state.topic.applied.producer_inactivity_timeout)
+    timeout = state.topic.applied.producer_inactivity_timeout      # None: never expire
+    if purge and state.enabled and oldest is not None and timeout is not None:
+        cutoff = now - dt.timedelta(minutes=timeout)
         if oldest < cutoff:
             kept = state.marks.filter(pc.greater_equal(state.marks.column("last_publish_time"),
                                                        pa.scalar(cutoff, pa.timestamp("us"))))
@@ -348,4 +395,4 @@ def _delta(producers: pa.Table, now: dt.datetime) -> pa.Table:
 
 def run(session, tree: exp.Expression) -> StatementResult:
     """Run one ``INSERT ... WHERE is_not_dup(...)`` through ``session``."""
-    return Run(session, rewrite.expand_is_not_dup(tree))()
+    return Run(session, rewrite.expand_is_not_dup(tree, session.adapter.binary))()

@@ -47,8 +47,10 @@ INVALID = "__sd_invalid"        # the entry breaks R4 (NULL producer or id, nega
 LAST = "__sd_last"              # the producer's last entry in arrival order: its running counts are its totals
 SENT, WRITTEN = "__sd_sent", "__sd_written"
 FIRST_POSITION, LAST_POSITION, TOP = "__sd_first_position", "__sd_last_position", "__sd_top"
-#: The per-producer outcome of a statement, in the order the run log and results take it.
-OUTCOME = ["producer", "sent", "written", "duplicates", "first_position", "last_position", "highest"]
+#: The per-producer outcome of a statement, in the order the run log and results take it. ``out_of_order`` counts
+#: the duplicates that were no repeat: the distinct lowest ids, above the mark the statement began with, that no
+#: entry was written with (they arrived after a higher id, or in a batch entry that overlapped a written one).
+OUTCOME = ["producer", "sent", "written", "duplicates", "first_position", "last_position", "highest", "out_of_order"]
 #: The system columns every entry is written with, in the order the INSERT gives them.
 SYSTEM = ["_producer", "_sequence_id", "_highest_sequence_id", "_position", "_publish_time", "_commit"]
 
@@ -201,7 +203,8 @@ def window_outcome() -> list[exp.Expression]:
             exp.alias_(exp.column(WRITTEN), "written"),
             exp.alias_(exp.Sub(this=exp.column(SENT), expression=exp.column(WRITTEN)), "duplicates"),
             exp.alias_(exp.column(FIRST_POSITION), "first_position"),
-            exp.alias_(exp.column(LAST_POSITION), "last_position"), exp.alias_(exp.column(TOP), "highest")]
+            exp.alias_(exp.column(LAST_POSITION), "last_position"), exp.alias_(exp.column(TOP), "highest"),
+            exp.alias_(exp.convert(0), "out_of_order")]
 
 
 def window_metrics() -> dict[str, exp.Expression]:
@@ -212,7 +215,26 @@ def window_metrics() -> dict[str, exp.Expression]:
         "undecided": exp.func("count_if", accepted.is_(exp.null())),
         "end": exp.Max(this=exp.Case(ifs=[exp.If(this=accepted.copy(), true=exp.column(POSITION))])),
         "written": exp.func("count_if", accepted.copy()),
+        # duplicates above the starting mark: repeats of ids the statement sent before, or ids that came too late
+        "dropped_above_mark": exp.func("count_if", exp.and_(exp.not_(accepted.copy()), exp.not_(exp.column(INVALID)),
+                                                             exp.column(SEQUENCE_ID) > exp.func(
+                                                                 "coalesce", exp.column(MARK), exp.convert(-1)))),
     }
+
+
+def distinct_ids(keys: exp.Query, marks: exp.Table | None) -> exp.Select:
+    """Per producer, the distinct lowest ids above its mark: with the entries written, they give ``out_of_order``
+    (the window plan reads them only when an ordered statement dropped an entry above the mark)."""
+    above = exp.column(SEQUENCE_ID, table="k") > exp.func(
+        "coalesce", exp.column("sequence_id", table="m") if marks is not None else exp.null(), exp.convert(-1))
+    query = (exp.select(exp.column(PRODUCER, table="k"),
+                        exp.alias_(exp.Count(this=exp.Distinct(expressions=[exp.column(SEQUENCE_ID, table="k")])),
+                                   "ids"))
+             .from_(_source(keys, "k")).where(above).group_by(exp.column(PRODUCER, table="k")))
+    if marks is not None:
+        query = query.join(marks.as_("m"), join_type="left",
+                           on=exp.column("producer", table="m").eq(exp.column(PRODUCER, table="k")))
+    return query
 
 
 # --- the exceptions plan ------------------------------------------------------------------------------------------
@@ -367,6 +389,7 @@ def decided_counts(decisions: exp.Table, hash_of: exp.Expression) -> exp.Select:
         return exp.Case(ifs=[exp.If(this=accepted.copy(), true=value)])
 
     return (exp.select(PRODUCER, exp.alias_(exp.func("count_if", accepted.copy()), "__sd_written"),
+                       exp.alias_(exp.Count(this=exp.Distinct(expressions=[exp.column(SEQUENCE_ID)])), "__sd_ids"),
                        exp.alias_(exp.Min(this=when(exp.column(SEQUENCE_ID))), "__sd_first"),
                        exp.alias_(exp.Max(this=when(exp.column(SEQUENCE_ID))), "__sd_last"),
                        exp.alias_(exp.Max(this=when(exp.column(HIGHEST))), "__sd_top"),
@@ -380,6 +403,7 @@ def repeat_counts(keys: exp.Query, producers_table: exp.Table, exceptions: exp.T
     follows from the candidates and the repeats (``repeats``)."""
     return _parse("""
         SELECT c.__sd_producer, COUNT(*) - COALESCE(MAX(x.extra), 0) AS __sd_written,
+               COUNT(*) - COALESCE(MAX(x.extra), 0) AS __sd_ids,
                MIN(c.__sd_sequence_id) AS __sd_first, MAX(c.__sd_sequence_id) AS __sd_last,
                MAX(c.__sd_highest) AS __sd_top, SUM(:hash) - COALESCE(MAX(x.extra_hash), 0) AS __sd_hash
         FROM :candidates AS c
@@ -394,7 +418,7 @@ def outcome(producers_table: exp.Table, counts: exp.Table, base: int) -> exp.Sel
 
     Example:
         >>> [s.alias for s in outcome(exp.table_("p"), exp.table_("c"), 0).selects]
-        ['producer', 'sent', 'written', 'duplicates', 'first_position', 'last_position', 'highest', 'hash']
+        ['producer', 'sent', 'written', 'duplicates', 'first_position', 'last_position', 'highest', 'out_of_order', 'hash']
     """
     return _parse("""
         SELECT p.__sd_producer AS producer, p.__sd_sent AS sent, COALESCE(c.__sd_written, 0) AS written,
@@ -404,7 +428,8 @@ def outcome(producers_table: exp.Table, counts: exp.Table, base: int) -> exp.Sel
                CASE WHEN c.__sd_written > 0 THEN :base + p.__sd_offset
                     + CASE WHEN p.__sd_sparse THEN c.__sd_written ELSE c.__sd_last - p.__sd_smallest + 1 END
                     END AS last_position,
-               c.__sd_top AS highest, c.__sd_hash AS hash
+               c.__sd_top AS highest, COALESCE(c.__sd_ids, 0) - COALESCE(c.__sd_written, 0) AS out_of_order,
+               c.__sd_hash AS hash
         FROM :producers AS p LEFT JOIN :counts AS c ON c.__sd_producer = p.__sd_producer""",
                   producers=producers_table.copy(), counts=counts.copy(), base=exp.convert(base))
 

@@ -12,6 +12,7 @@ The steps that decide and write are in ``sql.plan``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import sqlglot
 from sqlglot import exp
@@ -46,6 +47,7 @@ class DedupInsert:
     key_columns: list[str]          # every column of `keys`, in order
     arguments: exp.Select           # is_not_dup's arguments as written (no COALESCE), to check their types first
     call: exp.Anonymous             # the is_not_dup call as the user wrote it, for the line and column in errors
+    source: exp.Insert              # the statement as the user wrote it, for errors about it
 
     @property
     def ordered(self) -> bool:
@@ -173,6 +175,8 @@ def _arrival_order(select: exp.Select) -> list[exp.Ordered]:
     aliases = {p.alias: p.this for p in projections if isinstance(p, exp.Alias)}
     resolved = []
     for ordered in order.expressions:
+        if not isinstance(ordered, exp.Ordered):      # a tree built in code may order by a bare expression
+            ordered = exp.Ordered(this=ordered.copy())
         key = ordered.this
         if isinstance(key, exp.Literal) and key.is_int:
             index = int(key.name) - 1
@@ -187,8 +191,10 @@ def _arrival_order(select: exp.Select) -> list[exp.Ordered]:
     return resolved
 
 
-def expand_is_not_dup(tree: exp.Insert) -> DedupInsert:
+def expand_is_not_dup(tree: exp.Insert, binary: Callable[[exp.Expression], exp.Expression] | None = None
+                      ) -> DedupInsert:
     """Split a validated INSERT into its target, the narrow key query and the values query (plan step 1).
+    ``binary`` (the engine's ``EngineAdapter.binary``) makes the producer compare byte for byte.
 
     Example:
         >>> d = expand_is_not_dup(sqlglot.parse_one(
@@ -207,6 +213,8 @@ def expand_is_not_dup(tree: exp.Insert) -> DedupInsert:
         ctes.set("expressions", ctes.expressions + (select.args["with_"].expressions if select.args.get("with_") else []))
         select.set("with_", ctes)
     producer, sequence_id, *rest = [a.copy() for a in call.expressions]
+    if binary is not None:      # producer names compare byte for byte, whatever collation the source declares
+        producer = binary(producer)
     highest = exp.func("coalesce", rest[0], sequence_id.copy()) if rest else sequence_id.copy()
     user_order = _arrival_order(select)
 
@@ -236,7 +244,7 @@ def expand_is_not_dup(tree: exp.Insert) -> DedupInsert:
     target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
     columns = [c.name for c in tree.this.expressions] if isinstance(tree.this, exp.Schema) else None
     return DedupInsert(target=target.copy(), columns=columns, keys=key_select, values=value_select, order=order,
-                       key_columns=[k.alias for k in keys], arguments=arguments, call=call)
+                       key_columns=[k.alias for k in keys], arguments=arguments, call=call, source=tree)
 
 
 def _conjuncts(condition: exp.Expression) -> list[exp.Expression]:

@@ -11,7 +11,10 @@ Topics and policies are set with Spark's own DDL, so a Spark SQL user needs noth
 """
 from __future__ import annotations
 
+import contextlib
+import logging
 from dataclasses import dataclass, field
+from typing import Iterator
 
 import sqlglot
 from sqlglot import exp
@@ -21,10 +24,50 @@ from seqdedup.catalog.policies import PROPERTY_PREFIX
 from seqdedup.errors import RewriteError
 
 
+#: How deep a statement may nest (parentheses, subqueries, operators): sqlglot and seqdedup walk trees recursively,
+#: and a deeper tree would end in a RecursionError somewhere between parsing and the engine.
+MAX_DEPTH = 200
+
+
+@contextlib.contextmanager
+def _quiet_parser() -> Iterator[None]:
+    """sqlglot logs a warning for every statement it keeps as a raw command (``SHOW TABLES``): not the user's news."""
+    logger = logging.getLogger("sqlglot")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def depth(tree: exp.Expression) -> int:
+    """How deep a tree nests, counted without recursion. A chain of one operator (``a OR b OR c ...``) counts once:
+    sqlglot walks those without recursing.
+
+    Example:
+        >>> [depth(sqlglot.parse_one(q)) for q in ("SELECT 1", "SELECT ((1))", "SELECT 1 + 1 + 1 + 1")]
+        [2, 4, 3]
+    """
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, level = stack.pop()
+        deepest = max(deepest, level)
+        stack.extend((child, level if isinstance(child, exp.Binary) and type(child) is type(node) else level + 1)
+                     for child in node.iter_expressions())
+    return deepest
+
+
 def parse(text: str, read) -> list[exp.Expression]:
     """The statements of ``text``; a RewriteError pointing at the line and column sqlglot could not parse."""
+    too_deep = RewriteError("the SQL nests too deeply for seqdedup to read (parentheses, subqueries or expressions "
+                            "inside one another, a few dozen levels or more); write it flatter, for example with a "
+                            "WITH clause or a temporary view")
     try:
-        trees = sqlglot.parse(text, read=read)
+        with _quiet_parser():
+            trees = sqlglot.parse(text, read=read)
+    except RecursionError:
+        raise too_deep from None
     except sqlglot.errors.ParseError as error:
         first = error.errors[0] if error.errors else {}
         where = f" at line {first.get('line')}, column {first.get('col')}" if first else ""
@@ -34,7 +77,45 @@ def parse(text: str, read) -> list[exp.Expression]:
     trees = [t for t in trees if t is not None]
     if not trees:
         raise RewriteError("no SQL statement given")
+    if any(depth(tree) > MAX_DEPTH for tree in trees):
+        raise too_deep
     return trees
+
+
+def returns_rows(tree: exp.Expression) -> bool:
+    """Whether a statement answers with rows: a query, DESCRIBE, SHOW, EXPLAIN (not DDL or a write).
+
+    Example:
+        >>> [returns_rows(parse(q, "spark")[0]) for q in ("SELECT 1", "DESCRIBE t", "SHOW TABLES", "DROP VIEW v")]
+        [True, True, True, False]
+    """
+    if isinstance(tree, (exp.Query, exp.Describe, exp.Show, exp.Pragma)):
+        return True
+    return isinstance(tree, exp.Command) and str(tree.this).upper() in ("SHOW", "DESCRIBE", "DESC", "EXPLAIN")
+
+
+def written_tables(tree: exp.Expression) -> list[exp.Table]:
+    """The tables a statement writes, drops or changes (none for a query).
+
+    Example:
+        >>> [t.sql() for t in written_tables(parse("DELETE FROM ns.events WHERE x = 1", "spark")[0])]
+        ['ns.events']
+        >>> [t.sql() for t in written_tables(parse("TRUNCATE TABLE a", "spark")[0])], written_tables(parse("SELECT 1", "spark")[0])
+        (['a'], [])
+    """
+    if isinstance(tree, exp.Query) or not isinstance(tree, (exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.Alter,
+                                                           exp.Create, exp.Drop, exp.TruncateTable)):
+        return []
+    if isinstance(tree, exp.Create) and not (tree.args.get("replace") or tree.kind != "TABLE"):
+        return []          # a new table (a topic is created through create_topic; see catalog_command)
+    if isinstance(tree, exp.TruncateTable):
+        return [t for t in tree.expressions if isinstance(t, exp.Table)]
+    if isinstance(tree, exp.Drop):
+        return [t for t in tree.args.get("tables") or [] if isinstance(t, exp.Table)]
+    target = tree.this
+    if isinstance(target, exp.Schema):
+        target = target.this
+    return [target] if isinstance(target, exp.Table) else []
 
 
 @dataclass

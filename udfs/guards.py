@@ -26,3 +26,23 @@ def kafka_producer_name(producer_id: int, producer_epoch: int) -> str:
         'KOP-PID-PREFIX-7-0'
     """
     return f"KOP-PID-PREFIX-{producer_id}-{producer_epoch}"
+
+
+def check_probe(producer: object, sequence_id: object, highest_sequence_id: object = None) -> None:
+    """The arguments of a ``dup_status`` asked from Python: a producer name and ids as R4 wants them, else an
+    ``InvalidEntryError`` saying what is wrong (an id ``'5'``, ``True`` or ``2.5`` is no id).
+
+    Example:
+        >>> check_probe("p", True)
+        Traceback (most recent call last):
+        seqdedup.errors.InvalidEntryError: dup_status: sequence_id True is not an integer; sequence ids are BIGINT
+    """
+    from seqdedup.errors import InvalidEntryError
+
+    from .reference import Entry, _problem
+
+    if producer is not None and not isinstance(producer, str):
+        raise InvalidEntryError(f"dup_status: the producer {producer!r} is not a string; producer names are strings")
+    problem = _problem(Entry(producer, sequence_id, highest_sequence_id))   # type: ignore[arg-type]
+    if problem is not None:
+        raise InvalidEntryError(f"dup_status: {problem}")

@@ -54,7 +54,7 @@ class Policies:
     deduplication_enabled: bool = True            # whether a new tracker starts enabled (R10)
     snapshot_interval_entries: int = 1000         # entries recorded between entry-count snapshots (R8)
     snapshot_interval_seconds: int = 120          # seconds between time-based snapshots (R8); 0: off
-    producer_inactivity_timeout: int = 360        # minutes without a write before a producer is purged (R11)
+    producer_inactivity_timeout: int | None = 360  # minutes without a write before a producer is purged (R11); None: never
     max_producers_in_snapshot: int | None = None  # None: no cap (seqdedup's default); an int caps like Pulsar (R12)
 
 
@@ -305,6 +305,8 @@ class SequenceTracker:
     def purge_inactive(self, now: float) -> list[str]:
         """R11: forget producers whose last write is strictly older than the timeout; a snapshot records the purge.
         Returns the purged names, sorted."""
+        if self.policies.producer_inactivity_timeout is None:     # "never": producers do not expire
+            return []
         cutoff = now - self.policies.producer_inactivity_timeout * 60
         purged = sorted(p for p, t in self.last_publish.items() if t < cutoff)
         for p in purged:

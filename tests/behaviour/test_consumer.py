@@ -208,7 +208,7 @@ def test_bad_input_is_refused_and_changes_nothing(dedup):
 
 def test_a_version_2_catalog_without_the_consumers_table_opens_and_gets_it(dedup):
     payments(dedup, [1, 2])
-    dedup.session.sql("DROP TABLE seqdedup_consumers")
+    dedup.session.adapter.execute("DROP TABLE seqdedup_consumers")     # as a catalog of an older seqdedup
     dedup.restart()
     assert consume(dedup.session, "payments", TOTALS, into="totals", consumer="c") == [ConsumeBatch(0, 2, 1, 1)]
     assert totals(dedup) == (2, 3, 1)

@@ -34,14 +34,14 @@ def state(session) -> dict:
     return {"position": position, "n": int(n), "total": int(total), "rows": rows}
 
 
-def setup(session, entries: int) -> list[int]:
+def setup(session, entries: int) -> list[list[int]]:
     session.create_topic("payments", {"amount": "BIGINT"})
     values = exp.values([(literal(i), literal(amount(i))) for i in range(entries)], alias="t",
                         columns=["seq", "amount"])
     session.run(exp.Create(this=exp.table_("paid"), kind="VIEW", replace=True, expression=exp.select("*").from_(values),
                            properties=exp.Properties(expressions=[exp.TemporaryProperty()])))
     session.sql("INSERT INTO payments SELECT amount FROM paid WHERE is_not_dup('till', seq) ORDER BY seq")
-    return [r[0] for r in session.sql("SELECT amount FROM payments ORDER BY _position").rows]
+    return [list(r) for r in session.sql("SELECT amount, _position FROM payments ORDER BY _position").rows]
 
 
 def main() -> None:
@@ -58,7 +58,8 @@ def main() -> None:
     else:
         session = seqdedup.connect(args.database)
     if args.setup:
-        print(json.dumps({"setup": {"amounts": setup(session, args.setup)}}), flush=True)
+        rows = setup(session, args.setup)
+        print(json.dumps({"setup": {"amounts": [a for a, _ in rows], "positions": [p for _, p in rows]}}), flush=True)
     if args.consume:
         print(json.dumps({"state": state(session)}), flush=True)
         batches = consume(session, "payments", SQL, into="totals", consumer="totals", max_entries=args.consume)

@@ -214,8 +214,17 @@ class Stats:
 class Fuzz:
     """One database under attack, and the model of what it must hold."""
 
-    def __init__(self, engine: str, workdir: Path, rng: random.Random, stats: Stats, generation: int = 0):
+    def __init__(self, engine: str, workdir: Path, rng: random.Random, stats: Stats, generation: int = 0,
+                 alternate: bool = False):
         self.engine, self.workdir, self.rng, self.stats = engine, workdir, rng, stats
+        # With ``alternate``, every other turn goes to one long-lived writer process (fuzz_child.py --serve) that
+        # closes its session between turns while fresh processes write: it must not trust what it remembers.
+        if alternate and engine == "spark":
+            raise NotImplementedError("a local Spark home (embedded Derby) admits one process for the process's "
+                                      "life, so a long-lived writer cannot take turns with others: that needs a "
+                                      "shared metastore (issue 15)")
+        self.alternate = alternate
+        self.server: subprocess.Popen | None = None
         name = f"home-{generation}" if engine == "spark" else f"fuzz-{generation}.duckdb"
         self.database = str(workdir / name)
         self.planner = Planner(rng)
@@ -232,34 +241,45 @@ class Fuzz:
         count = self.rng.randint(1, PER_CHILD[self.engine]) if kill else 0
         while len(self.operations) < self.acked + count:
             self.operations.append(self.planner.next())
-        plan = self.workdir / "plan.json"
-        plan.write_text(json.dumps({"first": self.acked, "operations": self.operations[self.acked:self.acked + count]}))
+        plan = {"first": self.acked, "operations": self.operations[self.acked:self.acked + count]}
         # Kills alternate between a failpoint and a random moment; every tenth writer is left to finish.
         mode = ("none" if self.stats.iterations % 10 == 9 else ("failpoint", "timer")[self.stats.iterations % 2]) \
             if kill else "none"
-        env = {k: v for k, v in os.environ.items() if k != "SEQDEDUP_CRASH_AT"}
-        if mode == "failpoint":
-            env["SEQDEDUP_CRASH_AT"] = self._failpoint(self.operations[self.acked:self.acked + count])
-        child = subprocess.Popen([sys.executable, str(CHILD), self.engine, self.database, str(plan)],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                 start_new_session=True)
+        serving = self.alternate and self.stats.iterations % 2 == 1    # the long-lived writer's turn (killed at
+        if serving:                                                     # random moments only: a failpoint would
+            mode = "timer" if mode == "failpoint" else mode             # stay armed for its later turns)
+            child = self._serve(plan)
+        else:
+            env = {k: v for k, v in os.environ.items() if k != "SEQDEDUP_CRASH_AT"}
+            if mode == "failpoint":
+                env["SEQDEDUP_CRASH_AT"] = self._failpoint(plan["operations"])
+            path = self.workdir / "plan.json"
+            path.write_text(json.dumps(plan))
+            child = subprocess.Popen([sys.executable, str(CHILD), self.engine, self.database, str(path)],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                     start_new_session=True)
         timer = None
         stderr: list[str] = []
-        reader = threading.Thread(target=lambda: stderr.append(child.stderr.read()), daemon=True)
-        reader.start()
-        violations, recovered, last = [], False, None
+        if not serving:
+            reader = threading.Thread(target=lambda: stderr.append(child.stderr.read()), daemon=True)
+            reader.start()
+        violations, recovered, done, last = [], False, False, None
 
         def arm(window: float) -> threading.Timer:
             armed = threading.Timer(self.rng.uniform(0, window), _kill, [child])
             armed.start()
             return armed
 
+        last = time.monotonic()
         for raw in child.stdout:
             if not raw.startswith("{"):
                 continue
             line, now = json.loads(raw), time.monotonic()
+            if "done" in line:
+                done = True
+                break
             if "started" in line:
-                if mode == "timer" and self.rng.random() < 0.3:      # a kill while it recovers, or later
+                if mode == "timer" and timer is None and self.rng.random() < 0.3:   # a kill while it recovers
                     timer = arm(self.startup + self.per_operation * count)
             elif "state" in line:
                 recovered = True
@@ -273,12 +293,18 @@ class Fuzz:
             last = now
             if violations:
                 break
-        if violations:
-            _kill(child)
-        code = child.wait(timeout=900)
         if timer:
             timer.cancel()
-        reader.join(timeout=60)
+        if violations:
+            _kill(child)
+        if serving and done and not violations:      # its turn is done; it lives on for the next one
+            code = 0
+        else:
+            code = child.wait(timeout=900)
+            if serving:
+                self.server = None                # killed (or failed): the next turn starts a new one
+            else:
+                reader.join(timeout=60)
         killed = code == -signal.SIGKILL
         if killed:
             self.stats.kills["timer" if mode == "timer" else "failpoint"] += 1
@@ -290,6 +316,23 @@ class Fuzz:
             self.pending = None
         self.stats.iterations += 1
         return violations
+
+    def _serve(self, plan: dict) -> subprocess.Popen:
+        """The long-lived writer (started when there is none), given its next turn."""
+        if self.server is None or self.server.poll() is not None:
+            env = {k: v for k, v in os.environ.items() if k != "SEQDEDUP_CRASH_AT"}
+            self.server = subprocess.Popen([sys.executable, str(CHILD), self.engine, self.database, "--serve"],
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                           text=True, env=env, start_new_session=True)
+        self.server.stdin.write(json.dumps(plan) + "\n")
+        self.server.stdin.flush()
+        return self.server
+
+    def close(self) -> None:
+        if self.server is not None:
+            _kill(self.server)
+            self.server.wait(timeout=60)
+            self.server = None
 
     def _failpoint(self, plan: list[dict]) -> str:
         """``name:n``: a step of one of the plan's operations, at the n-th time the writer should pass it."""
@@ -333,22 +376,29 @@ def _kill(child: subprocess.Popen) -> None:
         pass
 
 
-def run(engine: str, iterations: int, seed: int, workdir: Path, *, report=None, every: int = 50) -> Stats:
+def run(engine: str, iterations: int, seed: int, workdir: Path, *, report=None, every: int = 50,
+        alternate: bool = False) -> Stats:
     """``iterations`` writer processes against one database (a new one after a violation), then a last writer
-    that only recovers and checks. ``report`` gets a progress line every ``every`` iterations."""
+    that only recovers and checks. ``report`` gets a progress line every ``every`` iterations. With ``alternate``,
+    every other turn is a long-lived writer's (see ``Fuzz``)."""
     rng = random.Random(seed)
     stats = Stats()
     generation = 0
-    fuzz = Fuzz(engine, workdir, rng, stats)
-    for i in range(iterations):
-        for violation in fuzz.iteration():
-            stats.violations.append(f"seed {seed}, iteration {i}, database {fuzz.database}: {violation}")
-            generation += 1
-            fuzz = Fuzz(engine, workdir, rng, stats, generation)
-        if report and (i + 1) % every == 0:
-            report(stats.line(iterations))
-    for violation in fuzz.iteration(kill=False):
-        stats.violations.append(f"seed {seed}, final check, database {fuzz.database}: {violation}")
+    fuzz = Fuzz(engine, workdir, rng, stats, alternate=alternate)
+    try:
+        for i in range(iterations):
+            for violation in fuzz.iteration():
+                stats.violations.append(f"seed {seed}, iteration {i}, database {fuzz.database}: {violation}")
+                generation += 1
+                fuzz.close()
+                fuzz = Fuzz(engine, workdir, rng, stats, generation, alternate=alternate)
+            if report and (i + 1) % every == 0:
+                report(stats.line(iterations))
+        fuzz.close()
+        for violation in fuzz.iteration(kill=False):
+            stats.violations.append(f"seed {seed}, final check, database {fuzz.database}: {violation}")
+    finally:
+        fuzz.close()
     return stats
 
 
@@ -359,13 +409,18 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--every", type=int, default=None, help="progress line every N iterations")
+    parser.add_argument("--alternate", action="store_true",
+                        help="every other turn goes to one long-lived writer process, which must not trust what it "
+                             "remembers of the topic across the other writers' turns")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.randrange(2**32)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="seqdedup-fuzz-"))
     workdir.mkdir(parents=True, exist_ok=True)
-    print(f"crash fuzz: engine {args.engine}, {args.iterations} iterations, seed {seed}, in {workdir}", flush=True)
+    print(f"crash fuzz: engine {args.engine}, {args.iterations} iterations, seed {seed}, in {workdir}"
+          f"{', alternating with a long-lived writer' if args.alternate else ''}", flush=True)
     every = args.every or (50 if args.engine == "duckdb" else 5)
-    stats = run(args.engine, args.iterations, seed, workdir, report=lambda s: print(s, flush=True), every=every)
+    stats = run(args.engine, args.iterations, seed, workdir, report=lambda s: print(s, flush=True), every=every,
+                alternate=args.alternate)
     for violation in stats.violations:
         print("VIOLATION", violation)
     print(f"done: {stats.iterations} iterations, {sum(stats.kills.values())} kills "

@@ -2,6 +2,12 @@
 operations of a plan, acknowledging each one as it returns.
 
     python fuzz_child.py ENGINE DATABASE PLAN
+    python fuzz_child.py ENGINE DATABASE --serve
+
+With ``--serve`` it lives on and takes turns: each line on its standard input is a plan (as in the PLAN file); for
+each it connects, runs the plan, closes its session and prints {"done": true}. Another writer process writes the
+database between its turns (fuzz.py, ``--alternate``), so a writer that trusted what it remembered from its last
+turn instead of what the catalog holds now would write a duplicate, or lose an entry, and the parent would see it.
 
 PLAN is a JSON file: {"first": index of its first operation, "operations": [...]}; an operation is one of
 ``{"kind": "create", "policies": {...}}``, ``{"kind": "send", "entries": [[producer, seq, highest|null,
@@ -86,11 +92,8 @@ def run(session, operation: dict) -> dict:
     return {}
 
 
-def main() -> None:
-    engine, database, plan = sys.argv[1:4]
-    with open(plan) as file:
-        plan = json.load(file)
-    say(started=True)
+def turn(engine: str, database: str, plan: dict) -> None:
+    """Open the database (recovering its state), report it, run the plan's operations, close."""
     clock = Clock()
     if engine == "spark":
         from seqdedup.extensions.spark import local_session
@@ -103,6 +106,18 @@ def main() -> None:
         clock.now = EPOCH + dt.timedelta(seconds=operation["at"])
         say(ack=index, **run(session, operation))
     session.close()
+
+
+def main() -> None:
+    engine, database, plan = sys.argv[1:4]
+    say(started=True)
+    if plan != "--serve":
+        with open(plan) as file:
+            turn(engine, database, json.load(file))
+        return
+    for line in sys.stdin:
+        turn(engine, database, json.loads(line))
+        say(done=True)
 
 
 if __name__ == "__main__":

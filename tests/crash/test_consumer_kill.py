@@ -5,8 +5,10 @@ topic exactly once. Real processes, really killed (the Spark driver JVM included
 A child fills a topic; then children consume it into ``SELECT count(*) AS n, sum(amount) AS total FROM
 new_entries`` a few entries a batch, each killed at a step picked by a seeded random choice (the n-th time it reaches
 ``after_output_rows``, ``before_publish`` or ``after_publish``, each point as often), until a last child runs to the
-end. Every child opening the database checks that the output and the stored position agree (sum(n) = position,
-sum(total) = the sum of the amounts up to it) and that the position is where the kill must have left it.
+end. Every child opening the database checks that the output and the stored position agree (sum(n) = the entries up to the
+position, sum(total) = the sum of their amounts) and that the position is where the kill must have left it. (A position
+is an entry's message id, not a count: the test keeps the count of entries consumed and reads the position of the
+last one from the topic.)
 """
 from __future__ import annotations
 
@@ -39,12 +41,14 @@ def child(engine: str, database: str, *args: str, crash_at: str | None = None) -
     return done.returncode, lines, done.stderr[-3000:]
 
 
-def check(state: dict, position: int, amounts: list[int], what: str) -> None:
+def check(state: dict, consumed: int, amounts: list[int], positions: list[int], what: str) -> None:
+    """The consumer stored the position of its ``consumed``-th entry, and its output counts exactly those."""
+    position = positions[consumed - 1] if consumed else 0
     assert state["position"] == position, f"{what}: the consumer stored position {state['position']}, expected " \
-                                          f"{position}"
-    assert state["n"] == position, f"{what}: the output counts {state['n']} entries up to position {position}"
-    assert state["total"] == sum(amounts[:position]), f"{what}: the output's total {state['total']} is not the " \
-                                                      f"sum of the amounts up to position {position}"
+                                          f"{position} (that of entry {consumed})"
+    assert state["n"] == consumed, f"{what}: the output counts {state['n']} entries, expected {consumed}"
+    assert state["total"] == sum(amounts[:consumed]), f"{what}: the output's total {state['total']} is not the " \
+                                                      f"sum of the first {consumed} amounts"
 
 
 def test_consumer_killed_at_random_steps_resumes_with_no_loss_and_no_double_counting(engine, tmp_path):
@@ -53,31 +57,31 @@ def test_consumer_killed_at_random_steps_resumes_with_no_loss_and_no_double_coun
     entries = ENTRIES[engine]
     code, lines, stderr = child(engine, database, "--setup", str(entries))
     assert code == 0, stderr
-    amounts = lines["setup"]["amounts"]
+    amounts, positions = lines["setup"]["amounts"], lines["setup"]["positions"]
     assert len(amounts) == entries
 
     rng = random.Random(f"consumer-kill-{engine}")
     chain = list(POINTS) * (KILLS[engine] // len(POINTS))      # every point, in a seeded random order
     rng.shuffle(chain)
-    position, previous = 0, "the setup"
+    consumed, previous = 0, "the setup"
     kills = []
     for point in chain:
-        remaining = -(-(entries - position) // BATCH)      # batches left
+        remaining = -(-(entries - consumed) // BATCH)      # batches left
         # every kill leaves at least one batch for the next child: after_publish keeps the batch it dies in
         hit = rng.choice([n for n in (1, 2) if n <= remaining - (point == "after_publish")])
         code, lines, stderr = child(engine, database, "--consume", str(BATCH), crash_at=f"{point}:{hit}")
         assert code == -signal.SIGKILL, f"{point}:{hit}: the child was not killed ({code}): {stderr}"
         assert "consumed" not in lines, f"{point}:{hit}: the child finished"
-        check(lines["state"], position, amounts, f"after {previous}")
+        check(lines["state"], consumed, amounts, positions, f"after {previous}")
         committed = hit if point == "after_publish" else hit - 1      # batches published before the kill
-        position = min(entries, position + committed * BATCH)
+        consumed = min(entries, consumed + committed * BATCH)
         previous = f"the kill at {point}:{hit}"
         kills.append(f"{point}:{hit}")
 
     code, lines, stderr = child(engine, database, "--consume", str(BATCH))
     assert code == 0, stderr
-    check(lines["state"], position, amounts, f"after {previous}")
-    assert lines["consumed"]["batches"][0][0] == position
-    check(lines["consumed"], entries, amounts, f"the last run (kills: {kills})")
+    check(lines["state"], consumed, amounts, positions, f"after {previous}")
+    assert lines["consumed"]["batches"][0][0] == (positions[consumed - 1] if consumed else 0)
+    check(lines["consumed"], entries, amounts, positions, f"the last run (kills: {kills})")
     assert lines["consumed"]["n"] == len(amounts) and lines["consumed"]["total"] == sum(amounts)
     print(kills)

@@ -108,6 +108,7 @@ HAVING
 SELECT
   c.__sd_producer,
   COUNT(*) - COALESCE(MAX(x.extra), 0) AS __sd_written,
+  COUNT(*) - COALESCE(MAX(x.extra), 0) AS __sd_ids,
   MIN(c.__sd_sequence_id) AS __sd_first,
   MAX(c.__sd_sequence_id) AS __sd_last,
   MAX(c.__sd_highest) AS __sd_top,
@@ -286,6 +287,7 @@ HAVING
 SELECT
   __sd_producer,
   COUNT_IF(__sd_accepted) AS __sd_written,
+  COUNT(DISTINCT __sd_sequence_id) AS __sd_ids,
   MIN(CASE WHEN __sd_accepted THEN __sd_sequence_id END) AS __sd_first,
   MAX(CASE WHEN __sd_accepted THEN __sd_sequence_id END) AS __sd_last,
   MAX(CASE WHEN __sd_accepted THEN __sd_highest END) AS __sd_top,
@@ -322,6 +324,7 @@ SELECT
     END
   END AS last_position,
   c.__sd_top AS highest,
+  COALESCE(c.__sd_ids, 0) - COALESCE(c.__sd_written, 0) AS out_of_order,
   c.__sd_hash AS hash
 FROM __sd_producers AS p
 LEFT JOIN __sd_counts AS c

@@ -101,7 +101,12 @@ SELECT
   COUNT_IF(__sd_invalid) AS invalid,
   COUNT_IF(__sd_accepted IS NULL) AS undecided,
   MAX(CASE WHEN __sd_accepted THEN __sd_position END) AS end,
-  COUNT_IF(__sd_accepted) AS written
+  COUNT_IF(__sd_accepted) AS written,
+  COUNT_IF(
+    NOT __sd_accepted
+    AND NOT __sd_invalid
+    AND __sd_sequence_id > COALESCE(__sd_mark, -1)
+  ) AS dropped_above_mark
 FROM __sd_decided;
 
 -- window plan: outcome per producer (its last row)
@@ -112,7 +117,8 @@ SELECT
   __sd_sent - __sd_written AS duplicates,
   __sd_first_position AS first_position,
   __sd_last_position AS last_position,
-  __sd_top AS highest
+  __sd_top AS highest,
+  0 AS out_of_order
 FROM __sd_decided
 WHERE
   __sd_last;
@@ -250,6 +256,7 @@ HAVING
 SELECT
   c.__sd_producer,
   COUNT(*) - COALESCE(MAX(x.extra), 0) AS __sd_written,
+  COUNT(*) - COALESCE(MAX(x.extra), 0) AS __sd_ids,
   MIN(c.__sd_sequence_id) AS __sd_first,
   MAX(c.__sd_sequence_id) AS __sd_last,
   MAX(c.__sd_highest) AS __sd_top,
@@ -428,6 +435,7 @@ HAVING
 SELECT
   __sd_producer,
   COUNT_IF(__sd_accepted) AS __sd_written,
+  COUNT(DISTINCT __sd_sequence_id) AS __sd_ids,
   MIN(CASE WHEN __sd_accepted THEN __sd_sequence_id END) AS __sd_first,
   MAX(CASE WHEN __sd_accepted THEN __sd_sequence_id END) AS __sd_last,
   MAX(CASE WHEN __sd_accepted THEN __sd_highest END) AS __sd_top,
@@ -464,6 +472,7 @@ SELECT
     END
   END AS last_position,
   c.__sd_top AS highest,
+  COALESCE(c.__sd_ids, 0) - COALESCE(c.__sd_written, 0) AS out_of_order,
   c.__sd_hash AS hash
 FROM __sd_producers AS p
 LEFT JOIN __sd_counts AS c
