@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
-BENCHMARKS = ["dedup_vs_plain_insert.py", "topic_size.py"]
+BENCHMARKS = ["dedup_vs_plain_insert.py", "small_statements.py", "producer_send.py", "topic_size.py"]
 
 failed = False
 for name in BENCHMARKS:

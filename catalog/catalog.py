@@ -104,15 +104,16 @@ class Catalog:
     def exists(self) -> bool:
         return bool(self.executor.columns(catalog_table("seqdedup_meta")))
 
-    def check_version(self) -> None:
+    def check_version(self) -> bool:
         """Refuse, before anything is written, a catalog this seqdedup cannot use: written by another version, a
         table missing, a column missing or of another type. A CatalogError says what is wrong and how to fix it.
+        True when the catalog is complete (every table and column there): ``create`` has nothing left to do.
 
         A catalog whose creation was cut short is not damaged: its tables are there but the version row is not (on
         Spark, where each CREATE is its own catalog operation, a process stopped during its first ``connect``).
         With every catalog table still empty, a writable session finishes it (``create``)."""
         if not self.exists():
-            return
+            return False
         rows = self.executor.fetchall(
             exp.select("value").from_(catalog_table("seqdedup_meta")).where(exp.column("key").eq(literal("catalog_version"))))
         if not rows:
@@ -126,7 +127,7 @@ class Catalog:
                 raise CatalogError("the seqdedup catalog was never finished (a process stopped while creating it); "
                                    "connect once without read_only=True to finish it")
             self._check_tables(missing_ok=True)    # create() adds the missing tables and the version row
-            return
+            return False
         version = int(rows[0][0])
         if version < CATALOG_VERSION:
             raise CatalogError(f"this catalog was written by an older seqdedup (catalog version {version}; this one "
@@ -135,14 +136,17 @@ class Catalog:
         if version > CATALOG_VERSION:
             raise CatalogError(f"this catalog was written by a newer seqdedup (catalog version {version}, this "
                                f"seqdedup reads up to {CATALOG_VERSION}); upgrade seqdedup to use it")
-        self._check_tables()
+        return self._check_tables()
 
-    def _check_tables(self, *, missing_ok: bool = False) -> None:
+    def _check_tables(self, *, missing_ok: bool = False) -> bool:
         """Every catalog table is there with every column, of its type (a table in ADDED_TABLES, or any table when
-        ``missing_ok``, may be missing: ``create`` adds it)."""
+        ``missing_ok``, may be missing, and a column in ADDED_COLUMNS: ``create`` adds them). True when nothing is
+        missing."""
+        complete = True
         for name, columns in CATALOG_TABLES.items():
             present = self.executor.columns(catalog_table(name))
             if not present:
+                complete = False
                 if missing_ok or name in ADDED_TABLES:
                     continue
                 raise CatalogError(f"the catalog table {name} is missing (dropped outside seqdedup?); restore it "
@@ -153,6 +157,8 @@ class Catalog:
             if problem:
                 raise CatalogError(f"the catalog table {name} is damaged: {problem} (changed outside seqdedup?); "
                                    "restore it from a backup of this database")
+            complete = complete and self._shape_problem(present, columns) is None
+        return complete
 
     def _shape_problem(self, present: list[tuple[str, str]], wanted: dict[str, exp.DataType]) -> str | None:
         """What keeps a table with columns ``present`` (name, engine type) from holding the columns ``wanted``."""

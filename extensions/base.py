@@ -5,6 +5,7 @@ Engine differences are capability flags on the adapter class, never ``if engine 
 from __future__ import annotations
 
 import contextlib
+import threading
 import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -15,6 +16,8 @@ from seqdedup.catalog.schema import create_table
 
 #: The column that numbers loaded rows (a producer's messages) in their arrival order, from 0.
 ARRIVAL = "__sd_arrival"
+#: The named parameters bound now, per thread and adapter (``EngineAdapter.parameters``).
+_BOUND = threading.local()
 
 
 class EngineAdapter:
@@ -62,6 +65,26 @@ class EngineAdapter:
         """No other process can publish to this database while the adapter is open (DuckDB locks its file; a
         local Spark home is locked by its process), so a topic's state in memory stays true without a check."""
         return True
+
+    @contextlib.contextmanager
+    def parameters(self, values: dict) -> Iterator[None]:
+        """Run the statements inside with these named parameters bound: a statement's varying values (its base
+        position, commit, time) are parameters, so that its SQL text is the same from one statement to the next and
+        is generated once (seqdedup/statement.py)."""
+        # (per thread: threads may share a session, each running its own statement)
+        bound = _BOUND.__dict__.setdefault("values", {})
+        before = bound.get(id(self), {})
+        bound[id(self)] = {**before, **values}
+        try:
+            yield
+        finally:
+            bound[id(self)] = before
+
+    def bound(self, text: str, marker: str) -> dict | None:
+        """The parameters ``text`` uses (written ``<marker>name``), with their values; None when it uses none."""
+        values = _BOUND.__dict__.get("values", {}).get(id(self), {})
+        used = {k: v for k, v in values.items() if f"{marker}{k}" in text}
+        return used or None
 
     def execute(self, statement: exp.Expression | str) -> None:
         raise NotImplementedError
@@ -116,6 +139,10 @@ class EngineAdapter:
 
     def drop_temp_table(self, name: str) -> None:
         raise NotImplementedError
+
+    def drop_temp_tables(self, names: list[str]) -> None:
+        for name in names:
+            self.drop_temp_table(name)
 
     def load_arrow(self, name: str, table) -> exp.Table:
         """A temporary table ``name`` holding a ``pyarrow.Table``'s rows, in its order."""
@@ -232,8 +259,17 @@ class EngineAdapter:
         raise NotImplementedError
 
     def sql(self, tree: exp.Expression) -> str:
-        """The text the engine runs for ``tree``."""
-        return tree.sql(dialect=self.DIALECT)
+        """The text the engine runs for ``tree``. A tree the statement path keeps from one statement to the next
+        (``tree.meta["kept"]``) is generated once."""
+        if not tree.meta.get("kept"):
+            return tree.sql(dialect=self.DIALECT)
+        texts = self.__dict__.setdefault("_texts", {})
+        text = texts.get(id(tree))
+        if text is None or text[0] is not tree:
+            if len(texts) > 1024:
+                texts.clear()
+            text = texts[id(tree)] = (tree, tree.sql(dialect=self.DIALECT))
+        return text[1]
 
 
 @dataclass

@@ -81,6 +81,18 @@ def register_functions(cursor: duckdb.DuckDBPyConnection) -> None:
     cursor.execute("CREATE OR REPLACE TEMPORARY MACRO raise_error(message) AS error(message)")
 
 
+def _around(query: exp.Expression, what: str, build) -> exp.Expression:
+    """The statement ``build`` makes around ``query`` (a DESCRIBE, a CREATE ... AS): made once and kept with the
+    query when the query is one the statement path keeps (``EngineAdapter.sql``), so its SQL is generated once."""
+    if not query.meta.get("kept"):
+        return build()
+    around = query.meta.setdefault("around", {})
+    if what not in around:
+        around[what] = build()
+        around[what].meta["kept"] = True
+    return around[what]
+
+
 class DuckDBAdapter(EngineAdapter):
     DIALECT = "duckdb"
     DEFAULT_NAMESPACE = "main"
@@ -140,7 +152,8 @@ class DuckDBAdapter(EngineAdapter):
         return self._run(statement).fetchall()[0][0]
 
     def query_columns(self, query: exp.Expression) -> list[tuple[str, str]]:
-        return [(row[0], row[1]) for row in self.fetchall(exp.Describe(this=query.copy()))]
+        return [(row[0], row[1]) for row in self.fetchall(_around(query, "describe", lambda: exp.Describe(
+            this=query.copy())))]
 
     def fetchall(self, query: exp.Expression | str, *, committed: bool = False) -> list[tuple]:
         return self._run(query, committed=committed).fetchall()
@@ -148,7 +161,8 @@ class DuckDBAdapter(EngineAdapter):
     def fetch_arrow(self, query: exp.Expression | str, *, committed: bool = False):
         text = query if isinstance(query, str) else self.sql(query)
         try:
-            return (self.reader() if committed else self.connection).sql(text).to_arrow_table()
+            return (self.reader() if committed else self.connection).sql(
+                text, params=self.bound(text, "$")).to_arrow_table()
         except duckdb.Error as error:
             raise _friendly(error, self.path) from error
 
@@ -167,7 +181,7 @@ class DuckDBAdapter(EngineAdapter):
     def _run(self, statement: exp.Expression | str, *, committed: bool = False):
         text = statement if isinstance(statement, str) else self.sql(statement)
         try:
-            return (self.reader() if committed else self.connection).execute(text)
+            return (self.reader() if committed else self.connection).execute(text, self.bound(text, "$"))
         except duckdb.Error as error:
             raise _friendly(error, self.path) from error
 
@@ -188,10 +202,19 @@ class DuckDBAdapter(EngineAdapter):
 
     def create_temp_table(self, name: str, query: exp.Expression) -> exp.Table:
         table = self.temp_table(name)
-        create = exp.Create(this=table.copy(), kind="TABLE", expression=query, replace=True,
-                            properties=exp.Properties(expressions=[exp.TemporaryProperty()]))
-        self.execute(create)
+        self.execute(_around(query, f"create {name}", lambda: exp.Create(
+            this=table.copy(), kind="TABLE", expression=query.copy(), replace=True,
+            properties=exp.Properties(expressions=[exp.TemporaryProperty()]))))
         return table
+
+    def drop_temp_tables(self, names: list[str]) -> None:
+        relations = [n for n in names if n in self._relations]
+        for name in relations:
+            self.drop_temp_table(name)
+        tables = [n for n in names if n not in relations]
+        if tables:        # one round trip for all of them
+            self.execute("; ".join(self.sql(exp.Drop(tables=[self.temp_table(n)], kind="TABLE", exists=True))
+                                   for n in tables))
 
     def drop_temp_table(self, name: str) -> None:
         if name in self._relations:

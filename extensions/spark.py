@@ -233,7 +233,8 @@ class SparkAdapter(EngineAdapter):
     def _sql(self, statement: exp.Expression | str):
         text = statement if isinstance(statement, str) else self.sql(statement)
         with self._errors():
-            return self.spark.sql(text)
+            args = self.bound(text, ":")
+            return self.spark.sql(text, args=args) if args else self.spark.sql(text)
 
     def execute(self, statement: exp.Expression | str) -> None:
         self._check_writable(statement)

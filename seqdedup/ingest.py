@@ -103,18 +103,19 @@ def _staging(adapter, inputs: list[str], formats: list[str], needed: list[str], 
     for i, (path, fmt) in enumerate(zip(inputs, formats)):
         name = f"__sd_ingest_{i}"
         temps.append(name)
-        table = adapter.create_temp_table(name, adapter.file_rows(path, fmt, ROW))
-        names = [column for column, _ in adapter.columns(table)]
+        rows = adapter.file_rows(path, fmt, ROW)
+        # the file's own columns, read before numbering its rows (a column named like ours would clash with it)
+        names = [column for column, _ in adapter.query_columns(rows.copy().select("*", append=False))]
         reserved = [c for c in names if c.lower().startswith(RESERVED)]
-        if len(reserved) > 1:          # ours, and one of the file's (the engine renamed one of the two)
+        if reserved:
             raise TopicError(f"{path} has a column named like seqdedup's own ({sorted(reserved)}): names starting "
                              f"with {RESERVED} are reserved; rename the column in the file, or read it through SQL "
                              "with another name (AS ...)")
         present = {column.lower(): column for column in names}
         missing = [c for c in needed if c not in present]
         if missing:
-            raise TopicError(f"{path} has no columns {missing}; its columns are "
-                             f"{sorted(c for c in present.values() if c != ROW)}")
+            raise TopicError(f"{path} has no columns {missing}; its columns are {sorted(present.values())}")
+        table = adapter.create_temp_table(name, rows)
         parts.append(exp.select(*[exp.alias_(exp.column(present[c], quoted=True), c, quoted=True) for c in needed],
                                 exp.alias_(exp.column(ROW) + offset, ROW)).from_(table))
         offset += adapter.fetchall(exp.select(exp.Count(this=exp.Star())).from_(table.copy()))[0][0]

@@ -36,6 +36,8 @@ log = logging.getLogger("seqdedup.producer")
 #: The highest sequence id (R4: ids are signed 64-bit).
 MAX_ID = 2**63 - 1
 
+#: The first automatic id of a send, a parameter of its statement (``EngineAdapter.parameters``).
+FIRST_ID = exp.Placeholder(this="__sd_first_id")
 #: Errors that say the statement was refused before anything was written: retrying cannot help.
 DEFINITE = (InvalidEntryError, TopicError, RewriteError, PolicyError, CatalogError, NotRewrittenError, ProducerError)
 
@@ -165,7 +167,8 @@ class Producer:
                 f"{'explicit' if explicit else 'automatic'} ones lets an explicit id fall at or below an automatic "
                 "one and be dropped. Use one kind per producer name")
         adapter = self.session.adapter
-        name = f"__sd_send_{self._tag}_{next(_counter)}"
+        taken = {send.name for send in self._pending}        # the first free slot: one name, send after send
+        name = next(n for n in (f"__sd_send_{self._tag}_{i}" for i in range(len(taken) + 1)) if n not in taken)
         stage = load(adapter, name, data, [c for c, _ in self.topic.user_columns])
         try:
             types = {c: kind for c, kind in adapter.columns(stage) if c != ARRIVAL}
@@ -188,8 +191,8 @@ class Producer:
         self._explicit = explicit
         if explicit:
             ids, first = exp.column(column, quoted=True), None
-        else:
-            ids, first = exp.column(ARRIVAL) + exp.convert(self._next), self._next
+        else:          # the first id is a parameter (FIRST_ID): the statement's SQL is the same, send after send
+            ids, first = exp.column(ARRIVAL) + FIRST_ID, self._next
             self._next += count
         return _Send(stage, name, ids, count, first, set())
 
@@ -243,7 +246,8 @@ class Producer:
         delay = 0.05
         while True:
             try:
-                result = session.run(self._statement(send))
+                with session.adapter.parameters(self._parameters(send)):
+                    result = session.run(self._statement(send))
                 break
             except DEFINITE:
                 self._pending.remove(send)
@@ -265,13 +269,17 @@ class Producer:
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
         send.own_commits.add(result.commit)
-        with session.writer:
+        with session.writer, session.adapter.parameters(self._parameters(send)):
             rows = read_receipts(session.adapter, ref.table, self._entries(send), send.own_commits)
             session.adapter.drop_temp_table(send.name)
         self._pending.remove(send)
         receipts = Receipts(rows)
         self._last = max(self._last, max(row[1] for row in rows))
         return receipts
+
+    @staticmethod
+    def _parameters(send: _Send) -> dict:
+        return {FIRST_ID.name: send.first_automatic} if send.first_automatic is not None else {}
 
     def _statement(self, send: _Send) -> exp.Insert:
         columns = [exp.to_identifier(c, quoted=True) for c, _ in self.topic.user_columns]

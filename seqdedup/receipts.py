@@ -39,7 +39,7 @@ def receipts_query(topic: exp.Table, entries: exp.Query, own_commits: Iterable[i
     written once: the later arrival is a duplicate of the first.
     """
     ids = ["_producer", "_sequence_id", "_highest_sequence_id"]
-    commits = [exp.convert(c) for c in sorted(set(own_commits))] or [exp.convert(-1)]
+    commits = [c if isinstance(c, exp.Expression) else exp.convert(c) for c in own_commits] or [exp.convert(-1)]
     where = exp.column("_producer").isin(query=exp.select(PRODUCER).from_(entries.subquery("p")).distinct())
     if not everywhere:
         where = exp.and_(exp.column("_commit").isin(*[c.copy() for c in commits]), where)
@@ -58,13 +58,33 @@ def receipts_query(topic: exp.Table, entries: exp.Query, own_commits: Iterable[i
             .order_by(exp.column(ARRIVAL, "e")))
 
 
+#: The receipts queries of sends, kept from one send to the next (their commits are parameters): by their shape.
+_KEPT: dict[tuple, exp.Select] = {}
+
+
 def receipts(adapter, topic: exp.Table, entries: exp.Query, own_commits: Iterable[int]) -> list[tuple]:
     """The rows of ``receipts_query``: from the send's own commits, and from the whole topic only when some entry
-    was not written by them (a duplicate, whose position is that of its earlier write)."""
-    rows = adapter.fetchall(receipts_query(topic, entries, own_commits))
-    if any(row[2] is None for row in rows):
-        rows = adapter.fetchall(receipts_query(topic, entries, own_commits, everywhere=True))
+    was not written by them (a duplicate, whose position is that of its earlier write). The commits are parameters,
+    so a producer sending one entry after another runs the same SQL each time."""
+    commits = sorted(set(own_commits))
+    values = {f"__sd_own_commit_{i}": commit for i, commit in enumerate(commits)}
+    marks = [exp.Placeholder(this=name) for name in values]
+    with adapter.parameters(values):
+        rows = adapter.fetchall(_kept(topic, entries, marks, everywhere=False))
+        if any(row[2] is None for row in rows):
+            rows = adapter.fetchall(_kept(topic, entries, marks, everywhere=True))
     return rows
+
+
+def _kept(topic: exp.Table, entries: exp.Query, commits: list[exp.Expression], *, everywhere: bool) -> exp.Select:
+    key = (topic.sql(), entries.sql(), len(commits), everywhere)
+    if key not in _KEPT:
+        if len(_KEPT) > 256:
+            _KEPT.clear()
+        query = receipts_query(topic, entries, commits, everywhere=everywhere)
+        query.meta["kept"] = True
+        _KEPT[key] = query
+    return _KEPT[key]
 
 
 class Receipts:

@@ -51,8 +51,8 @@ class Session:
         self.writer = Writer(adapter, self.catalog, lock_timeout)
         try:
             with self.writer:
-                self.catalog.check_version()
-                if not adapter.read_only:
+                complete = self.catalog.check_version()
+                if not adapter.read_only and not complete:    # (on Spark each CREATE is a catalog round trip)
                     with adapter.transaction():
                         self.catalog.create()
         except BaseException:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import threading
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -28,6 +30,15 @@ from .topic_state import TopicState, marks_table
 from .writer import Commit, Scratch, Writer
 
 MAX_ID = 2**63 - 1
+
+#: The values that differ from one statement to the next are parameters (``EngineAdapter.parameters``), so that a
+#: statement's SQL is built and generated once per shape: the base position, the commit, the time, the id.
+BASE, COMMIT, STATEMENT_ID = (exp.Placeholder(this=name) for name in ("__sd_base", "__sd_commit", "__sd_statement"))
+NOW = exp.cast(exp.Placeholder(this="__sd_now"), "timestamp")
+#: The trees of statements' steps, by (shape, step), kept from one statement to the next (at most KEPT of them).
+_KEPT: OrderedDict[tuple, exp.Expression] = OrderedDict()
+_KEPT_LOCK = threading.Lock()
+KEPT = 512
 
 #: The outcome's columns as Arrow reads them (``sql.plan.OUTCOME``).
 OUTCOME = pa.schema([("producer", pa.string()), ("sent", pa.int64()), ("written", pa.int64()),
@@ -53,6 +64,27 @@ class Run:
         self.writer: Writer = session.writer
         self.adapter = session.adapter
         self.ref = session.ref(statement.target)
+        self.shape: tuple = ()      # what the steps' SQL depends on besides the parameters (see ``kept``)
+        self.scratch: Scratch | None = None
+
+    def kept(self, step: str, build) -> exp.Expression:
+        """The tree of a step, built once per shape of statement and kept: a producer sending one entry after
+        another, or a stream's micro-batches, run the same SQL text each time (only the parameters change)."""
+        # (the scratch tables made so far are in the key: a step reads them by name, and which were made depends on
+        # the path the statement took, a policy's snapshot or a plan's retry)
+        key = (self.shape, step, tuple(self.scratch.names) if self.scratch else ())
+        with _KEPT_LOCK:
+            tree = _KEPT.get(key)
+            if tree is not None:
+                _KEPT.move_to_end(key)
+                return tree
+        tree = build()
+        tree.meta["kept"] = True
+        with _KEPT_LOCK:
+            _KEPT[key] = tree
+            while len(_KEPT) > KEPT:
+                _KEPT.popitem(last=False)
+        return tree
 
     # --- checks that need no rows ------------------------------------------------------------------------------
 
@@ -60,16 +92,19 @@ class Run:
         """Types and shape, read from the SELECT without running it: the producer a string, ids integers, the
         values fitting the topic's columns, no column named like seqdedup's own. Returns (targets, value columns)."""
         statement, adapter = self.statement, self.adapter
-        types = dict(self.describe(statement.arguments))     # before a COALESCE could convert them
+        types = dict(self.describe(self.kept("arguments", lambda: statement.arguments)))   # before any COALESCE
         ids = "an integer: CAST it to BIGINT (sequence ids are signed 64-bit, 0 to 9223372036854775807)"
         checks = ((rewrite.ARGUMENTS[0], "producer", adapter.STRING_TYPES, "a string: CAST it to STRING"),
                   (rewrite.ARGUMENTS[1], "sequence_id", adapter.INTEGER_TYPES, ids),
                   (rewrite.ARGUMENTS[2], "highest_sequence_id", adapter.INTEGER_TYPES, ids))
         for column, role, allowed, fix in checks:
             kind = types.get(column)
-            if kind is not None and kind.split("(")[0].strip('"').upper() not in allowed | adapter.NULL_TYPES:
+            if kind is None:
+                continue
+            base = re.split(r"[( ]", kind.strip('"'), maxsplit=1)[0].upper()    # STRING COLLATE UTF8_LCASE: STRING
+            if base not in allowed | adapter.NULL_TYPES:
                 raise InvalidEntryError(f"is_not_dup's {role} argument has type {kind.upper()}; it must be {fix}")
-        columns = self.describe(statement.values)
+        columns = self.describe(self.kept("values", lambda: statement.values))
         names = [name for name, _ in columns]
         ours = {e.alias for e in statement.values.expressions if isinstance(e, exp.Alias)}
         clash = [n for n in names if (n.lower().startswith(rewrite.RESERVED) and n not in ours) or names.count(n) > 1]
@@ -153,7 +188,7 @@ class Run:
 
     # --- the plans ---------------------------------------------------------------------------------------------
 
-    def window(self, state: TopicState, commit: Commit, targets: list[str], values: list[str], now: dt.datetime,
+    def window(self, state: TopicState, commit: Commit, targets: list[str], values: list[str],
                scratch: Scratch) -> Outcome | None:
         """The window plan (see sql/plan.py): one pass. None when a batch entry straddles (undecided)."""
         adapter, statement = self.adapter, self.statement
@@ -161,12 +196,12 @@ class Run:
         marks = scratch.relation("__sd_marks", state.marks) if checked and state.marks.num_rows else None
 
         def insert_for(rows: exp.Expression) -> exp.Insert:
-            return plan.insert_rows(self.ref.table, targets, values, rows, literal(now), commit.number)
+            return plan.insert_rows(self.ref.table, targets, values, rows, NOW, COMMIT)
 
         def decide_and_write(source: exp.Select):
-            decided = plan.window_decisions(source, marks, statement.order, base=state.end,
-                                            partitions=adapter.PARTITIONS, number=adapter.row_number(),
-                                            checked=checked)
+            decided = self.kept(f"window {source is statement.values}", lambda: plan.window_decisions(
+                source, marks, statement.order, base=BASE, partitions=adapter.PARTITIONS,
+                number=adapter.row_number(), checked=checked))
             return adapter.write_decided(self.ref, decided, plan.ACCEPTED, insert_for, plan.window_metrics(),
                                          plan.window_outcome(), plan.LAST, proceed=_settled)
 
@@ -208,58 +243,70 @@ class Run:
                                     pa.array(late, pa.int64()))
 
     def exceptions(self, state: TopicState, commit: Commit, targets: list[str], values: list[str],
-                   now: dt.datetime, scratch: Scratch) -> Outcome:
+                   scratch: Scratch) -> Outcome:
         """The exceptions plan (see sql/plan.py): the decision on the keys, then one filtered write, checked."""
-        adapter, statement = self.adapter, self.statement
+        adapter, statement, kept = self.adapter, self.statement, self.kept
         keys = statement.keys
         marks = scratch.relation("__sd_marks", state.marks) if state.marks.num_rows else None
+        producers = scratch.name("__sd_producers")
         try:
-            producers = scratch.table("__sd_producers", plan.producers(keys, marks))
+            producers = adapter.create_temp_table(producers, kept("producers", lambda: plan.producers(keys, marks)))
         except EngineError as error:
             raise self.failing(error) from error
-        invalid, batches, room, sparse = adapter.fetchall(exp.select(
+        invalid, batches, room, sparse = adapter.fetchall(kept("sums", lambda: exp.select(
             *[exp.func("coalesce", exp.Sum(this=exp.column(c)), exp.convert(0))
               for c in ("__sd_invalid", "__sd_batches", "__sd_room")],
-            exp.func("count_if", exp.column("__sd_sparse"))).from_(producers.copy()))[0]
+            exp.func("count_if", exp.column("__sd_sparse"))).from_(producers.copy())))[0]
         if invalid:
             self.refuse_invalid()
-        hash_name = adapter.KEY_HASH
+        hash_of = plan.key_hash(adapter.KEY_HASH, "c")
         rounds = 1
         if not batches and not statement.ordered:
-            exceptions = scratch.table("__sd_exceptions", plan.repeats(keys, producers, plan.key_hash(hash_name, "c")))
-            counts = scratch.table("__sd_counts", plan.repeat_counts(keys, producers, exceptions,
-                                                                     plan.key_hash(hash_name, "c")))
+            exceptions = adapter.create_temp_table(scratch.name("__sd_exceptions"), kept(
+                "repeats", lambda: plan.repeats(keys, producers, hash_of)))
+            counts = kept("repeat counts", lambda: plan.repeat_counts(keys, producers, exceptions, hash_of))
         else:
-            candidates = scratch.table("__sd_candidates", plan.candidates(keys, producers))
+            candidates = adapter.create_temp_table(scratch.name("__sd_candidates"), kept(
+                "candidates", lambda: plan.candidates(keys, producers)))
             decisions, rounds = self.decide(candidates, bool(batches), scratch)
-            exceptions = scratch.table("__sd_exceptions", plan.decided_exceptions(
-                decisions, statement.key_columns, plan.key_hash(hash_name)))
-            counts = scratch.table("__sd_counts", plan.decided_counts(decisions, plan.key_hash(hash_name)))
-        outcome = scratch.table("__sd_outcome", plan.outcome(producers, counts, state.end))
-        kept_once = adapter.fetchall(exp.select(exp.func("count_if", exp.column("__sd_kept").eq(1))).from_(
-            exceptions.copy()))[0][0]
-        rows = plan.write_rows(statement.values, producers, exceptions, statement.key_columns, values,
-                               base=state.end, windowed=bool(kept_once or sparse))
+            exceptions = adapter.create_temp_table(scratch.name("__sd_exceptions"), kept(
+                f"decided exceptions {rounds}", lambda: plan.decided_exceptions(
+                    decisions, statement.key_columns, plan.key_hash(adapter.KEY_HASH))))
+            counts = kept(f"decided counts {rounds}",
+                          lambda: plan.decided_counts(decisions, plan.key_hash(adapter.KEY_HASH)))
+        outcome = adapter.create_temp_table(scratch.name("__sd_outcome"), kept(
+            f"outcome {statement.ordered or bool(batches)} {rounds}",
+            lambda: plan.outcome(producers, counts.subquery(), BASE)))
+        kept_once = adapter.fetchall(kept("kept once", lambda: exp.select(
+            exp.func("count_if", exp.column("__sd_kept").eq(1))).from_(exceptions.copy())))[0][0]
+        windowed = bool(kept_once or sparse)
         try:
-            adapter.write_topic(self.ref, plan.insert_rows(self.ref.table, targets, values, rows, literal(now),
-                                                           commit.number))
+            adapter.write_topic(self.ref, kept(f"write {windowed}", lambda: plan.insert_rows(
+                self.ref.table, targets, values, plan.write_rows(statement.values, producers, exceptions,
+                                                                 statement.key_columns, values, base=BASE,
+                                                                 windowed=windowed), NOW, COMMIT)))
         except EngineError as error:
             raise self.failing(error) from error
-        written_hash = plan.key_hash(hash_name, None, ("_producer", "_sequence_id", "_highest_sequence_id"))
-        if adapter.fetchall(plan.check_written(adapter.commit_rows(self.ref, commit.number), outcome,
-                                               written_hash))[0][0]:
+        written_hash = plan.key_hash(adapter.KEY_HASH, None, ("_producer", "_sequence_id", "_highest_sequence_id"))
+        check = (self.kept("check", lambda: plan.check_written(adapter.commit_rows(self.ref, COMMIT), outcome,
+                                                               written_hash))
+                 if not adapter.TRACKS_COMMITS else      # (the written rows are in a directory of this commit's)
+                 plan.check_written(adapter.commit_rows(self.ref, COMMIT), outcome, written_hash))
+        if adapter.fetchall(check)[0][0]:
             raise EngineError(
                 "the statement's SELECT gave other entries when read a second time (a non-deterministic expression "
                 "such as rand(), a sample, or a source that changed during the statement): seqdedup cannot decide "
                 "entries that change under it. Materialize the SELECT into a table first. Nothing was written")
-        table = adapter.fetch_arrow(exp.select(*plan.OUTCOME).from_(outcome.copy()).order_by("producer"))
+        table = adapter.fetch_arrow(kept("outcome rows", lambda: exp.select(*plan.OUTCOME).from_(
+            outcome.copy()).order_by("producer")))
         return Outcome(_outcome_table(table), state.end + room, rounds, table=outcome)
 
     def decide(self, candidates: exp.Table, batches: bool, scratch: Scratch) -> tuple[exp.Table, int]:
         """The windowed decision of the candidates, in rounds; after the first, only the producers with an
         undecided entry (a batch entry that straddles) take part."""
         key_columns, order = self.statement.key_columns, self.statement.order
-        decisions = scratch.table("__sd_decisions", plan.first_round(candidates, key_columns, order, batches=batches))
+        decisions = self.adapter.create_temp_table(scratch.name("__sd_decisions"), self.kept(
+            f"round 1 {batches}", lambda: plan.first_round(candidates, key_columns, order, batches=batches)))
         rounds = 1
         if not batches:
             return decisions, rounds
@@ -283,18 +330,23 @@ class Run:
         with writer:
             try:
                 state = writer.state(ref)            # an unknown topic is named before anything else
+                self.shape = (writer.tag, self.statement.source.sql(), tuple(state.topic.user_columns),
+                              adapter.PARTITIONS)
                 targets, values = self.check(state)
-                now = session.clock()
+                now, statement_id = session.clock(), str(uuid.uuid4())
                 with writer.commit(ref, state.commit + 1) as commit, writer.scratch() as scratch:
+                    self.scratch = scratch
                     state = follow_policies(self.session, state, commit, now, scratch)
+                    self.shape += (scratch.depth, state.enabled, state.marks.num_rows > 0)
                     outcome = None
-                    if adapter.PLAN == "window" or not state.enabled:
-                        outcome = self.window(state, commit, targets, values, now, scratch)
-                    if outcome is None:
-                        outcome = self.exceptions(state, commit, targets, values, now, scratch)
-                    failpoint("after_topic_rows")
-                    statement_id = str(uuid.uuid4())
-                    self.run_log(outcome, statement_id, now, commit, scratch)
+                    with adapter.parameters({"__sd_base": state.end, "__sd_commit": commit.number, "__sd_now": now,
+                                             "__sd_statement": statement_id}):
+                        if adapter.PLAN == "window" or not state.enabled:
+                            outcome = self.window(state, commit, targets, values, scratch)
+                        if outcome is None:
+                            outcome = self.exceptions(state, commit, targets, values, scratch)
+                        failpoint("after_topic_rows")
+                        self.run_log(outcome, scratch)
                     written = pc.sum(outcome.producers.column("written")).as_py() or 0
                     delta = _delta(outcome.producers, now) if state.enabled else None
                     if state.enabled:       # R6: pushed, not yet persisted, until the commit is published
@@ -313,15 +365,13 @@ class Run:
                                                            r["first_position"], r["last_position"], r["out_of_order"])
                                              for r in outcome.producers.to_pylist()])
 
-    def run_log(self, outcome: Outcome, statement_id: str, now: dt.datetime, commit: Commit,
-                scratch: Scratch) -> None:
+    def run_log(self, outcome: Outcome, scratch: Scratch) -> None:
         """R5: the per-producer counts, in the run log, in the statement's commit."""
         source = outcome.table if outcome.table is not None else scratch.relation("__sd_outcome", outcome.producers)
-        self.adapter.execute(exp.insert(
-            exp.select(literal(statement_id), literal(self.ref.key), "producer", "written", "duplicates",
-                       "first_position", "last_position", literal(now), "highest", literal(commit.number),
-                       "out_of_order")
-            .from_(source.copy()), catalog_table("seqdedup_statements"), columns=list(STATEMENTS)))
+        self.adapter.execute(self.kept(f"run log {outcome.table is not None}", lambda: exp.insert(
+            exp.select(STATEMENT_ID, literal(self.ref.key), "producer", "written", "duplicates",
+                       "first_position", "last_position", NOW, "highest", COMMIT, "out_of_order")
+            .from_(source.copy()), catalog_table("seqdedup_statements"), columns=list(STATEMENTS))))
 
     def snapshot_if_due(self, state: TopicState, commit: Commit, now: dt.datetime,
                         scratch: Scratch) -> tuple[int | None, TopicState]:

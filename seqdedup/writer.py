@@ -25,7 +25,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import itertools
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -91,16 +90,17 @@ class Commit:
 
 
 class Scratch:
-    """Temporary tables of one piece of work, named apart from every other session's and dropped together."""
+    """Temporary tables of one piece of work, named apart from every other session's and dropped together.
 
-    _counter = itertools.count()
+    Names are the same from one piece of work to the next (the session's tag, how deep this scratch is nested in
+    another of the session's, and the table's place in it), so that the SQL that reads them is too."""
 
-    def __init__(self, adapter: EngineAdapter, tag: str):
-        self.adapter, self.tag = adapter, tag
+    def __init__(self, adapter: EngineAdapter, tag: str, depth: int = 0):
+        self.adapter, self.tag, self.depth = adapter, tag, depth
         self.names: list[str] = []
 
     def name(self, prefix: str) -> str:
-        name = f"{prefix}_{self.tag}_{next(self._counter)}"
+        name = f"{prefix}_{self.tag}_{self.depth}_{len(self.names)}"
         self.names.append(name)
         return name
 
@@ -113,8 +113,7 @@ class Scratch:
         return self.adapter.relation(self.name(prefix), arrow_table)
 
     def drop(self) -> None:
-        for name in reversed(self.names):
-            self.adapter.drop_temp_table(name)
+        self.adapter.drop_temp_tables(list(reversed(self.names)))
         self.names.clear()
 
 
@@ -132,6 +131,7 @@ class Writer:
             self.database.sessions += 1
         self.pushed = self.database.pushed
         self.attempted: dict[str, int] = {}   # table key -> number of the last commit begun (a failed one too)
+        self._scratches = 0                   # scratches open now (nested ones name their tables apart)
         self._closed = False
 
     def __enter__(self) -> "Writer":
@@ -204,7 +204,8 @@ class Writer:
 
     @contextlib.contextmanager
     def scratch(self) -> Iterator[Scratch]:
-        scratch = Scratch(self.adapter, self.tag)
+        self._scratches += 1
+        scratch = Scratch(self.adapter, self.tag, self._scratches)
         try:
             yield scratch
         except BaseException:
@@ -213,6 +214,8 @@ class Writer:
             with contextlib.suppress(Exception):
                 scratch.drop()
             raise
+        finally:
+            self._scratches -= 1
         scratch.drop()
 
     def close(self) -> None:
