@@ -1,19 +1,47 @@
 #!/usr/bin/env python3
-"""Run every benchmark in this folder, each printing its own ratios against a baseline measured in the same run.
+"""Run every benchmark that applies to an engine, each printing its own ratios against a baseline measured in the
+same run. A benchmark that crashes makes the exit status non-zero; a missed target is printed, not an error.
 
-    ./dev bench [--rows N]        (extra arguments go to every benchmark)
+    ./dev bench [--engine duckdb|spark]
+
+Each script takes its own sizes (see its --help); run one alone to change them, e.g.
+``.venv/bin/python benchmarks/topic_size.py --engine spark --large 20000000``.
 """
 from __future__ import annotations
 
+import argparse
 import pathlib
 import subprocess
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
-BENCHMARKS = ["dedup_vs_plain_insert.py", "small_statements.py", "producer_send.py", "topic_size.py"]
+# (script, engines it measures, whether it takes --engine)
+BENCHMARKS = [
+    ("dedup_vs_plain_insert.py", {"duckdb", "spark"}, True),
+    ("small_statements.py", {"duckdb", "spark"}, True),
+    ("producer_send.py", {"duckdb", "spark"}, True),
+    ("topic_size.py", {"duckdb", "spark"}, True),
+    ("foreach_batch.py", {"spark"}, False),
+    ("spark_startup.py", {"spark"}, False),
+]
 
-failed = False
-for name in BENCHMARKS:
-    print(f"== {name}", flush=True)
-    failed |= subprocess.run([sys.executable, str(HERE / name), *sys.argv[1:]]).returncode != 0
-sys.exit(1 if failed else 0)
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb")
+    args = ap.parse_args()
+    failed = []
+    for name, engines, takes_engine in BENCHMARKS:
+        if args.engine not in engines:
+            continue
+        print(f"== {name}", flush=True)
+        command = [sys.executable, str(HERE / name), *(["--engine", args.engine] if takes_engine else [])]
+        if subprocess.run(command).returncode != 0:
+            failed.append(name)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
