@@ -37,7 +37,8 @@ def bulk(engines: Engines, session, start: int, end: int, commit: int) -> None:
               f"current_timestamp() AS at FROM {{}}")
     rows = (f"SELECT payload, producer, seq, seq, position, at, {commit} FROM ({select})")
     if engines.spark is None:
-        session.adapter.connection.execute(duckdb_text(f"INSERT INTO events {rows.format(f'range({start}, {end}) AS r(i)')}"))
+        source = f"range({start}, {end}) AS r(i)"
+        session.adapter.connection.execute(duckdb_text(f"INSERT INTO events {rows.format(source)}"))
         return
     spark, adapter = engines.spark, session.adapter
     ref = session.ref("events")

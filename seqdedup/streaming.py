@@ -99,8 +99,8 @@ class BatchSink:
         name = f"__sd_batch_{batch_id}_{uuid.uuid4().hex[:12]}"
         view = exp.table_(exp.to_identifier(name, quoted=True),
                           db=exp.to_identifier(spark.conf.get("spark.sql.globalTempDatabase"), quoted=True))
-        # The statement reads its input twice (the keys, then the values matched to them): cache it, so the source
-        # is read once and both reads see the same rows, even when a column is not deterministic.
+        # Cached: a statement the window plan cannot settle in one pass (a straddling batch entry) reads its input
+        # again, and every read must see the same rows, even when a column is not deterministic.
         frame = batch_df.persist()
         try:
             frame.createOrReplaceGlobalTempView(name)
