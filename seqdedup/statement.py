@@ -201,9 +201,9 @@ class Run:
         def decide_and_write(source: exp.Select):
             decided = self.kept(f"window {source is statement.values}", lambda: plan.window_decisions(
                 source, marks, statement.order, base=BASE, partitions=adapter.PARTITIONS,
-                number=adapter.row_number(), checked=checked))
+                number=adapter.row_number(), checked=checked, late=statement.ordered))
             return adapter.write_decided(self.ref, decided, plan.ACCEPTED, insert_for, plan.window_metrics(),
-                                         plan.window_outcome(), plan.LAST, proceed=_settled)
+                                         plan.window_outcome(late=statement.ordered), plan.LAST, proceed=_settled)
 
         try:
             written = decide_and_write(statement.values)
@@ -225,22 +225,8 @@ class Run:
             adapter.discard_commit_rows(self.ref)
             return None
         producers = _outcome_table(written.outcome)
-        if statement.ordered and metrics["dropped_above_mark"]:
-            producers = self.out_of_order(producers, marks)
         end = max(state.end, metrics["end"] or 0)
         return Outcome(producers, end, 1)
-
-    def out_of_order(self, producers: pa.Table, marks: exp.Table | None) -> pa.Table:
-        """The window plan counts no ``out_of_order`` in its one pass (that needs each id's first arrival: another
-        sort); an ordered statement that dropped entries above the mark reads the distinct ids of its keys once
-        more for it. (Only the split of the duplicates depends on that read: if the source changed meanwhile, the
-        count is bounded by the duplicates, never more.)"""
-        ids = dict(self.adapter.fetchall(plan.distinct_ids(self.statement.keys, marks)))
-        late = [min(max(ids.get(p, 0) - w, 0), d) for p, w, d in zip(
-            producers.column("producer").to_pylist(), producers.column("written").to_pylist(),
-            producers.column("duplicates").to_pylist())]
-        return producers.set_column(producers.schema.get_field_index("out_of_order"), "out_of_order",
-                                    pa.array(late, pa.int64()))
 
     def exceptions(self, state: TopicState, commit: Commit, targets: list[str], values: list[str],
                    scratch: Scratch) -> Outcome:

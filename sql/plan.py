@@ -45,6 +45,9 @@ ACCEPTED = "__sd_accepted"      # the decision: TRUE written, FALSE duplicate, N
 POSITION = "__sd_position"      # the entry's position
 INVALID = "__sd_invalid"        # the entry breaks R4 (NULL producer or id, negative id, highest below lowest)
 LAST = "__sd_last"              # the producer's last entry in arrival order: its running counts are its totals
+ID_FIRST = "__sd_id_first"      # one entry (the first in arrival order) of each producer and lowest id
+ID_WRITTEN = "__sd_id_written"  # how many entries with this producer and lowest id are written (0 or 1)
+LATE = "__sd_late"              # running count of the ids above the mark that no entry was written with
 SENT, WRITTEN = "__sd_sent", "__sd_written"
 FIRST_POSITION, LAST_POSITION, TOP = "__sd_first_position", "__sd_last_position", "__sd_top"
 #: The per-producer outcome of a statement, in the order the run log and results take it. ``out_of_order`` counts
@@ -119,7 +122,8 @@ def invalid(p: exp.Expression, s: exp.Expression, h: exp.Expression) -> exp.Expr
 # --- the window plan ------------------------------------------------------------------------------------------------
 
 def window_decisions(values: exp.Select, marks: exp.Table | None, order: list[exp.Ordered], *, base: int,
-                     partitions: int | None, number: exp.Expression, checked: bool = True) -> exp.Select:
+                     partitions: int | None, number: exp.Expression, checked: bool = True,
+                     late: bool = False) -> exp.Select:
     """Every entry with its decision, position and its producer's running counts (the window plan).
 
     ``values``' rows are joined to ``marks`` and distributed over ``partitions`` by producer (a hint, for engines
@@ -132,6 +136,10 @@ def window_decisions(values: exp.Select, marks: exp.Table | None, order: list[ex
       running counts. At a producer's ``LAST`` row they are its totals.
 
     ``checked`` false (deduplication disabled, R10): every valid entry is new.
+
+    ``late`` (an ordered statement) also counts ``out_of_order`` in the same pass: the distinct lowest ids above
+    the mark that no entry was written with, each counted at one of its entries. That takes windows over
+    (producer, lowest id): a second sort inside each partition, but no second read of the source and no shuffle.
 
     Example (C02 and a producer with a mark, on DuckDB):
         >>> import duckdb
@@ -184,6 +192,13 @@ def window_decisions(values: exp.Select, marks: exp.Table | None, order: list[ex
                        exp.alias_(over(exp.Count(this=exp.Star()), "running"), SENT)).from_(joined.subquery("c"))
     numbered = exp.select("*", exp.alias_(exp.Add(this=exp.convert(base), expression=number), POSITION)).from_(
         first.subquery("d"))
+    if late:
+        same_id = [p.copy(), s.copy()]
+        numbered = exp.select(
+            "*", exp.alias_(exp.Window(this=exp.RowNumber(), partition_by=same_id, order=exp.Order(
+                expressions=_order(order))).eq(1), ID_FIRST),
+            exp.alias_(exp.Window(this=exp.func("count_if", accepted.copy()), partition_by=[e.copy() for e in same_id]),
+                       ID_WRITTEN)).from_(numbered.subquery("i"))
     def when_new(value: exp.Expression) -> exp.Case:
         return exp.Case(ifs=[exp.If(this=accepted.copy(), true=value)])
 
@@ -194,17 +209,22 @@ def window_decisions(values: exp.Select, marks: exp.Table | None, order: list[ex
         exp.alias_(over(exp.Max(this=when_new(exp.column(POSITION))), "running"), LAST_POSITION),
         exp.alias_(over(exp.Max(this=when_new(h.copy())), "running"), TOP),
     ).from_(numbered.subquery("n"))
+    if late:
+        never_written = exp.and_(exp.column(ID_FIRST), exp.column(ID_WRITTEN).eq(0), exp.not_(exp.column(INVALID)),
+                                 s.copy() > exp.func("coalesce", mark.copy(), exp.convert(-1)))
+        running = running.select(exp.alias_(over(exp.func("count_if", never_written), "running"), LATE))
     return running
 
 
-def window_outcome() -> list[exp.Expression]:
-    """The per-producer outcome (``OUTCOME``) read off a producer's ``LAST`` row of ``window_decisions``."""
+def window_outcome(late: bool = False) -> list[exp.Expression]:
+    """The per-producer outcome (``OUTCOME``) read off a producer's ``LAST`` row of ``window_decisions`` (with
+    ``late``, of one that counted ``out_of_order``; an unordered statement has none: arrival is id order)."""
     return [exp.alias_(exp.column(PRODUCER), "producer"), exp.alias_(exp.column(SENT), "sent"),
             exp.alias_(exp.column(WRITTEN), "written"),
             exp.alias_(exp.Sub(this=exp.column(SENT), expression=exp.column(WRITTEN)), "duplicates"),
             exp.alias_(exp.column(FIRST_POSITION), "first_position"),
             exp.alias_(exp.column(LAST_POSITION), "last_position"), exp.alias_(exp.column(TOP), "highest"),
-            exp.alias_(exp.convert(0), "out_of_order")]
+            exp.alias_(exp.column(LATE) if late else exp.convert(0), "out_of_order")]
 
 
 def window_metrics() -> dict[str, exp.Expression]:
@@ -215,26 +235,7 @@ def window_metrics() -> dict[str, exp.Expression]:
         "undecided": exp.func("count_if", accepted.is_(exp.null())),
         "end": exp.Max(this=exp.Case(ifs=[exp.If(this=accepted.copy(), true=exp.column(POSITION))])),
         "written": exp.func("count_if", accepted.copy()),
-        # duplicates above the starting mark: repeats of ids the statement sent before, or ids that came too late
-        "dropped_above_mark": exp.func("count_if", exp.and_(exp.not_(accepted.copy()), exp.not_(exp.column(INVALID)),
-                                                             exp.column(SEQUENCE_ID) > exp.func(
-                                                                 "coalesce", exp.column(MARK), exp.convert(-1)))),
     }
-
-
-def distinct_ids(keys: exp.Query, marks: exp.Table | None) -> exp.Select:
-    """Per producer, the distinct lowest ids above its mark: with the entries written, they give ``out_of_order``
-    (the window plan reads them only when an ordered statement dropped an entry above the mark)."""
-    above = exp.column(SEQUENCE_ID, table="k") > exp.func(
-        "coalesce", exp.column("sequence_id", table="m") if marks is not None else exp.null(), exp.convert(-1))
-    query = (exp.select(exp.column(PRODUCER, table="k"),
-                        exp.alias_(exp.Count(this=exp.Distinct(expressions=[exp.column(SEQUENCE_ID, table="k")])),
-                                   "ids"))
-             .from_(_source(keys, "k")).where(above).group_by(exp.column(PRODUCER, table="k")))
-    if marks is not None:
-        query = query.join(marks.as_("m"), join_type="left",
-                           on=exp.column("producer", table="m").eq(exp.column(PRODUCER, table="k")))
-    return query
 
 
 # --- the exceptions plan ------------------------------------------------------------------------------------------
@@ -525,11 +526,12 @@ def describe(statement, *, kind: str, base: int, commit: int, publish_time: exp.
         decided = table("__sd_decided")
         return {
             "decide, number and count, in one pass": window_decisions(
-                statement.values, marks, statement.order, base=base, partitions=partitions, number=number),
+                statement.values, marks, statement.order, base=base, partitions=partitions, number=number,
+                late=statement.ordered),
             "metrics, checked before publishing": exp.select(
                 *[exp.alias_(e, k) for k, e in window_metrics().items()]).from_(decided.copy()),
-            "outcome per producer (its last row)": exp.select(*window_outcome()).from_(decided.copy()).where(
-                exp.column(LAST)),
+            "outcome per producer (its last row)": exp.select(*window_outcome(statement.ordered)).from_(
+                decided.copy()).where(exp.column(LAST)),
             "write": insert_rows(topic, targets, values, exp.select("*").from_(decided.copy()).where(
                 exp.column(ACCEPTED)), publish_time, commit),
         }

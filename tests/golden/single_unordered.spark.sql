@@ -98,12 +98,7 @@ SELECT
   COUNT_IF(__sd_invalid) AS invalid,
   COUNT_IF(__sd_accepted IS NULL) AS undecided,
   MAX(CASE WHEN __sd_accepted THEN __sd_position END) AS end,
-  COUNT_IF(__sd_accepted) AS written,
-  COUNT_IF(
-    NOT __sd_accepted
-    AND NOT __sd_invalid
-    AND __sd_sequence_id > COALESCE(__sd_mark, -1)
-  ) AS dropped_above_mark
+  COUNT_IF(__sd_accepted) AS written
 FROM __sd_decided;
 
 -- window plan: outcome per producer (its last row)
