@@ -194,6 +194,7 @@ class Run:
         adapter, statement = self.adapter, self.statement
         checked = state.enabled
         marks = scratch.relation("__sd_marks", state.marks) if checked and state.marks.num_rows else None
+        late = checked and statement.ordered     # (unordered, arrival is id order: nothing comes late)
 
         def insert_for(rows: exp.Expression) -> exp.Insert:
             return plan.insert_rows(self.ref.table, targets, values, rows, NOW, COMMIT)
@@ -201,9 +202,9 @@ class Run:
         def decide_and_write(source: exp.Select):
             decided = self.kept(f"window {source is statement.values}", lambda: plan.window_decisions(
                 source, marks, statement.order, base=BASE, partitions=adapter.PARTITIONS,
-                number=adapter.row_number(), checked=checked, late=statement.ordered))
+                number=adapter.row_number(), checked=checked, late=late))
             return adapter.write_decided(self.ref, decided, plan.ACCEPTED, insert_for, plan.window_metrics(),
-                                         plan.window_outcome(late=statement.ordered), plan.LAST, proceed=_settled)
+                                         plan.window_outcome(late=late), plan.LAST, proceed=_settled)
 
         try:
             written = decide_and_write(statement.values)

@@ -45,9 +45,7 @@ ACCEPTED = "__sd_accepted"      # the decision: TRUE written, FALSE duplicate, N
 POSITION = "__sd_position"      # the entry's position
 INVALID = "__sd_invalid"        # the entry breaks R4 (NULL producer or id, negative id, highest below lowest)
 LAST = "__sd_last"              # the producer's last entry in arrival order: its running counts are its totals
-ID_FIRST = "__sd_id_first"      # one entry (the first in arrival order) of each producer and lowest id
-ID_WRITTEN = "__sd_id_written"  # how many entries with this producer and lowest id are written (0 or 1)
-LATE = "__sd_late"              # running count of the ids above the mark that no entry was written with
+IDS = "__sd_ids"                # the producer's distinct lowest ids above its mark, in the whole statement
 SENT, WRITTEN = "__sd_sent", "__sd_written"
 FIRST_POSITION, LAST_POSITION, TOP = "__sd_first_position", "__sd_last_position", "__sd_top"
 #: The per-producer outcome of a statement, in the order the run log and results take it. ``out_of_order`` counts
@@ -137,9 +135,11 @@ def window_decisions(values: exp.Select, marks: exp.Table | None, order: list[ex
 
     ``checked`` false (deduplication disabled, R10): every valid entry is new.
 
-    ``late`` (an ordered statement) also counts ``out_of_order`` in the same pass: the distinct lowest ids above
-    the mark that no entry was written with, each counted at one of its entries. That takes windows over
-    (producer, lowest id): a second sort inside each partition, but no second read of the source and no shuffle.
+    ``late`` (an ordered statement) also counts ``out_of_order`` in the same pass: the producer's distinct lowest
+    ids above the mark, less the entries written (each written entry has its own lowest id). The distinct ids are
+    a set per producer over the whole partition (Spark has no DISTINCT window function), which the sort by
+    producer already serves: no second sort, no second read of the source. (The set holds one statement's ids of
+    one producer.)
 
     Example (C02 and a producer with a mark, on DuckDB):
         >>> import duckdb
@@ -190,15 +190,12 @@ def window_decisions(values: exp.Select, marks: exp.Table | None, order: list[ex
                       order=exp.Order(expressions=_order(order))).is_(exp.null())
     first = exp.select("*", exp.alias_(bad, INVALID), exp.alias_(decide, ACCEPTED), exp.alias_(last, LAST),
                        exp.alias_(over(exp.Count(this=exp.Star()), "running"), SENT)).from_(joined.subquery("c"))
+    if late:
+        above = exp.Case(ifs=[exp.If(this=s.copy() > floor.copy(), true=s.copy())])
+        first = first.select(exp.alias_(exp.func("size", exp.Window(this=exp.func("collect_set", above),
+                                                                    partition_by=[p.copy()])), IDS))
     numbered = exp.select("*", exp.alias_(exp.Add(this=exp.convert(base), expression=number), POSITION)).from_(
         first.subquery("d"))
-    if late:
-        same_id = [p.copy(), s.copy()]
-        numbered = exp.select(
-            "*", exp.alias_(exp.Window(this=exp.RowNumber(), partition_by=same_id, order=exp.Order(
-                expressions=_order(order))).eq(1), ID_FIRST),
-            exp.alias_(exp.Window(this=exp.func("count_if", accepted.copy()), partition_by=[e.copy() for e in same_id]),
-                       ID_WRITTEN)).from_(numbered.subquery("i"))
     def when_new(value: exp.Expression) -> exp.Case:
         return exp.Case(ifs=[exp.If(this=accepted.copy(), true=value)])
 
@@ -209,10 +206,6 @@ def window_decisions(values: exp.Select, marks: exp.Table | None, order: list[ex
         exp.alias_(over(exp.Max(this=when_new(exp.column(POSITION))), "running"), LAST_POSITION),
         exp.alias_(over(exp.Max(this=when_new(h.copy())), "running"), TOP),
     ).from_(numbered.subquery("n"))
-    if late:
-        never_written = exp.and_(exp.column(ID_FIRST), exp.column(ID_WRITTEN).eq(0), exp.not_(exp.column(INVALID)),
-                                 s.copy() > exp.func("coalesce", mark.copy(), exp.convert(-1)))
-        running = running.select(exp.alias_(over(exp.func("count_if", never_written), "running"), LATE))
     return running
 
 
@@ -224,7 +217,8 @@ def window_outcome(late: bool = False) -> list[exp.Expression]:
             exp.alias_(exp.Sub(this=exp.column(SENT), expression=exp.column(WRITTEN)), "duplicates"),
             exp.alias_(exp.column(FIRST_POSITION), "first_position"),
             exp.alias_(exp.column(LAST_POSITION), "last_position"), exp.alias_(exp.column(TOP), "highest"),
-            exp.alias_(exp.column(LATE) if late else exp.convert(0), "out_of_order")]
+            exp.alias_(exp.Sub(this=exp.column(IDS), expression=exp.column(WRITTEN)) if late else exp.convert(0),
+                       "out_of_order")]
 
 
 def window_metrics() -> dict[str, exp.Expression]:
