@@ -19,11 +19,10 @@ import argparse
 import pathlib
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from common import Engines, median  # noqa: E402
+from common import Engines, median, timed  # noqa: E402
 
 PLAIN_COLUMNS = ("payload STRING, _producer STRING, _sequence_id BIGINT, _highest_sequence_id BIGINT, "
                  "_position BIGINT, _publish_time TIMESTAMP, _commit BIGINT")
@@ -38,10 +37,8 @@ def stage(engines: Engines, session, first_id: int) -> None:
     engines.raw(session, view.format(source))
 
 
-def timed(function) -> float:
-    start = time.perf_counter()
-    function()
-    return time.perf_counter() - start
+def seconds(function) -> float:
+    return timed(function)[0]
 
 
 def main() -> None:
@@ -65,9 +62,9 @@ def main() -> None:
             next_id += 10
         for _ in range(args.pairs):
             stage(engines, session, next_id)
-            dedup.append(timed(lambda: session.sql(DEDUP)))
-            raw.append(timed(lambda: engines.raw(session, PLAIN)))
-            through.append(timed(lambda: session.sql(PLAIN)))
+            dedup.append(seconds(lambda: session.sql(DEDUP)))
+            raw.append(seconds(lambda: engines.raw(session, PLAIN)))
+            through.append(seconds(lambda: session.sql(PLAIN)))
             next_id += 10
         target = 5.0 if args.engine == "duckdb" else 2.0
         ratio = median(dedup) / median(raw)
@@ -79,7 +76,7 @@ def main() -> None:
         times = []
         for _ in range(args.statements):
             stage(engines, session, next_id)
-            times.append(timed(lambda: session.sql(DEDUP)))
+            times.append(seconds(lambda: session.sql(DEDUP)))
             next_id += 10
         window = min(100, max(1, args.statements // 10))
         first, last = median(times[:window]), median(times[-window:])

@@ -21,11 +21,10 @@ import argparse
 import pathlib
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from common import Engines, duckdb_text  # noqa: E402
+from common import Engines, duckdb_text, timed  # noqa: E402
 
 PRODUCERS = 10_000
 ROWS = ("'producer-' || CAST(i % {p} AS STRING) AS producer, CAST(floor(i / {p}) AS BIGINT) AS seq")
@@ -68,12 +67,6 @@ def staging(engines: Engines, session, entries: int, rows: int) -> None:
             f"BIGINT) AS seq, repeat('y', 200) AS payload FROM {{}}")
     engines.raw(session, view.format("range(%d) AS r(i)" % rows if engines.spark is None
                                      else "(SELECT id AS i FROM range(%d))" % rows))
-
-
-def timed(function) -> tuple[float, object]:
-    start = time.perf_counter()
-    value = function()
-    return time.perf_counter() - start, value
 
 
 def measure(engines: Engines, session, entries: int, rows: int) -> dict:

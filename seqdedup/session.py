@@ -247,9 +247,8 @@ class Session:
         writer = self.writer
         if writer.held():
             return writer.state(ref)
-        known = writer.known(ref)
-        if known is not None and (self.adapter.exclusive or known.published is None or
-                                  frozenset(self.adapter.published_commits(ref)) == known.published):
+        known = writer.current(ref)
+        if known is not None:
             return known
         if writer.lock.try_enter():      # nobody writes: recover it for everyone (kept in memory from now on)
             try:

@@ -29,7 +29,6 @@ from .results import ProducerCount, StatementResult
 from .topic_state import TopicState, marks_table
 from .writer import Commit, Scratch, Writer
 
-MAX_ID = 2**63 - 1
 
 #: The values that differ from one statement to the next are parameters (``EngineAdapter.parameters``), so that a
 #: statement's SQL is built and generated once per shape: the base position, the commit, the time, the id.
@@ -160,7 +159,7 @@ class Run:
             (p.is_(exp.null()), "a NULL producer", "give every entry a producer name"),
             (s.is_(exp.null()), "a NULL sequence_id", "give every entry a sequence id"),
             (exp.or_(s < 0, h < 0), "a negative sequence id", "sequence ids are 0 or more (64-bit signed)"),
-            (exp.or_(s > MAX_ID, h > MAX_ID), "a sequence id above 9223372036854775807",
+            (exp.or_(s > plan.MAX_ID, h > plan.MAX_ID), "a sequence id above 9223372036854775807",
              "sequence ids are signed 64-bit"),
             (h < s, "highest_sequence_id below sequence_id",
              "a batch entry's highest id must be at least its lowest id"),
@@ -256,11 +255,11 @@ class Run:
             candidates = adapter.create_temp_table(scratch.name("__sd_candidates"), kept(
                 "candidates", lambda: plan.candidates(keys, producers)))
             decisions, rounds = self.decide(candidates, bool(batches), scratch)
+            key_hash = plan.key_hash(adapter.KEY_HASH)
             exceptions = adapter.create_temp_table(scratch.name("__sd_exceptions"), kept(
-                f"decided exceptions {rounds}", lambda: plan.decided_exceptions(
-                    decisions, statement.key_columns, plan.key_hash(adapter.KEY_HASH))))
-            counts = kept(f"decided counts {rounds}",
-                          lambda: plan.decided_counts(decisions, plan.key_hash(adapter.KEY_HASH)))
+                f"decided exceptions {rounds}", lambda: plan.decided_exceptions(decisions, statement.key_columns,
+                                                                                key_hash)))
+            counts = kept(f"decided counts {rounds}", lambda: plan.decided_counts(decisions, key_hash))
         outcome = adapter.create_temp_table(scratch.name("__sd_outcome"), kept(
             f"outcome {statement.ordered or bool(batches)} {rounds}",
             lambda: plan.outcome(producers, counts.subquery(), BASE)))
@@ -275,10 +274,12 @@ class Run:
         except EngineError as error:
             raise self.failing(error) from error
         written_hash = plan.key_hash(adapter.KEY_HASH, None, ("_producer", "_sequence_id", "_highest_sequence_id"))
-        check = (self.kept("check", lambda: plan.check_written(adapter.commit_rows(self.ref, COMMIT), outcome,
-                                                               written_hash))
-                 if not adapter.TRACKS_COMMITS else      # (the written rows are in a directory of this commit's)
-                 plan.check_written(adapter.commit_rows(self.ref, COMMIT), outcome, written_hash))
+
+        def check_tree() -> exp.Expression:
+            return plan.check_written(adapter.commit_rows(self.ref, COMMIT), outcome, written_hash)
+
+        # (not kept where the written rows are in a directory of this commit's: its SQL names the directory)
+        check = check_tree() if adapter.TRACKS_COMMITS else self.kept("check", check_tree)
         if adapter.fetchall(check)[0][0]:
             raise EngineError(
                 "the statement's SELECT gave other entries when read a second time (a non-deterministic expression "

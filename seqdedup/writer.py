@@ -148,20 +148,23 @@ class Writer:
     # --- topic states ------------------------------------------------------------------------------------------
 
     def state(self, ref: TopicRef) -> TopicState:
-        """The topic's state: recovered on first use, and checked against the catalog when another process may have
-        published since (``EngineAdapter.exclusive`` false). The caller holds the lock."""
-        state = self.database.states.get(ref.key)
-        if state is not None and not self.adapter.exclusive and state.published is not None:
-            if frozenset(self.adapter.published_commits(ref)) != state.published:
-                state = None     # another writer published: recover (issue 15 makes this incremental)
+        """The topic's state: recovered on first use, or when another process has published since. The caller
+        holds the lock."""
+        state = self.current(ref)
         if state is None:
             state = load(self.catalog, self.adapter, ref)
             self.database.states[ref.key] = state
         return state
 
-    def known(self, ref: TopicRef) -> TopicState | None:
-        """The topic's state if this process has it (for readers on any thread: no engine call)."""
-        return self.database.states.get(ref.key)
+    def current(self, ref: TopicRef) -> TopicState | None:
+        """The topic's state in memory, if this process has it and it is still true: where another process may
+        publish (``EngineAdapter.exclusive`` false), one read of the published commits checks it. None: recover.
+        (Any thread may ask; it needs no lock.)"""
+        state = self.database.states.get(ref.key)
+        if state is None or self.adapter.exclusive or state.published is None:
+            return state
+        # another writer published: recover (issue 15 makes this incremental)
+        return state if frozenset(self.adapter.published_commits(ref)) == state.published else None
 
     def keep(self, ref: TopicRef, state: TopicState) -> None:
         """The topic's state after a published commit."""
