@@ -21,6 +21,7 @@ BENCHMARKS = [
     ("small_statements.py", {"duckdb", "spark"}, True),
     ("producer_send.py", {"duckdb", "spark"}, True),
     ("topic_size.py", {"duckdb", "spark"}, True),
+    ("state_size.py", {"duckdb", "spark"}, True),
     ("foreach_batch.py", {"spark"}, False),
     ("spark_startup.py", {"spark"}, False),
 ]

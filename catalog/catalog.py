@@ -14,7 +14,7 @@ from seqdedup.udfs import Policies
 
 from . import policies as policy
 from .schema import ADDED_COLUMNS, ADDED_TABLES, CATALOG_TABLES, CATALOG_VERSION, SYSTEM_COLUMNS, catalog_table, create_table
-from .state import SnapshotHeader, last_position_query, last_snapshot_query, literal, snapshot_insert
+from .state import SnapshotHeader, chain_of, last_position_query, literal, snapshot_headers_query, snapshot_insert
 
 
 class Executor(Protocol):
@@ -31,6 +31,7 @@ class Executor(Protocol):
     def create_topic_table(self, table: exp.Table, columns: dict[str, exp.DataType]) -> None: ...
     def visible_commits(self, topic: "TopicRef") -> exp.Expression: ...
     def last_published_commit(self, topic: "TopicRef") -> int: ...
+    def delete_rows(self, table: exp.Table, condition: exp.Expression) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -324,28 +325,58 @@ class Catalog:
     # --- snapshots (R7, R8, R10, R11) ------------------------------------------------------------------------
 
     def last_snapshot(self, ref: TopicRef) -> SnapshotHeader:
-        rows = self.executor.fetchall(last_snapshot_query(ref.key, self.executor.visible_commits(ref)))
-        if not rows:
+        """The chain the topic's state is made of (``SnapshotHeader``), as of its last complete snapshot."""
+        header = chain_of(self.executor.fetchall(snapshot_headers_query(ref.key, self.executor.visible_commits(ref))))
+        if header is None:
             raise CatalogError(f"topic {ref.key} has no complete snapshot in producer_sequences (its rows were "
                                "deleted, or the table restored from a backup older than the topic): the catalog is "
                                "damaged; restore producer_sequences from a backup of this database")
-        return SnapshotHeader(*rows[0])
+        return header
 
     def last_position(self, ref: TopicRef, header: SnapshotHeader) -> int:
         return self.executor.fetchall(last_position_query(ref.table, header.position))[0][0]
 
     def write_snapshot(self, ref: TopicRef, marks: exp.Expression | None, *, header: SnapshotHeader | None,
                        position: int, kind: str, now: dt.datetime, commit: int,
-                       max_producers: int | None = None) -> int:
-        """Write a snapshot of ``marks`` (None: an empty one) at ``position``; returns its id."""
+                       max_producers: int | None = None, parent: int | None = None) -> int:
+        """Write a snapshot of ``marks`` (None: an empty one) at ``position``, an increment of ``parent`` if given;
+        returns its id."""
         snapshot_id = header.next_snapshot_id if header else self._next_snapshot_id(ref)
         if marks is None:
             marks = exp.select(exp.alias_(exp.cast(exp.null(), "text"), "producer"),
                                exp.alias_(exp.cast(exp.null(), "bigint"), "sequence_id"),
                                exp.alias_(exp.cast(exp.null(), "timestamp"), "last_publish_time")).where(exp.false())
         self.executor.execute(snapshot_insert(ref.key, marks, snapshot_id=snapshot_id, position=position, kind=kind,
-                                              now=now, commit=commit, max_producers=max_producers))
+                                              now=now, commit=commit, max_producers=max_producers, parent=parent))
         return snapshot_id
+
+    def size(self, ref: TopicRef) -> dict[str, int]:
+        """How many rows the topic has in the catalog: snapshot rows, snapshots, run log rows (every row, of
+        published commits or not: what the tables hold)."""
+        topic = exp.column("topic").eq(literal(ref.key))
+        snapshots = exp.select(exp.Count(this=exp.Star()), exp.func("count_if", exp.column("producer").is_(exp.null())))
+        statements = exp.select(exp.Count(this=exp.Star())).from_(catalog_table("seqdedup_statements")).where(topic)
+        rows, headers = self.executor.fetchall(
+            snapshots.from_(catalog_table("producer_sequences")).where(topic.copy()))[0]
+        return {"snapshot_rows": rows, "snapshots": headers,
+                "run_log_rows": self.executor.fetchall(statements)[0][0]}
+
+    # --- retention -------------------------------------------------------------------------------------------
+
+    def prune_snapshots(self, ref: TopicRef, header: SnapshotHeader, before: dt.datetime) -> None:
+        """Once ``header``, a full snapshot, is written: remove the topic's snapshots older than it, taken at or
+        before ``before``, except the last start (``SnapshotHeader.start_id``, which ``seqdedup recover`` checks from).
+        Recovery needs none of them. Rows of failed commits go too."""
+        old = [exp.column("topic").eq(literal(ref.key)), exp.column("snapshot_id") < literal(header.snapshot_id),
+               exp.column("taken_at") <= literal(before)]
+        if header.start_id is not None:
+            old.append(exp.column("snapshot_id").neq(literal(header.start_id)))
+        self.executor.delete_rows(catalog_table("producer_sequences"), exp.and_(*old))
+
+    def prune_run_log(self, ref: TopicRef, before: dt.datetime) -> None:
+        """Remove the topic's run log rows written before ``before``."""
+        self.executor.delete_rows(catalog_table("seqdedup_statements"), exp.and_(
+            exp.column("topic").eq(literal(ref.key)), exp.column("executed_at") < literal(before)))
 
     def _next_snapshot_id(self, ref: TopicRef) -> int:
         """For a topic's first snapshot: above any id an interrupted earlier attempt may have left."""

@@ -77,6 +77,15 @@ DEFINITIONS = {
                          "that never expire", none="never"),
         PolicyDefinition("max_producers_in_snapshot", _or_unlimited(("none", "0", "unlimited"), 1, MAX_PRODUCERS),
                          f"a whole number from 1 to {MAX_PRODUCERS}, or none for no cap"),
+        PolicyDefinition("full_snapshot_interval", _whole(1),
+                         f"a whole number of snapshots from 1 to {MAX_ENTRIES} (1: every snapshot is full)",
+                         unlimited=MAX_ENTRIES),
+        PolicyDefinition("snapshot_retention_minutes", _whole(0, MAX_MINUTES),
+                         f"a whole number of minutes from 0 to {MAX_MINUTES} (0: remove snapshots as soon as "
+                         "recovery no longer needs them)", unlimited=MAX_MINUTES),
+        PolicyDefinition("run_log_retention_minutes", _or_unlimited(("never",), 1, MAX_MINUTES),
+                         f"a whole number of minutes from 1 to {MAX_MINUTES}, or never to keep the run log for ever",
+                         none="never"),
     )
 }
 assert set(DEFINITIONS) == {f.name for f in fields(Policies)}, "every applied policy has a definition"

@@ -30,6 +30,9 @@ def _types(**columns: str) -> dict[str, exp.DataType]:
 
 #: Snapshot rows (R7, R8). A snapshot is one header row (producer NULL, ``producers`` = how many producer rows
 #: it has) plus one row per producer. A snapshot counts only when all its rows are there ("complete").
+#: A full snapshot (``parent_id`` NULL) holds every producer of the state; an increment (``parent_id`` = the
+#: snapshot it adds to) holds only the producers whose mark changed since that one, and a row with a NULL
+#: ``sequence_id`` (a tombstone) for each producer purged since (R11). See ``catalog.state.Chain``.
 PRODUCER_SEQUENCES = _types(
     topic="text",                 # the topic's qualified name, namespace.name
     snapshot_id="bigint",         # 1, 2, 3 ... per topic, in the order snapshots were taken
@@ -38,9 +41,10 @@ PRODUCER_SEQUENCES = _types(
     sequence_id="bigint",         # the producer's persisted high-water mark; NULL on the header row
     last_publish_time="timestamp",  # the producer's last write, for the inactivity purge (R11)
     producers="bigint",           # header row only: the number of producer rows of this snapshot
-    kind="text",                  # enabled | disabled | snapshot | purge: why the snapshot was taken
+    kind="text",                  # enabled | disabled | snapshot | purge | repair | increment: why it was taken
     taken_at="timestamp",         # when the snapshot was taken (time-based cadence, R8)
     commit_id="bigint",           # the topic commit that wrote the row; it counts only once that commit is published
+    parent_id="bigint",           # an increment's: the snapshot it adds to; NULL on a full snapshot
 )
 
 #: The topic registry.
@@ -87,7 +91,7 @@ CATALOG_TABLES = {
 #: is still version 2, and ``Catalog.create()`` adds them when a writable session opens it.
 ADDED_TABLES = frozenset({"seqdedup_consumers"})
 #: Columns added to the version-2 layout in the same way, by table: ``Catalog.create()`` adds them (NULL in old rows).
-ADDED_COLUMNS = {"seqdedup_statements": ("out_of_order",)}
+ADDED_COLUMNS = {"seqdedup_statements": ("out_of_order",), "producer_sequences": ("parent_id",)}
 
 #: Columns seqdedup adds to every topic, after the user's own.
 SYSTEM_COLUMNS = _types(

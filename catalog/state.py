@@ -12,21 +12,83 @@ from .templates import template
 PRODUCER_SEQUENCES_TABLE = catalog_table("producer_sequences")
 
 
+#: Snapshot kinds after which the state starts over from the snapshot's own rows, which no replay can check: the
+#: topic was enabled (no rows), or idle producers were purged (R11) in the chain the full snapshot closes.
+STARTS = ("enabled", "purge")
+
+
 @dataclass(frozen=True)
 class SnapshotHeader:
-    """The latest complete snapshot of a topic."""
+    """The latest complete snapshot of a topic, and the chain of snapshots the state is made of.
 
-    snapshot_id: int          # its id; the next snapshot takes next_snapshot_id
+    A full snapshot holds every producer; an increment only those that changed since its parent (R7). The chain is
+    the latest complete full snapshot, then each complete increment whose parent is the one before it, up to the
+    first that is missing or torn: its rows, the newest per producer, are the state as of the chain's last
+    position, and a replay of the entries after it does the rest."""
+
+    snapshot_id: int          # its id (the chain's last); the next snapshot takes next_snapshot_id
     position: int             # it covers every entry with _position <= position
-    kind: str                 # enabled | disabled | snapshot | purge
+    kind: str                 # enabled | disabled | snapshot | purge | repair | increment
     taken_at: dt.datetime     # when it was taken
     commit_id: int            # the topic commit that wrote it
     next_snapshot_id: int
+    chain: tuple[int, ...] = ()     # the ids of the chain, its full snapshot first (this one last)
+    increment_rows: int = 0         # the rows of the chain's increments (tombstones included)
+    purged: bool = False            # an increment of the chain purged producers: the next full snapshot is a start
+    start_id: int | None = None     # the last snapshot where the state started over (STARTS), which retention keeps
 
     @property
     def enabled(self) -> bool:
         """Deduplication was on when the snapshot was taken (a disabled topic has no state)."""
         return self.kind != "disabled"
+
+    @property
+    def full_id(self) -> int:
+        """The chain's full snapshot."""
+        return self.chain[0] if self.chain else self.snapshot_id
+
+    def extended(self, snapshot_id: int, position: int, kind: str, taken_at: dt.datetime, commit_id: int, *,
+                 rows: int, full: bool) -> "SnapshotHeader":
+        """The header once a snapshot of ``rows`` producer rows is written after this one: a new chain when it is
+        full, else this chain with one more increment."""
+        start = snapshot_id if full and kind in STARTS else self.start_id
+        if full:
+            return SnapshotHeader(snapshot_id, position, kind, taken_at, commit_id, snapshot_id + 1, (snapshot_id,),
+                                  0, False, start)
+        return SnapshotHeader(snapshot_id, position, kind, taken_at, commit_id, snapshot_id + 1,
+                              self.chain + (snapshot_id,), self.increment_rows + rows,
+                              self.purged or kind == "purge", start)
+
+
+def chain_of(rows: list[tuple]) -> SnapshotHeader | None:
+    """The chain (see SnapshotHeader) from the complete headers ``snapshot_headers.sql`` returns, newest first:
+    (snapshot_id, position, kind, taken_at, commit_id, parent_id, producers, next_snapshot_id). None: no full one.
+
+    Example (full snapshot 1, increments 3 and 4 after it; 2 failed, 5 follows a torn one):
+        >>> t = dt.datetime(2026, 1, 1)
+        >>> rows = [(5, 9, "increment", t, 6, 2, 1, 6), (4, 7, "increment", t, 5, 3, 2, 6),
+        ...         (3, 5, "purge", t, 4, 1, 1, 6), (1, 0, "enabled", t, 1, None, 0, 6)]
+        >>> h = chain_of(rows)
+        >>> h.chain, h.position, h.increment_rows, h.purged, h.start_id
+        ((1, 3, 4), 7, 3, True, 1)
+    """
+    fulls = [row for row in rows if row[5] is None]
+    if not fulls:
+        return None
+    full = fulls[0]
+    children = {}
+    for row in sorted(rows):            # oldest first: of two increments with one parent, the newer wins
+        if row[5] is not None:
+            children[row[5]] = row
+    chain, tip, increment_rows, purged = [full], full, 0, False
+    while tip[0] in children:
+        tip = children[tip[0]]
+        chain.append(tip)
+        increment_rows += tip[6]
+        purged = purged or tip[2] == "purge"
+    start = next((row[0] for row in rows if row[5] is None and row[2] in STARTS), None)
+    return SnapshotHeader(tip[0], tip[1], tip[2], tip[3], tip[4], full[7], tuple(row[0] for row in chain),
+                          increment_rows, purged, start)
 
 
 def literal(value: object) -> exp.Expression:
@@ -36,20 +98,20 @@ def literal(value: object) -> exp.Expression:
     return exp.convert(value)
 
 
-def last_snapshot_query(topic: str, visible: exp.Expression) -> exp.Expression:
-    """The latest complete snapshot among the rows ``visible`` (a condition on ``commit_id``) lets count."""
-    return template("last_snapshot", topic=literal(topic), producer_sequences=PRODUCER_SEQUENCES_TABLE,
+def snapshot_headers_query(topic: str, visible: exp.Expression) -> exp.Expression:
+    """The complete snapshots among the rows ``visible`` (a condition on ``commit_id``) lets count, newest first."""
+    return template("snapshot_headers", topic=literal(topic), producer_sequences=PRODUCER_SEQUENCES_TABLE,
                     visible=visible)
 
 
 def producer_state_query(topic: str, topic_table: exp.Table, header: SnapshotHeader) -> exp.Expression:
-    """The marks of every producer the state knows: (producer, sequence_id, last_publish_time)."""
+    """The marks of every producer the state knows: (producer, sequence_id, last_publish_time, replayed)."""
     return template(
         "producer_state",
         topic=literal(topic),
         topic_table=topic_table.copy(),
         producer_sequences=PRODUCER_SEQUENCES_TABLE,
-        snapshot_id=literal(header.snapshot_id),
+        in_chain=exp.column("snapshot_id").isin(*[literal(i) for i in header.chain or (header.snapshot_id,)]),
         after=literal(header.position),
         since_commit=literal(header.commit_id),
         replay=exp.Boolean(this=header.enabled),
@@ -76,11 +138,14 @@ def snapshot_insert(
     now: dt.datetime,
     commit: int,
     max_producers: int | None = None,
+    parent: int | None = None,
 ) -> exp.Insert:
     """One statement that writes a whole snapshot: the producer rows of ``marks`` and the header counting them.
 
     ``marks`` is a query or table with (producer, sequence_id, last_publish_time). With ``max_producers`` only the
-    most recently active producers are kept (R12); the others survive a restart only through replay.
+    most recently active producers are kept (R12); the others survive a restart only through replay. With
+    ``parent``, the snapshot is an increment of that one: ``marks`` holds the producers that changed since, and a
+    NULL sequence_id for each one purged.
 
     Example:
         >>> import datetime as dt
@@ -94,17 +159,19 @@ def snapshot_insert(
     if max_producers is not None:
         kept = kept.order_by("last_publish_time DESC", "producer").limit(max_producers)
     common = {"topic": literal(topic), "snapshot_id": literal(snapshot_id), "position": literal(position)}
+    parent_id = exp.cast(literal(parent) if parent is not None else exp.null(), "bigint")
     rows = exp.select(
         *[exp.alias_(v, k) for k, v in common.items()],
         "producer", "sequence_id", "last_publish_time",
         exp.alias_(exp.cast(exp.null(), "bigint"), "producers"),
         exp.alias_(literal(kind), "kind"), exp.alias_(literal(now), "taken_at"), exp.alias_(literal(commit), "commit_id"),
+        exp.alias_(parent_id, "parent_id"),
     ).from_("kept")
     header = exp.select(
         *[exp.alias_(v, k) for k, v in common.items()],
         exp.cast(exp.null(), "text"), exp.cast(exp.null(), "bigint"), exp.cast(exp.null(), "timestamp"),
         exp.select(exp.Count(this=exp.Star())).from_("kept").subquery(),
-        literal(kind), literal(now), literal(commit),
+        literal(kind), literal(now), literal(commit), parent_id.copy(),
     )
     body = exp.union(rows, header, distinct=False)
     body = exp.select("*").from_(body.subquery("snapshot")).with_("kept", as_=kept)

@@ -24,7 +24,7 @@ def template(name: str, **values: exp.Expression) -> exp.Expression:
     """The template ``name`` with every ``:placeholder`` replaced by the given expression.
 
     Example:
-        >>> tree = template("last_snapshot", topic=exp.Literal.string("main.t"),
+        >>> tree = template("snapshot_headers", topic=exp.Literal.string("main.t"),
         ...                 producer_sequences=exp.table_("producer_sequences"), visible=exp.true())
         >>> sorted({t.name for t in tree.find_all(exp.Table)})
         ['counted', 'headers', 'producer_sequences']

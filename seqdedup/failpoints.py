@@ -22,6 +22,9 @@ STATEMENT = ("after_topic_rows", "after_run_log", "before_publish", "after_publi
 NAMES = STATEMENT + (
     "after_output_rows",     # a consumer batch: output rows written, its position not yet
     "after_snapshot_rows",   # a snapshot's rows written (a statement's, a purge's, a policy change's), not published
+    "before_prune",          # a full snapshot written; the snapshots it makes unneeded not yet removed (DuckDB: in
+                             # its commit, before publishing; Spark: published, before the removal)
+    "during_prune",          # the unneeded snapshots removed, the run log past its retention not yet
     "after_policy_rows",     # a policy change recorded, the state not yet made to follow it
     "after_topic_table",     # a new topic's table created, not yet registered
 )

@@ -1,11 +1,13 @@
 """Recovery (R7), checked: rebuild a topic's state from its last complete snapshot plus a replay, and hold it against
 a replay of the whole log since the state last started over, before anything is written.
 
-The state the session uses is the latest complete snapshot plus a replay of the entries after it. A snapshot row can
+The state the session uses is the chain of snapshots (the latest complete full one and its increments, see
+``catalog.state.SnapshotHeader``) plus a replay of the entries after it. A snapshot row can
 be wrong (written by hand, restored from the wrong backup, a bug): its mark, higher than the log supports, would
 then drop new ids up to it. So ``recover`` recomputes the marks the slow, obviously right way too: from the last
-snapshot where the state started over (``enabled``: empty; ``purge``: after dropping idle producers) plus every
-entry after it, and compares. It also checks what no
+full snapshot where the state started over (``enabled``: empty; ``purge``: after dropping idle producers) plus every
+entry after it, less the producers a later increment purged (a tombstone at position P drops what the producer
+wrote up to P), and compares. (Retention keeps that snapshot: ``Catalog.prune_snapshots``.) It also checks what no
 deduplicated topic can hold: two rows at one position, or two rows with one ``(producer, sequence_id)`` since the
 state started over.
 
@@ -23,11 +25,8 @@ from dataclasses import asdict, dataclass, field
 
 from sqlglot import exp
 
-from seqdedup.catalog.state import literal
+from seqdedup.catalog.state import STARTS, SnapshotHeader, chain_of, literal, snapshot_headers_query
 
-#: Snapshot kinds after which the state starts over from the snapshot's own rows, which no replay can check: the
-#: topic was enabled (no rows), or idle producers were purged (R11). (A ``repair`` snapshot is a replay: checked.)
-STARTS = ("enabled", "purge")
 #: How many duplicates a report lists (it counts them all).
 EXAMPLES = 10
 PRODUCER_SEQUENCES = exp.table_("producer_sequences")
@@ -37,7 +36,7 @@ PRODUCER_SEQUENCES = exp.table_("producer_sequences")
 class Header:
     snapshot_id: int
     position: int      # the snapshot covers the entries at or below it
-    kind: str          # enabled | disabled | snapshot | purge | repair
+    kind: str          # enabled | disabled | snapshot | purge | repair | increment
 
 
 @dataclass
@@ -101,16 +100,18 @@ def recover(session, topic: str, *, repair: bool = False) -> Report:
     last = read.one(exp.select(exp.func("coalesce", exp.Max(this=exp.column("_position")), literal(0)))
                     .from_(ref.table.copy()))
     headers = read.headers(last)
-    current = headers[-1]
-    state = read.marks(current, last)
-    starts = [h for h in headers if h.kind in STARTS]
-    base = starts[-1] if current.kind != "disabled" and starts else None
+    current = chain_of(headers)
+    state = read.marks(read.chain_query(current, last))
+    start = next((Header(*row[:3]) for row in headers if row[0] == current.start_id), None)
+    base = start if current.kind != "disabled" else None
     report = Report(topic=ref.key, last_position=last, snapshot_id=current.snapshot_id,
                     snapshot_position=current.position, replayed=read.count(current.position, last),
                     producers=len(state), checked_from=None if base is None else asdict(base))
-    report.duplicate_positions, positions = read.duplicates(["_position"], 0, last)
+    everything = exp.select("*").from_(read.ref.table.copy()).where(read._entries(0, last))
+    report.duplicate_positions, positions = read.duplicates(["_position"], everything)
     if base is not None:
-        replayed = read.marks(base, last)
+        complete = [row[0] for row in headers]
+        replayed = read.marks(read.replay_query(base, current, complete, last))
         for producer in sorted(set(state) | set(replayed)):
             if state.get(producer) == replayed.get(producer):
                 continue
@@ -119,10 +120,13 @@ def recover(session, topic: str, *, repair: bool = False) -> Report:
             else:
                 report.differences.append({"producer": producer, "state": state.get(producer),
                                            "log": replayed.get(producer)})
-        report.duplicate_ids, ids = read.duplicates(["_producer", "_sequence_id"], base.position, last)
+        # (an id written again after its producer was purged is no duplicate: only entries after the last purge)
+        live = read.live_entries(base, current, complete, last)
+        report.duplicate_ids, ids = read.duplicates(["_producer", "_sequence_id"], live)
         report.duplicates_found = positions + ids
         if report.differences and repair:
-            report.repaired_snapshot_id = session.write_snapshot(topic, read.marks_query(base, last), position=last)
+            report.repaired_snapshot_id = session.write_snapshot(
+                topic, read.replay_query(base, current, complete, last), position=last)
     else:
         report.duplicates_found = positions
     if not report.differences and not report.duplicates_found:
@@ -147,47 +151,78 @@ class _Reader:
         return exp.select("*").from_(PRODUCER_SEQUENCES.copy()).where(
             exp.and_(exp.column("topic").eq(literal(self.ref.key)), self.visible.copy(), *conditions))
 
-    def headers(self, upto: int) -> list[Header]:
-        """The complete snapshots (every producer row its header counts is there) at or below ``upto``, oldest first."""
-        headers = self._snapshot_rows(exp.column("producer").is_(exp.null()), exp.column("position") <= upto)
-        counted = (exp.select("snapshot_id", exp.alias_(exp.Count(this=exp.Star()), "n"))
-                   .from_(self._snapshot_rows(exp.not_(exp.column("producer").is_(exp.null()))).subquery("r"))
-                   .group_by("snapshot_id"))
-        query = (exp.select(*[exp.column(c, "h") for c in ("snapshot_id", "position", "kind")])
-                 .from_(headers.subquery("h"))
-                 .join(counted.subquery("c"), on=exp.column("snapshot_id", "c").eq(exp.column("snapshot_id", "h")),
-                       join_type="left")
-                 .where(exp.func("coalesce", exp.column("n", "c"), literal(0)).eq(exp.column("producers", "h")))
-                 .order_by(exp.column("snapshot_id", "h")))
-        return [Header(*row) for row in self.rows(query)]
+    def headers(self, upto: int) -> list[tuple]:
+        """The complete snapshots at or below ``upto``, newest first, as ``snapshot_headers.sql`` gives them."""
+        rows = self.rows(snapshot_headers_query(self.ref.key, self.visible.copy()))
+        return [row for row in rows if row[1] <= upto]
 
     def _entries(self, after: int, upto: int) -> exp.Expression:
         position = exp.column("_position")
         return exp.and_(position > after, position.copy() <= upto)
 
-    def marks_query(self, snapshot: Header, upto: int) -> exp.Select:
-        """(producer, sequence_id, last_publish_time): the snapshot's rows plus a replay of the entries after it."""
-        rows = exp.select("producer", "sequence_id", "last_publish_time").from_(self._snapshot_rows(
-            exp.column("snapshot_id").eq(literal(snapshot.snapshot_id)),
-            exp.not_(exp.column("producer").is_(exp.null()))).subquery("s"))
-        replay = (exp.select("_producer", "_highest_sequence_id", "_publish_time").from_(self.ref.table.copy())
-                  .where(self._entries(snapshot.position, upto)))
+    def _marks(self, rows: exp.Query, replay: exp.Query) -> exp.Select:
         both = exp.union(rows, replay, distinct=False).subquery("m")
         return (exp.select("producer", exp.alias_(exp.Max(this=exp.column("sequence_id")), "sequence_id"),
                            exp.alias_(exp.Max(this=exp.column("last_publish_time")), "last_publish_time"))
-                .from_(both).group_by("producer"))
+                .from_(both).group_by("producer").having(exp.Max(this=exp.column("sequence_id")).is_(exp.null()).not_()))
 
-    def marks(self, snapshot: Header, upto: int) -> dict[str, int]:
-        return {p: s for p, s, _ in self.rows(self.marks_query(snapshot, upto))}
+    def chain_query(self, chain: SnapshotHeader, upto: int) -> exp.Select:
+        """(producer, sequence_id, last_publish_time): the chain's rows, the newest per producer (a tombstone drops
+        the producer), plus a replay of the entries after the chain up to ``upto``: the state as a session has it."""
+        newest = exp.Window(this=exp.RowNumber(), partition_by=[exp.column("producer")], order=exp.Order(
+            expressions=[exp.Ordered(this=exp.column("snapshot_id"), desc=True)]))
+        rows = (exp.select("producer", "sequence_id", "last_publish_time", exp.alias_(newest, "newest"))
+                .from_(self._snapshot_rows(exp.column("snapshot_id").isin(*[literal(i) for i in chain.chain]),
+                                           exp.not_(exp.column("producer").is_(exp.null()))).subquery("s")))
+        rows = exp.select("producer", "sequence_id", "last_publish_time").from_(rows.subquery("r")).where(
+            exp.column("newest").eq(1))
+        replay = (exp.select("_producer", "_highest_sequence_id", "_publish_time").from_(self.ref.table.copy())
+                  .where(self._entries(chain.position, upto)))
+        return self._marks(rows, replay)
+
+    def _gone(self, start: Header, chain: SnapshotHeader, complete: list[int]) -> exp.Select:
+        """(producer, gone): the position of each producer's last tombstone in the complete snapshots after
+        ``start`` (up to the chain's last): it was purged there, and what it wrote up to it no longer counts."""
+        later = [literal(i) for i in complete if start.snapshot_id < i <= chain.snapshot_id]
+        return (exp.select("producer", exp.alias_(exp.Max(this=exp.column("position")), "gone"))
+                .from_(self._snapshot_rows(exp.column("snapshot_id").isin(*later) if later else exp.false(),
+                                           exp.not_(exp.column("producer").is_(exp.null())),
+                                           exp.column("sequence_id").is_(exp.null())).subquery("t"))
+                .group_by("producer"))
+
+    def live_entries(self, start: Header, chain: SnapshotHeader, complete: list[int], upto: int) -> exp.Select:
+        """The entries after ``start`` up to ``upto`` that count: each after its producer's last tombstone."""
+        return (exp.select("e.*").from_(self.ref.table.copy().as_("e"))
+                .join(self._gone(start, chain, complete).subquery("g"), on="g.producer = e._producer",
+                      join_type="left")
+                .where(exp.and_(self._entries(start.position, upto),
+                                exp.column("_position", "e") > exp.func("coalesce", exp.column("gone", "g"),
+                                                                      literal(-1)))))
+
+    def replay_query(self, start: Header, chain: SnapshotHeader, complete: list[int], upto: int) -> exp.Select:
+        """(producer, sequence_id, last_publish_time) the slow way: the rows of ``start``, then every entry after
+        it up to ``upto``, less what the tombstones after it purged (``live_entries``; a producer's rows in
+        ``start`` count unless it was purged since)."""
+        rows = (exp.select("s.producer", "s.sequence_id", "s.last_publish_time")
+                .from_(self._snapshot_rows(exp.column("snapshot_id").eq(literal(start.snapshot_id)),
+                                           exp.not_(exp.column("producer").is_(exp.null()))).subquery("s"))
+                .join(self._gone(start, chain, complete).subquery("g"), on="g.producer = s.producer",
+                      join_type="anti"))
+        replay = exp.select("_producer", "_highest_sequence_id", "_publish_time").from_(
+            self.live_entries(start, chain, complete, upto).subquery("l"))
+        return self._marks(rows, replay)
+
+    def marks(self, query: exp.Select) -> dict[str, int]:
+        return {p: s for p, s, _ in self.rows(query)}
 
     def count(self, after: int, upto: int) -> int:
         return self.one(exp.select(exp.Count(this=exp.Star())).from_(self.ref.table.copy())
                         .where(self._entries(after, upto)))
 
-    def duplicates(self, keys: list[str], after: int, upto: int) -> tuple[list[dict], int]:
-        """Examples of ``keys`` values that more than one entry after ``after`` has, and how many values do."""
-        repeated = (exp.select(*keys, exp.alias_(exp.Count(this=exp.Star()), "entries")).from_(self.ref.table.copy())
-                    .where(self._entries(after, upto)).group_by(*keys)
+    def duplicates(self, keys: list[str], entries: exp.Select) -> tuple[list[dict], int]:
+        """Examples of ``keys`` values that more than one of ``entries`` has, and how many values do."""
+        repeated = (exp.select(*keys, exp.alias_(exp.Count(this=exp.Star()), "entries"))
+                    .from_(entries.subquery("x")).group_by(*keys)
                     .having(exp.Count(this=exp.Star()) > 1))
         total = self.one(exp.select(exp.Count(this=exp.Star())).from_(repeated.subquery("d")))
         if not total:

@@ -303,10 +303,9 @@ class Session:
                 if state.header is not before:
                     taken = state.header.snapshot_id
                 if state.enabled and state.since_snapshot:
-                    header = statement_path.take_snapshot(self, state, commit, state.marks, position=state.end,
-                                                          kind="snapshot", now=self.clock(), scratch=scratch)
-                    state, taken = state.after(commit=commit.number, header=header, since_snapshot=0), \
-                        header.snapshot_id
+                    state = statement_path.take_snapshot(self, state, commit, kind="snapshot", now=self.clock(),
+                                                         scratch=scratch)
+                    taken = state.header.snapshot_id
             writer.keep(ref, state.after(commit=commit.number))
         return taken
 
@@ -355,6 +354,7 @@ class Session:
         rows = catalog.executor.fetchall(log)
         entries = catalog.executor.fetchall(exp.select(exp.Count(this=exp.Star())).from_(ref.table.copy()))[0][0]
         header = state.header
+        size = catalog.size(ref)
         return {
             "topic": ref.key,
             "deduplication_enabled": state.topic.applied.deduplication_enabled,
@@ -363,6 +363,9 @@ class Session:
             "last_snapshot": {"snapshot_id": header.snapshot_id, "position": header.position, "kind": header.kind,
                               "taken_at": header.taken_at.isoformat()},
             "entries_since_snapshot": state.since_snapshot,
+            # what the topic keeps in the catalog: snapshot rows (every snapshot kept, failed commits' rows too),
+            # the chain recovery reads (its full snapshot first), the run log's rows
+            "catalog": {**size, "chain": list(header.chain), "changed_since_snapshot": state.changed},
             "written": sum(r[1] for r in rows),
             "duplicates": sum(r[2] for r in rows),
             "out_of_order": sum(r[3] for r in rows),

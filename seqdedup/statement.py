@@ -371,21 +371,54 @@ class Run:
             policies.snapshot_interval_seconds > 0 and since > 0 and seconds >= policies.snapshot_interval_seconds)
         if not due:
             return None, state
-        header = take_snapshot(self.session, state, commit, state.marks if state.enabled else None,
-                               position=state.end, kind="snapshot" if state.enabled else "disabled", now=now,
-                               scratch=scratch)
-        return header.snapshot_id, state.after(commit=commit.number, header=header, since_snapshot=0)
+        state = take_snapshot(self.session, state, commit, kind="snapshot" if state.enabled else "disabled", now=now,
+                              scratch=scratch, empty=not state.enabled)
+        return state.header.snapshot_id, state
 
 
-def take_snapshot(session, state: TopicState, commit: Commit, marks: pa.Table | None, *, position: int, kind: str,
-                  now: dt.datetime, scratch: Scratch) -> SnapshotHeader:
-    """Write a snapshot of ``marks`` (None: an empty one) at ``position`` in the open commit; its header."""
-    relation = scratch.relation("__sd_snapshot", marks) if marks is not None and marks.num_rows else None
+def take_snapshot(session, state: TopicState, commit: Commit, *, kind: str, now: dt.datetime, scratch: Scratch,
+                  empty: bool = False) -> TopicState:
+    """Record ``state`` (``empty``: no producers, R10) in a snapshot at its end, in the open commit; the state
+    with that snapshot as its last.
+
+    A ``snapshot`` or ``purge`` is an increment of the last snapshot (the producers that changed since, and a
+    tombstone for each one purged: ``TopicState.increment``) unless a full one is due: every
+    ``full_snapshot_interval`` snapshots, when the chain's increments would hold more rows than the state has
+    producers (so a chain never holds much more than twice the state), or with ``max_producers_in_snapshot`` set
+    (the cap is on a whole snapshot, as Pulsar's). A full snapshot makes the older ones unneeded: they are removed
+    with the commit (``snapshot_retention_minutes`` after they were taken), and so is the run log older than
+    ``run_log_retention_minutes``."""
+    policies, header = state.topic.applied, state.header
+    increment = state.increment() if kind in ("snapshot", "purge") and not empty else None
+    full = (increment is None or policies.max_producers_in_snapshot is not None
+            or len(header.chain) >= policies.full_snapshot_interval
+            or header.increment_rows + increment.num_rows > state.marks.num_rows)
+    if full and kind == "snapshot" and header.purged:
+        kind = "purge"      # a full snapshot after a purge: the state starts over from it (recovery.STARTS)
+    elif not full and kind == "snapshot":
+        kind = "increment"
+    rows = None if empty else state.marks if full else increment
+    relation = scratch.relation("__sd_snapshot", rows) if rows is not None and rows.num_rows else None
     snapshot_id = session.catalog.write_snapshot(
-        state.topic.ref, relation, header=state.header, position=position, kind=kind, now=now, commit=commit.number,
-        max_producers=state.topic.applied.max_producers_in_snapshot if kind in ("snapshot", "purge") else None)
+        state.topic.ref, relation, header=header, position=state.end, kind=kind, now=now, commit=commit.number,
+        max_producers=policies.max_producers_in_snapshot if full and kind in ("snapshot", "purge") else None,
+        parent=None if full else header.snapshot_id)
     failpoint("after_snapshot_rows")
-    return SnapshotHeader(snapshot_id, position, kind, now, commit.number, snapshot_id + 1)
+    header = header.extended(snapshot_id, state.end, kind, now, commit.number, rows=0 if full else increment.num_rows,
+                             full=full)
+    if full:
+        commit.removes(lambda: prune(session, state.topic.ref, header, policies, now))
+    return state.after(commit=commit.number, header=header, since_snapshot=0,
+                       marks=marks_table() if empty else None)
+
+
+def prune(session, ref, header: SnapshotHeader, policies, now: dt.datetime) -> None:
+    """What a full snapshot makes unneeded: the snapshots before it, and the run log past its retention."""
+    failpoint("before_prune")
+    session.catalog.prune_snapshots(ref, header, now - dt.timedelta(minutes=policies.snapshot_retention_minutes))
+    failpoint("during_prune")
+    if policies.run_log_retention_minutes is not None:
+        session.catalog.prune_run_log(ref, now - dt.timedelta(minutes=policies.run_log_retention_minutes))
 
 
 def follow_policies(session, state: TopicState, commit: Commit, now: dt.datetime, scratch: Scratch, *,
@@ -395,9 +428,8 @@ def follow_policies(session, state: TopicState, commit: Commit, now: dt.datetime
     records it."""
     enabled = state.topic.applied.deduplication_enabled
     if state.header.enabled != enabled:
-        header = take_snapshot(session, state, commit, None, position=state.end,
-                               kind="enabled" if enabled else "disabled", now=now, scratch=scratch)
-        state = state.after(commit=commit.number, marks=marks_table(), header=header, since_snapshot=0)
+        state = take_snapshot(session, state, commit, kind="enabled" if enabled else "disabled", now=now,
+                              scratch=scratch, empty=True)
     oldest = state.oldest_write()
     timeout = state.topic.applied.producer_inactivity_timeout      # None: never expire
     if purge and state.enabled and oldest is not None and timeout is not None:
@@ -405,9 +437,8 @@ def follow_policies(session, state: TopicState, commit: Commit, now: dt.datetime
         if oldest < cutoff:
             kept = state.marks.filter(pc.greater_equal(state.marks.column("last_publish_time"),
                                                        pa.scalar(cutoff, pa.timestamp("us"))))
-            header = take_snapshot(session, state, commit, kept, position=state.end, kind="purge", now=now,
-                                   scratch=scratch)
-            state = state.after(commit=commit.number, marks=kept, header=header, since_snapshot=0)
+            state = take_snapshot(session, state.after(commit=commit.number, marks=kept), commit, kind="purge",
+                                  now=now, scratch=scratch)
     return state
 
 

@@ -13,7 +13,7 @@ without a row of Python per producer, and a commit folds its changes in with one
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -52,6 +52,11 @@ class TopicState:
     header: SnapshotHeader          # the last complete snapshot
     since_snapshot: int             # entries written after that snapshot (R8)
     marks: pa.Table                 # the persisted marks (MARKS), empty while deduplication is disabled (R10)
+    # what changed since the last snapshot, which the next increment holds (kept apart, so that an increment
+    # costs what changed, not a pass over every producer): the new marks of the producers that wrote (MARKS), and
+    # the producers that left the state (purged, R11: a tombstone each)
+    recent: pa.Table = field(default_factory=lambda: MARKS.empty_table())
+    gone: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
 
     @property
     def enabled(self) -> bool:
@@ -72,16 +77,56 @@ class TopicState:
               topic: Topic | None = None) -> "TopicState":
         """The state once ``commit`` is published: the log's new ``end``; ``marks`` as the whole new marks (a
         purge, a reset) and/or ``delta`` folded in (the new highest id and write time of each producer that wrote);
-        a new last snapshot, count of entries after it, or topic (policies) when the commit changed them."""
+        a new last snapshot, count of entries after it, or topic (policies) when the commit changed them. A new
+        last snapshot recorded every change before it: ``changed`` starts again."""
         new = self.marks if marks is None else marks
+        recent, gone = (MARKS.empty_table(), []) if header is not None else (self.recent, [self.gone])
+        if marks is not None and header is None:        # producers dropped without a snapshot: tombstones next time
+            dropped = pc.filter(self.marks.column("producer"),
+                                pc.invert(pc.is_in(self.marks.column("producer"), marks.column("producer"))))
+            gone.append(dropped)
+            recent = recent.filter(pc.invert(pc.is_in(recent.column("producer"), dropped)))
         if delta is not None and delta.num_rows:
-            new = marks_table(pa.concat_tables([new, marks_table(delta)]).group_by("producer").aggregate(
-                [("sequence_id", "max"), ("last_publish_time", "max")]).rename_columns(MARKS.names))
+            delta = marks_table(delta)
+            new = _fold(new, delta, large=True)
+            recent = _fold(recent, delta)
+            gone = [pc.filter(g, pc.invert(pc.is_in(g, delta.column("producer")))) for g in gone]   # came back
         published = None if self.published is None else self.published | {commit}
         return replace(self, topic=topic or self.topic, commit=max(self.commit, commit),
                        end=self.end if end is None else max(self.end, end), header=header or self.header,
                        since_snapshot=self.since_snapshot if since_snapshot is None else since_snapshot,
-                       marks=new, published=published)
+                       marks=new, published=published, recent=recent, gone=_union(gone))
+
+    @property
+    def changed(self) -> int:
+        """How many producers the next increment holds."""
+        return self.recent.num_rows + len(self.gone)
+
+    def increment(self) -> pa.Table:
+        """The rows of an increment of the last snapshot: the mark of each producer that changed since, and a
+        tombstone (NULL sequence_id) for each one that left the state."""
+        tombstones = pa.table({"producer": self.gone, "sequence_id": pa.nulls(len(self.gone), pa.int64()),
+                               "last_publish_time": pa.nulls(len(self.gone), pa.timestamp("us"))}, schema=MARKS)
+        return pa.concat_tables([self.recent, tombstones])
+
+
+def _fold(marks: pa.Table, delta: pa.Table, *, large: bool = False) -> pa.Table:
+    """``marks`` with ``delta`` folded in: per producer, the highest id and the latest write. With ``large``
+    (``marks`` may hold millions of producers, ``delta`` a statement's), only the rows of the producers in ``delta``
+    are grouped: a hash of the few, one probe of the many, no hash table of every producer."""
+    if large:
+        touched = pc.is_in(marks.column("producer"), value_set=delta.column("producer"))
+        return pa.concat_tables([marks.filter(pc.invert(touched)), _fold(marks.filter(touched), delta)])
+    return marks_table(pa.concat_tables([marks, delta]).group_by("producer").aggregate(
+        [("sequence_id", "max"), ("last_publish_time", "max")]).rename_columns(MARKS.names))
+
+
+def _union(arrays: list) -> pa.Array:
+    """The distinct producer names of ``arrays``."""
+    arrays = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays if len(a)]
+    if not arrays:
+        return pa.array([], pa.string())
+    return pc.unique(pa.concat_arrays([a.cast(pa.string()) for a in arrays]))
 
 
 def load(catalog: Catalog, adapter, ref: TopicRef) -> TopicState:
@@ -93,9 +138,11 @@ def load(catalog: Catalog, adapter, ref: TopicRef) -> TopicState:
         # A policy change recorded, but the process died before the snapshot that makes the state follow it (on
         # Spark they are two writes). The next write takes that snapshot; until then, the state is what it will
         # make it: empty, whether deduplication was just disabled or just enabled again (R10).
-        marks = marks_table()
+        marks = recent = marks_table()
     else:
-        marks = marks_table(adapter.fetch_arrow(producer_state_query(ref.key, ref.table, header)))
+        recovered = adapter.fetch_arrow(producer_state_query(ref.key, ref.table, header))
+        marks = marks_table(recovered)
+        recent = marks.filter(pc.fill_null(recovered.column("replayed"), False))    # replayed: changed since
     position = exp.column("_position")
     after = (exp.select(exp.func("coalesce", exp.Max(this=position), literal(header.position)),
                         exp.Count(this=exp.Star()))
@@ -105,7 +152,7 @@ def load(catalog: Catalog, adapter, ref: TopicRef) -> TopicState:
     published = adapter.published_commits(ref)
     commit = max(catalog.next_commit(ref) - 1, max(published, default=0))
     return TopicState(topic=topic, commit=commit, published=frozenset(published) if adapter.TRACKS_COMMITS else None,
-                      end=end, header=header, since_snapshot=since, marks=marks)
+                      end=end, header=header, since_snapshot=since, marks=marks, recent=recent)
 
 
 __all__ = ["TopicState", "MARKS", "marks_table", "load"]

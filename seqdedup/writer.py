@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from typing import Iterator
 from sqlglot import exp
 
 from seqdedup.catalog.catalog import Catalog, TopicRef
+from seqdedup.errors import EngineError
 from seqdedup.extensions.base import EngineAdapter
 
 from .failpoints import failpoint
@@ -87,6 +89,13 @@ class Commit:
 
     ref: TopicRef
     number: int
+    cleanups: list = field(default_factory=list)   # what the commit makes unneeded, removed with it (``removes``)
+
+    def removes(self, cleanup) -> None:
+        """Run ``cleanup`` (a function) with the commit: on an engine with transactions inside it, so that what
+        the commit makes unneeded goes in the same commit; elsewhere once it is published (before, a crash would
+        leave neither the old rows nor the new ones)."""
+        self.cleanups.append(cleanup)
 
 
 class Scratch:
@@ -195,8 +204,12 @@ class Writer:
                 self.attempted[ref.key] = number     # a producer whose send failed learns what it may have written
                 adapter.open_commit(ref, number)
                 try:
-                    yield Commit(ref, number)
+                    commit = Commit(ref, number)
+                    yield commit
                     failpoint("before_publish")
+                    if adapter.SUPPORTS_TRANSACTIONS:
+                        for cleanup in commit.cleanups:
+                            cleanup()
                     adapter.publish(ref)     # Spark publishes here
                 finally:
                     adapter.close_commit(ref)
@@ -204,6 +217,13 @@ class Writer:
         except BaseException:
             self.forget(ref)
             raise
+        if not adapter.SUPPORTS_TRANSACTIONS:
+            for cleanup in commit.cleanups:
+                try:
+                    cleanup()
+                except EngineError as error:    # published already: what was not removed goes next time
+                    logging.getLogger("seqdedup").warning("could not remove what commit %s of %s made unneeded "
+                                                          "(the next full snapshot retries): %s", number, ref.key, error)
 
     @contextlib.contextmanager
     def scratch(self) -> Iterator[Scratch]:

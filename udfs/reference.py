@@ -56,6 +56,12 @@ class Policies:
     snapshot_interval_seconds: int = 120          # seconds between time-based snapshots (R8); 0: off
     producer_inactivity_timeout: int | None = 360  # minutes without a write before a producer is purged (R11); None: never
     max_producers_in_snapshot: int | None = None  # None: no cap (seqdedup's default); an int caps like Pulsar (R12)
+    # How snapshots are stored (R7), which the model's outcomes do not depend on: a full snapshot at least every
+    # this many snapshots (the others hold only what changed), snapshots recovery no longer needs kept this many
+    # minutes, and run log rows kept this many minutes (None: for ever).
+    full_snapshot_interval: int = 100
+    snapshot_retention_minutes: int = 0
+    run_log_retention_minutes: int | None = 10080
 
 
 @dataclass(frozen=True)

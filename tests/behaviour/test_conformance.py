@@ -78,7 +78,9 @@ def test_c07_resume_before_any_snapshot_is_recovered_by_replay_alone(dedup):
 
 
 def test_c08_snapshot_every_three_entries_and_recovery_replays_only_the_rest(dedup):
-    dedup.topic(snapshot_interval_entries=3)
+    # snapshots kept an hour, to read them all (by default the increment at 3 goes once the full one at 6 is
+    # written; C08 with increments and retention: tests/behaviour/test_snapshot_chain.py)
+    dedup.topic(snapshot_interval_entries=3, snapshot_retention_minutes=60)
     taken = [dedup.send([("p", s)]).snapshot_id for s in range(10)]
     headers = [(sid, pos) for sid, pos, producer, _, kind in dedup.snapshot_rows() if producer is None]
     assert headers == [(1, 0), (2, 3), (3, 6), (4, 9)]

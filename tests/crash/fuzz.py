@@ -48,12 +48,13 @@ from ..positions import position_problem
 
 CHILD = Path(__file__).with_name("fuzz_child.py")
 #: The failpoints each operation passes (a snapshot's only when one is due; an invalid send's none of them).
+PRUNE = ["before_prune", "during_prune"]          # a full snapshot's removal of the snapshots before it
 POINTS = {
     "create": ["after_topic_table", "after_snapshot_rows", "before_publish", "after_publish"],
-    "send": list(STATEMENT) + ["after_snapshot_rows"],
-    "snapshot": ["after_snapshot_rows", "before_publish", "after_publish"],
-    "disable": ["after_policy_rows", "after_snapshot_rows", "before_publish", "after_publish"],
-    "enable": ["after_policy_rows", "after_snapshot_rows", "before_publish", "after_publish"],
+    "send": list(STATEMENT) + ["after_snapshot_rows"] + PRUNE,
+    "snapshot": ["after_snapshot_rows", "before_publish", "after_publish"] + PRUNE,
+    "disable": ["after_policy_rows", "after_snapshot_rows", "before_publish", "after_publish"] + PRUNE,
+    "enable": ["after_policy_rows", "after_snapshot_rows", "before_publish", "after_publish"] + PRUNE,
 }
 assert {name for names in POINTS.values() for name in names} <= set(NAMES)
 #: Operations per writer process, at most: a Spark process costs seconds to start, so it does more per life.
@@ -75,7 +76,11 @@ class Planner:
         r = self.rng
         return {"snapshot_interval_entries": r.choice([1, 2, 3, 5, 1000]),
                 "snapshot_interval_seconds": r.choice([0, 60, 120]),
-                "producer_inactivity_timeout": r.choice([1, 2, 360])}
+                "producer_inactivity_timeout": r.choice([1, 2, 360]),
+                # increments and full snapshots, and their removal (a retention of a few minutes keeps some)
+                "full_snapshot_interval": r.choice([1, 2, 3, 100]),
+                "snapshot_retention_minutes": r.choice([0, 0, 3]),
+                "run_log_retention_minutes": r.choice([1, 10080])}
 
     def next(self) -> dict:
         r = self.rng
