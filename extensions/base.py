@@ -50,6 +50,10 @@ class EngineAdapter:
     PLAN: str = "exceptions"
     #: The function that hashes an entry's key for the check of written rows (64-bit).
     KEY_HASH: str = "hash"
+    #: Above this many producers in a topic's state, a statement reads the producers it carries first and joins
+    #: only their marks (a semi-join), rather than shipping every mark to the engine (None: never; an engine that
+    #: scans an Arrow table where it lies, as DuckDB does, pays little for a large one).
+    SEMI_JOIN_ABOVE: int | None = None
     #: The engine publishes commits itself and says which are published (Spark: the topic's partitions); where it
     #: does not, every commit that ended is published (a transaction).
     TRACKS_COMMITS: bool = False

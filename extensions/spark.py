@@ -190,6 +190,7 @@ class SparkAdapter(EngineAdapter):
     ROW_NUMBER_NEEDS_ORDER = True
     PLAN = "window"          # one job per statement: the exceptions plan would take three or four
     KEY_HASH = "xxhash64"
+    SEMI_JOIN_ABOVE = 20_000    # a relation made from Arrow is shipped whole to the executors with every job
     TRACKS_COMMITS = True    # a commit is published by registering its partition
     READS_SPARK_FILE_SOURCES = True
 

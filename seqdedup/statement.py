@@ -39,6 +39,10 @@ _KEPT: OrderedDict[tuple, exp.Expression] = OrderedDict()
 _KEPT_LOCK = threading.Lock()
 KEPT = 512
 
+#: Why a statement whose source gave other rows on a second read is refused.
+CHANGED = ("the statement's SELECT gave other entries when read a second time (a non-deterministic expression such as "
+           "rand(), a sample, or a source that changed during the statement): seqdedup cannot decide entries that "
+           "change under it. Materialize the SELECT into a table first. Nothing was written")
 #: The outcome's columns as Arrow reads them (``sql.plan.OUTCOME``).
 OUTCOME = pa.schema([("producer", pa.string()), ("sent", pa.int64()), ("written", pa.int64()),
                      ("duplicates", pa.int64()), ("first_position", pa.int64()), ("last_position", pa.int64()),
@@ -192,7 +196,11 @@ class Run:
         """The window plan (see sql/plan.py): one pass. None when a batch entry straddles (undecided)."""
         adapter, statement = self.adapter, self.statement
         checked = state.enabled
-        marks = scratch.relation("__sd_marks", state.marks) if checked and state.marks.num_rows else None
+        seen = checked and adapter.SEMI_JOIN_ABOVE is not None and state.marks.num_rows > adapter.SEMI_JOIN_ABOVE
+        if seen:
+            marks = scratch.relation("__sd_marks", self.carried_marks(state))
+        else:
+            marks = scratch.relation("__sd_marks", state.marks) if checked and state.marks.num_rows else None
         late = checked and statement.ordered     # (unordered, arrival is id order: nothing comes late)
 
         def insert_for(rows: exp.Expression) -> exp.Insert:
@@ -201,8 +209,8 @@ class Run:
         def decide_and_write(source: exp.Select):
             decided = self.kept(f"window {source is statement.values}", lambda: plan.window_decisions(
                 source, marks, statement.order, base=BASE, partitions=adapter.PARTITIONS,
-                number=adapter.row_number(), checked=checked, late=late))
-            return adapter.write_decided(self.ref, decided, plan.ACCEPTED, insert_for, plan.window_metrics(),
+                number=adapter.row_number(), checked=checked, late=late, seen=seen))
+            return adapter.write_decided(self.ref, decided, plan.ACCEPTED, insert_for, plan.window_metrics(seen),
                                          plan.window_outcome(late=late), plan.LAST, proceed=_settled)
 
         try:
@@ -218,6 +226,9 @@ class Run:
             except EngineError as error:
                 raise self.failing(error) from error
         metrics = written.metrics
+        if metrics.get("unseen"):
+            adapter.discard_commit_rows(self.ref)
+            raise EngineError(CHANGED)
         if metrics["invalid"]:
             adapter.discard_commit_rows(self.ref)
             self.refuse_invalid()
@@ -227,6 +238,17 @@ class Run:
         producers = _outcome_table(written.outcome)
         end = max(state.end, metrics["end"] or 0)
         return Outcome(producers, end, 1)
+
+    def carried_marks(self, state: TopicState) -> pa.Table:
+        """The marks of the producers the statement carries, and a row with no mark for each that has none: a
+        semi-join of a large state, so that the engine gets the few marks the statement needs."""
+        carried = self.adapter.fetch_arrow(self.kept("carried", lambda: plan.carried_producers(self.statement.keys)))
+        names = carried.column(0).cast(pa.string())
+        found = state.marks.filter(pc.is_in(state.marks.column("producer"), value_set=names))
+        new = pc.filter(names, pc.invert(pc.is_in(names, value_set=found.column("producer"))))
+        return pa.concat_tables([found, pa.table({
+            "producer": new, "sequence_id": pa.nulls(len(new), pa.int64()),
+            "last_publish_time": pa.nulls(len(new), pa.timestamp("us"))}, schema=found.schema)])
 
     def exceptions(self, state: TopicState, commit: Commit, targets: list[str], values: list[str],
                    scratch: Scratch) -> Outcome:
@@ -281,10 +303,7 @@ class Run:
         # (not kept where the written rows are in a directory of this commit's: its SQL names the directory)
         check = check_tree() if adapter.TRACKS_COMMITS else self.kept("check", check_tree)
         if adapter.fetchall(check)[0][0]:
-            raise EngineError(
-                "the statement's SELECT gave other entries when read a second time (a non-deterministic expression "
-                "such as rand(), a sample, or a source that changed during the statement): seqdedup cannot decide "
-                "entries that change under it. Materialize the SELECT into a table first. Nothing was written")
+            raise EngineError(CHANGED)
         table = adapter.fetch_arrow(kept("outcome rows", lambda: exp.select(*plan.OUTCOME).from_(
             outcome.copy()).order_by("producer")))
         return Outcome(_outcome_table(table), state.end + room, rounds, table=outcome)
@@ -444,7 +463,7 @@ def follow_policies(session, state: TopicState, commit: Commit, now: dt.datetime
 
 def _settled(metrics: dict) -> bool:
     """Whether a window plan's rows may be written: no invalid entry and none undecided."""
-    return not metrics["invalid"] and not metrics["undecided"]
+    return not metrics["invalid"] and not metrics["undecided"] and not metrics.get("unseen")
 
 
 def _outcome_table(table) -> pa.Table:

@@ -45,6 +45,7 @@ ACCEPTED = "__sd_accepted"      # the decision: TRUE written, FALSE duplicate, N
 POSITION = "__sd_position"      # the entry's position
 INVALID = "__sd_invalid"        # the entry breaks R4 (NULL producer or id, negative id, highest below lowest)
 LAST = "__sd_last"              # the producer's last entry in arrival order: its running counts are its totals
+SEEN = "__sd_seen"              # the entry's producer is among the marks' (when they are the carried producers')
 IDS = "__sd_ids"                # the producer's distinct lowest ids above its mark, in the whole statement
 SENT, WRITTEN = "__sd_sent", "__sd_written"
 FIRST_POSITION, LAST_POSITION, TOP = "__sd_first_position", "__sd_last_position", "__sd_top"
@@ -121,7 +122,7 @@ def invalid(p: exp.Expression, s: exp.Expression, h: exp.Expression) -> exp.Expr
 
 def window_decisions(values: exp.Select, marks: exp.Table | None, order: list[exp.Ordered], *, base: int,
                      partitions: int | None, number: exp.Expression, checked: bool = True,
-                     late: bool = False) -> exp.Select:
+                     late: bool = False, seen: bool = False) -> exp.Select:
     """Every entry with its decision, position and its producer's running counts (the window plan).
 
     ``values``' rows are joined to ``marks`` and distributed over ``partitions`` by producer (a hint, for engines
@@ -134,6 +135,10 @@ def window_decisions(values: exp.Select, marks: exp.Table | None, order: list[ex
       running counts. At a producer's ``LAST`` row they are its totals.
 
     ``checked`` false (deduplication disabled, R10): every valid entry is new.
+
+    ``seen``: ``marks`` holds a row for every producer the statement carried when it was read first (a semi-join
+    of the state: ``carried_producers``), NULL where it has no mark; ``SEEN`` says whether the entry's producer is
+    among them (an entry whose producer is not came from a source that changed between the reads).
 
     ``late`` (an ordered statement) also counts ``out_of_order`` in the same pass: the producer's distinct lowest
     ids above the mark, less the entries written (each written entry has its own lowest id). The distinct ids are
@@ -164,6 +169,8 @@ def window_decisions(values: exp.Select, marks: exp.Table | None, order: list[ex
     if marks is not None:
         joined = joined.join(marks.as_("m"), join_type="left",
                              on=exp.column("producer", table="m").eq(exp.column(PRODUCER, table="v")))
+        if seen:
+            joined = joined.select(exp.alias_(exp.not_(exp.column("producer", table="m").is_(exp.null())), SEEN))
     if partitions is not None:
         joined.set("hint", exp.Hint(expressions=[exp.Anonymous(this="REPARTITION", expressions=[
             exp.convert(partitions), exp.column(PRODUCER)])]))
@@ -221,10 +228,17 @@ def window_outcome(late: bool = False) -> list[exp.Expression]:
                        "out_of_order")]
 
 
-def window_metrics() -> dict[str, exp.Expression]:
-    """Aggregates over every row of ``window_decisions``: what the runner checks before it publishes."""
+def carried_producers(keys: exp.Query) -> exp.Select:
+    """The producers a statement carries (for a semi-join of the state's marks: ``window_decisions``' ``seen``)."""
+    return exp.select(PRODUCER).from_(keys.subquery("k")).distinct()
+
+
+def window_metrics(seen: bool = False) -> dict[str, exp.Expression]:
+    """Aggregates over every row of ``window_decisions``: what the runner checks before it publishes (with
+    ``seen``, also how many entries have a producer the first read did not carry)."""
     accepted = exp.column(ACCEPTED)
-    return {
+    unseen = {"unseen": exp.func("count_if", exp.not_(exp.column(SEEN)))} if seen else {}
+    return {**unseen,
         "invalid": exp.func("count_if", exp.column(INVALID)),
         "undecided": exp.func("count_if", accepted.is_(exp.null())),
         "end": exp.Max(this=exp.Case(ifs=[exp.If(this=accepted.copy(), true=exp.column(POSITION))])),

@@ -108,3 +108,12 @@ def test_retention_keeps_snapshots_for_the_minutes_asked_and_the_run_log_too(ded
     assert stats["catalog"]["snapshot_rows"] == len(headers(dedup)) + len(producer_rows(dedup))
     dedup.restart()
     assert dedup.last("p") == 3
+
+
+def test_a_large_state_joins_only_the_marks_of_the_producers_a_statement_carries(dedup):
+    dedup.topic()
+    dedup.send([(p, 5) for p in "abc"])
+    dedup.session.adapter.SEMI_JOIN_ABOVE = 0           # as if the state were large: the semi-join path
+    result = dedup.send([("a", 5), ("a", 6), ("d", 0), ("b", 4)])
+    assert (result.written, result.duplicates) == (2, 2)
+    assert [dedup.last(p) for p in "abcd"] == [6, 5, 5, 0]
