@@ -73,8 +73,8 @@ def stream(engines: Engines, producers: int, size: int, statements: int) -> dict
         result = session.sql(STATEMENT)
         if result.snapshot_id is not None:
             written_rows += 1 + session.sql(
-                "SELECT producers FROM producer_sequences WHERE topic = 'main.events' AND producer IS NULL "
-                f"AND snapshot_id = {result.snapshot_id}".replace("main", session.ref("events").namespace)).rows[0][0]
+                f"SELECT producers FROM producer_sequences WHERE topic = '{session.ref('events').key}' "
+                f"AND producer IS NULL AND snapshot_id = {result.snapshot_id}").rows[0][0]
         if k + 1 == 100:
             after_100 = session.stats("events")["catalog"]["snapshot_rows"]
     held = session.stats("events")["catalog"]

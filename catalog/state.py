@@ -42,11 +42,6 @@ class SnapshotHeader:
         """Deduplication was on when the snapshot was taken (a disabled topic has no state)."""
         return self.kind != "disabled"
 
-    @property
-    def full_id(self) -> int:
-        """The chain's full snapshot."""
-        return self.chain[0] if self.chain else self.snapshot_id
-
     def extended(self, snapshot_id: int, position: int, kind: str, taken_at: dt.datetime, commit_id: int, *,
                  rows: int, full: bool) -> "SnapshotHeader":
         """The header once a snapshot of ``rows`` producer rows is written after this one: a new chain when it is

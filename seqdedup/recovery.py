@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 
 from sqlglot import exp
 
-from seqdedup.catalog.state import STARTS, SnapshotHeader, chain_of, literal, snapshot_headers_query
+from seqdedup.catalog.state import SnapshotHeader, chain_of, literal, snapshot_headers_query
 
 #: How many duplicates a report lists (it counts them all).
 EXAMPLES = 10
@@ -107,8 +107,7 @@ def recover(session, topic: str, *, repair: bool = False) -> Report:
     report = Report(topic=ref.key, last_position=last, snapshot_id=current.snapshot_id,
                     snapshot_position=current.position, replayed=read.count(current.position, last),
                     producers=len(state), checked_from=None if base is None else asdict(base))
-    everything = exp.select("*").from_(read.ref.table.copy()).where(read._entries(0, last))
-    report.duplicate_positions, positions = read.duplicates(["_position"], everything)
+    report.duplicate_positions, positions = read.duplicates(["_position"], read.entries(0, last))
     if base is not None:
         complete = [row[0] for row in headers]
         replayed = read.marks(read.replay_query(base, current, complete, last))
@@ -159,6 +158,10 @@ class _Reader:
     def _entries(self, after: int, upto: int) -> exp.Expression:
         position = exp.column("_position")
         return exp.and_(position > after, position.copy() <= upto)
+
+    def entries(self, after: int, upto: int) -> exp.Select:
+        """The topic's entries after ``after`` up to ``upto``."""
+        return exp.select("*").from_(self.ref.table.copy()).where(self._entries(after, upto))
 
     def _marks(self, rows: exp.Query, replay: exp.Query) -> exp.Select:
         both = exp.union(rows, replay, distinct=False).subquery("m")

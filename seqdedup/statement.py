@@ -26,7 +26,7 @@ from seqdedup.sql import plan, rewrite
 
 from .failpoints import failpoint
 from .results import ProducerCount, StatementResult
-from .topic_state import TopicState, marks_table
+from .topic_state import TopicState, marks_table, unmarked
 from .writer import Commit, Scratch, Writer
 
 
@@ -197,10 +197,9 @@ class Run:
         adapter, statement = self.adapter, self.statement
         checked = state.enabled
         seen = checked and adapter.SEMI_JOIN_ABOVE is not None and state.marks.num_rows > adapter.SEMI_JOIN_ABOVE
-        if seen:
-            marks = scratch.relation("__sd_marks", self.carried_marks(state))
-        else:
-            marks = scratch.relation("__sd_marks", state.marks) if checked and state.marks.num_rows else None
+        # (with ``seen`` a relation even when empty: an entry of a producer the first read did not carry is caught)
+        marks = scratch.relation("__sd_marks", self.carried_marks(state) if seen else state.marks) \
+            if seen or (checked and state.marks.num_rows) else None
         late = checked and statement.ordered     # (unordered, arrival is id order: nothing comes late)
 
         def insert_for(rows: exp.Expression) -> exp.Insert:
@@ -245,10 +244,8 @@ class Run:
         carried = self.adapter.fetch_arrow(self.kept("carried", lambda: plan.carried_producers(self.statement.keys)))
         names = carried.column(0).cast(pa.string())
         found = state.marks.filter(pc.is_in(state.marks.column("producer"), value_set=names))
-        new = pc.filter(names, pc.invert(pc.is_in(names, value_set=found.column("producer"))))
-        return pa.concat_tables([found, pa.table({
-            "producer": new, "sequence_id": pa.nulls(len(new), pa.int64()),
-            "last_publish_time": pa.nulls(len(new), pa.timestamp("us"))}, schema=found.schema)])
+        return pa.concat_tables([found, unmarked(pc.filter(names, pc.invert(
+            pc.is_in(names, value_set=found.column("producer")))))])
 
     def exceptions(self, state: TopicState, commit: Commit, targets: list[str], values: list[str],
                    scratch: Scratch) -> Outcome:
@@ -413,7 +410,7 @@ def take_snapshot(session, state: TopicState, commit: Commit, *, kind: str, now:
             or len(header.chain) >= policies.full_snapshot_interval
             or header.increment_rows + increment.num_rows > state.marks.num_rows)
     if full and kind == "snapshot" and header.purged:
-        kind = "purge"      # a full snapshot after a purge: the state starts over from it (recovery.STARTS)
+        kind = "purge"      # a full snapshot after a purge: the state starts over from it (state.STARTS)
     elif not full and kind == "snapshot":
         kind = "increment"
     rows = None if empty else state.marks if full else increment

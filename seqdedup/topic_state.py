@@ -105,9 +105,14 @@ class TopicState:
     def increment(self) -> pa.Table:
         """The rows of an increment of the last snapshot: the mark of each producer that changed since, and a
         tombstone (NULL sequence_id) for each one that left the state."""
-        tombstones = pa.table({"producer": self.gone, "sequence_id": pa.nulls(len(self.gone), pa.int64()),
-                               "last_publish_time": pa.nulls(len(self.gone), pa.timestamp("us"))}, schema=MARKS)
-        return pa.concat_tables([self.recent, tombstones])
+        return pa.concat_tables([self.recent, unmarked(self.gone)])
+
+
+def unmarked(producers: pa.Array) -> pa.Table:
+    """Marks rows of ``producers`` with no mark (NULL id and time): tombstones in a snapshot, producers the state
+    does not know in a semi-join of it."""
+    return pa.table({"producer": producers, "sequence_id": pa.nulls(len(producers), pa.int64()),
+                     "last_publish_time": pa.nulls(len(producers), pa.timestamp("us"))}, schema=MARKS)
 
 
 def _fold(marks: pa.Table, delta: pa.Table, *, large: bool = False) -> pa.Table:
@@ -155,4 +160,4 @@ def load(catalog: Catalog, adapter, ref: TopicRef) -> TopicState:
                       end=end, header=header, since_snapshot=since, marks=marks, recent=recent)
 
 
-__all__ = ["TopicState", "MARKS", "marks_table", "load"]
+__all__ = ["TopicState", "MARKS", "marks_table", "unmarked", "load"]
