@@ -111,10 +111,17 @@ SCRATCH = "_seqdedup_scratch"
 INLINE_ROWS = 64
 
 
+def _local(directory: str) -> str | None:
+    """The path of a directory on the local file system, or None for one elsewhere (HDFS, an object store)."""
+    if directory.startswith("file:") or directory.startswith("/"):
+        return directory.removeprefix("file:")
+    return None
+
+
 def _remove(directory: str) -> None:
     """Delete a directory seqdedup wrote, on a local file system; elsewhere it stays, unread (an orphan)."""
-    if directory.startswith("file:") or directory.startswith("/"):
-        shutil.rmtree(directory.removeprefix("file:"), ignore_errors=True)
+    if _local(directory):
+        shutil.rmtree(_local(directory), ignore_errors=True)
 
 #: What a Java cause of a failed write says when the disk is full (ENOSPC, EFBIG past a file size limit, EDQUOT),
 #: and when this process may not write where the warehouse is (EACCES, EROFS, or Hadoop's own words for them).
@@ -191,6 +198,10 @@ class SparkAdapter(EngineAdapter):
     PLAN = "window"          # one job per statement: the exceptions plan would take three or four
     KEY_HASH = "xxhash64"
     SEMI_JOIN_ABOVE = 20_000    # a relation made from Arrow is shipped whole to the executors with every job
+    #: Above this many rows, a relation made from Arrow is written to a Parquet file and read from there, where the
+    #: warehouse is on a local file system: a local relation lives whole in the driver's plan (a snapshot of a
+    #: million producers' marks, made that way, exhausted a default 1 GB driver heap).
+    FILE_ROWS = 100_000
     TRACKS_COMMITS = True    # a commit is published by registering its partition
     READS_SPARK_FILE_SOURCES = True
 
@@ -253,13 +264,31 @@ class SparkAdapter(EngineAdapter):
         """A few rows (a statement's handful of producers) go into the query as an inline table: a relation made
         from Arrow is a distributed one, and a join with it costs a job to broadcast it."""
         with self._errors():
-            if 0 < table.num_rows <= INLINE_ROWS:
+            if table.num_rows > self.FILE_ROWS and _local(self._warehouse()):
+                self._file_relation(name, table).createOrReplaceTempView(name)
+            elif 0 < table.num_rows <= INLINE_ROWS:
                 rows = [tuple(literal(v) for v in row.values()) for row in table.to_pylist()]
                 inline = exp.select("*").from_(exp.values(rows, alias="t", columns=table.column_names))
                 self._sql(inline).createOrReplaceTempView(name)
             else:
                 self.spark.createDataFrame(table).createOrReplaceTempView(name)
         return self.temp_table(name)
+
+    def _file_relation(self, name: str, table):
+        """An Arrow table as a frame read from a Parquet file in the scratch folder (dropped with the name). Its
+        naive timestamps read back as TIMESTAMP_NTZ: cast to TIMESTAMP, the type ``createDataFrame`` gives them
+        (both read the wall-clock time in the session's time zone)."""
+        import pyarrow.parquet as pq
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import TimestampNTZType
+
+        directory = f"{self._warehouse()}/{SCRATCH}/{name}-{uuid.uuid4().hex[:8]}"
+        os.makedirs(_local(directory))
+        pq.write_table(table, f"{_local(directory)}/part-0.parquet")
+        self._scratch[name] = directory
+        frame = self.spark.read.parquet(directory)
+        return frame.select(*[F.col(f.name).cast("timestamp") if isinstance(f.dataType, TimestampNTZType)
+                              else F.col(f.name) for f in frame.schema.fields])
 
     def binary(self, text: exp.Expression) -> exp.Expression:
         return exp.Collate(this=exp.cast(text, "string"), expression=exp.Var(this="UTF8_BINARY"))

@@ -117,3 +117,16 @@ def test_a_large_state_joins_only_the_marks_of_the_producers_a_statement_carries
     result = dedup.send([("a", 5), ("a", 6), ("d", 0), ("b", 4)])
     assert (result.written, result.duplicates) == (2, 2)
     assert [dedup.last(p) for p in "abcd"] == [6, 5, 5, 0]
+
+
+def test_a_large_snapshot_is_written_whole_with_its_times(dedup):
+    dedup.session.adapter.FILE_ROWS = 1      # as if the marks were many (Spark: read from a Parquet file)
+    dedup.topic(snapshot_interval_entries=3, producer_inactivity_timeout=1)
+    dedup.send([("p", 0), ("q", 0), ("r", 0)])
+    times = dedup.session.sql(f"SELECT DISTINCT last_publish_time FROM producer_sequences "
+                              f"WHERE topic = '{dedup.key()}' AND producer IS NOT NULL").rows
+    assert [t[0] for t in times] == [dedup.clock.now]
+    dedup.restart()
+    dedup.clock.advance(seconds=61)          # the times read back are the ones written: all three expire
+    dedup.session.purge_inactive("events")
+    assert [dedup.last(p) for p in "pqr"] == [-1, -1, -1]
