@@ -9,11 +9,11 @@ from typing import Protocol
 import sqlglot
 from sqlglot import exp
 
-from seqdedup.errors import CatalogError, TopicError
+from seqdedup.errors import CatalogError, EngineError, TopicError, already_exists
 from seqdedup.udfs import Policies
 
 from . import policies as policy
-from .schema import ADDED_COLUMNS, ADDED_TABLES, CATALOG_TABLES, CATALOG_VERSION, SYSTEM_COLUMNS, catalog_table, create_table
+from .schema import ADDED_COLUMNS, ADDED_TABLES, CATALOG_TABLES, CATALOG_VERSION, SYSTEM_COLUMNS, catalog_table
 from .state import SnapshotHeader, chain_of, last_position_query, literal, snapshot_headers_query, snapshot_insert
 
 
@@ -29,8 +29,10 @@ class Executor(Protocol):
     def create_namespace(self, name: str) -> None: ...
     def check_name(self, part: str) -> None: ...
     def create_topic_table(self, table: exp.Table, columns: dict[str, exp.DataType]) -> None: ...
+    def create_catalog_table(self, table: exp.Table, columns: dict[str, exp.DataType]) -> None: ...
     def visible_commits(self, topic: "TopicRef") -> exp.Expression: ...
     def last_published_commit(self, topic: "TopicRef") -> int: ...
+    contended: bool
     def delete_rows(self, table: exp.Table, condition: exp.Expression) -> None: ...
 
 
@@ -193,15 +195,24 @@ class Catalog:
     def create(self) -> None:
         """Create the catalog tables (idempotent)."""
         for name, columns in CATALOG_TABLES.items():
-            self.executor.execute(create_table(catalog_table(name), columns))
+            self._create_once(lambda: self.executor.create_catalog_table(catalog_table(name), columns))
             present = {column.lower() for column, _ in self.executor.columns(catalog_table(name))}
             for column in ADDED_COLUMNS.get(name, ()):
                 if column not in present:     # a catalog written before the column was added: add it, NULL in old rows
-                    self.executor.execute(exp.Alter(this=catalog_table(name), kind="TABLE", actions=[
-                        exp.ColumnDef(this=exp.to_identifier(column), kind=columns[column].copy())]))
+                    self._create_once(lambda: self.executor.execute(exp.Alter(
+                        this=catalog_table(name), kind="TABLE",
+                        actions=[exp.ColumnDef(this=exp.to_identifier(column), kind=columns[column].copy())])))
         if not self.executor.fetchall(exp.select("key").from_(catalog_table("seqdedup_meta"))):
             self.executor.execute(exp.insert(
                 exp.select(literal("catalog_version"), literal(str(CATALOG_VERSION))), catalog_table("seqdedup_meta")))
+
+    def _create_once(self, create) -> None:
+        """Create a table or column (``create()``), unless another process (a driver on the same metastore) just did."""
+        try:
+            create()
+        except EngineError as error:
+            if not already_exists(error):
+                raise
 
     # --- topics ----------------------------------------------------------------------------------------------
 
@@ -301,7 +312,10 @@ class Catalog:
     def next_commit(self, ref: TopicRef) -> int:
         """The number the topic's next commit takes: above every published one, and above every number any
         catalog row carries (a commit that wrote rows and then failed is never reused, so its rows stay ignored).
-        ``ref`` may also be a consumer's output table, whose commits write ``seqdedup_consumers`` rows."""
+        ``ref`` may also be a consumer's output table, whose commits write ``seqdedup_consumers`` rows. Where
+        several processes publish (``contended``), the last published one + 1: see ``EngineAdapter.contended``."""
+        if self.executor.contended:
+            return self.executor.last_published_commit(ref) + 1
         where = exp.column("topic").eq(literal(ref.key))
         numbers = exp.union(*[exp.select("commit_id").from_(catalog_table(name)).where(where.copy())
                               for name in ("producer_sequences", "seqdedup_statements", "seqdedup_consumers")],

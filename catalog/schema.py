@@ -45,6 +45,7 @@ PRODUCER_SEQUENCES = _types(
     taken_at="timestamp",         # when the snapshot was taken (time-based cadence, R8)
     commit_id="bigint",           # the topic commit that wrote the row; it counts only once that commit is published
     parent_id="bigint",           # an increment's: the snapshot it adds to; NULL on a full snapshot
+    attempt="text",               # which attempt at the commit wrote the row, where several drivers may (COMMITS)
 )
 
 #: The topic registry.
@@ -61,6 +62,7 @@ STATEMENTS = _types(
     highest="bigint",             # the highest id the statement wrote for the producer
     commit_id="bigint",           # the topic commit that wrote the row (see PRODUCER_SEQUENCES)
     out_of_order="bigint",        # of the duplicates, ids that arrived after a higher id (results.ProducerCount)
+    attempt="text",               # see PRODUCER_SEQUENCES
 )
 
 #: Facts about the catalog itself (its layout version).
@@ -76,7 +78,15 @@ CONSUMERS = _types(
     position="bigint",            # the consumer read every source entry with _position <= position
     commit_id="bigint",           # the output commit that wrote the row (and the output rows of the batch)
     consumed_at="timestamp",      # when the batch ran
+    attempt="text",               # see PRODUCER_SEQUENCES
 )
+
+#: The attempts that won their commit, where several drivers may write one table (Spark on a shared metastore).
+#: Two drivers can both write the catalog rows of commit N; the metastore lets one register the topic partition,
+#: whose directory is named after that attempt, and the winner adds its row here once it has. A catalog row with
+#: an ``attempt`` counts only if it is its commit's winner (``SparkAdapter.visible_commits``); rows without one were
+#: written where one process writes (a local home, DuckDB) and count once their commit is published.
+COMMITS = _types(topic="text", commit_id="bigint", attempt="text", published_at="timestamp")
 
 CATALOG_TABLES = {
     "producer_sequences": PRODUCER_SEQUENCES,
@@ -85,13 +95,19 @@ CATALOG_TABLES = {
     "seqdedup_statements": STATEMENTS,
     "seqdedup_meta": META,
     "seqdedup_consumers": CONSUMERS,
+    "seqdedup_commits": COMMITS,
 }
 
 #: Tables added to the version-2 layout after catalogs of that version were first written: a catalog without them
 #: is still version 2, and ``Catalog.create()`` adds them when a writable session opens it.
-ADDED_TABLES = frozenset({"seqdedup_consumers"})
+ADDED_TABLES = frozenset({"seqdedup_consumers", "seqdedup_commits"})
 #: Columns added to the version-2 layout in the same way, by table: ``Catalog.create()`` adds them (NULL in old rows).
-ADDED_COLUMNS = {"seqdedup_statements": ("out_of_order",), "producer_sequences": ("parent_id",)}
+ADDED_COLUMNS = {"seqdedup_statements": ("out_of_order", "attempt"), "producer_sequences": ("parent_id", "attempt"),
+                 "seqdedup_consumers": ("attempt",)}
+
+#: The attempt that writes a catalog row, bound for the length of a commit (``Writer.commit``): NULL where one
+#: process writes.
+ATTEMPT = exp.cast(exp.Placeholder(this="__sd_attempt"), "text")
 
 #: Columns seqdedup adds to every topic, after the user's own.
 SYSTEM_COLUMNS = _types(

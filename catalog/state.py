@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from .schema import PRODUCER_SEQUENCES, catalog_table
+from .schema import ATTEMPT, PRODUCER_SEQUENCES, catalog_table
 from .templates import template
 
 PRODUCER_SEQUENCES_TABLE = catalog_table("producer_sequences")
@@ -99,14 +99,18 @@ def snapshot_headers_query(topic: str, visible: exp.Expression) -> exp.Expressio
                     visible=visible)
 
 
-def producer_state_query(topic: str, topic_table: exp.Table, header: SnapshotHeader) -> exp.Expression:
-    """The marks of every producer the state knows: (producer, sequence_id, last_publish_time, replayed)."""
+def producer_state_query(topic: str, topic_table: exp.Table, header: SnapshotHeader,
+                         visible: exp.Expression) -> exp.Expression:
+    """The marks of every producer the state knows: (producer, sequence_id, last_publish_time, replayed).
+    ``visible`` (a condition on ``commit_id``, and ``attempt``) keeps out the rows of a commit that was not
+    published, or was another attempt's: they may carry a snapshot id of the chain too."""
     return template(
         "producer_state",
         topic=literal(topic),
         topic_table=topic_table.copy(),
         producer_sequences=PRODUCER_SEQUENCES_TABLE,
-        in_chain=exp.column("snapshot_id").isin(*[literal(i) for i in header.chain or (header.snapshot_id,)]),
+        in_chain=exp.and_(exp.column("snapshot_id").isin(*[literal(i) for i in header.chain or (header.snapshot_id,)]),
+                          visible),
         after=literal(header.position),
         since_commit=literal(header.commit_id),
         replay=exp.Boolean(this=header.enabled),
@@ -160,13 +164,13 @@ def snapshot_insert(
         "producer", "sequence_id", "last_publish_time",
         exp.alias_(exp.cast(exp.null(), "bigint"), "producers"),
         exp.alias_(literal(kind), "kind"), exp.alias_(literal(now), "taken_at"), exp.alias_(literal(commit), "commit_id"),
-        exp.alias_(parent_id, "parent_id"),
+        exp.alias_(parent_id, "parent_id"), exp.alias_(ATTEMPT.copy(), "attempt"),
     ).from_("kept")
     header = exp.select(
         *[exp.alias_(v, k) for k, v in common.items()],
         exp.cast(exp.null(), "text"), exp.cast(exp.null(), "bigint"), exp.cast(exp.null(), "timestamp"),
         exp.select(exp.Count(this=exp.Star())).from_("kept").subquery(),
-        literal(kind), literal(now), literal(commit), parent_id.copy(),
+        literal(kind), literal(now), literal(commit), parent_id.copy(), ATTEMPT.copy(),
     )
     body = exp.union(rows, header, distinct=False)
     body = exp.select("*").from_(body.subquery("snapshot")).with_("kept", as_=kept)

@@ -177,8 +177,28 @@ class EngineAdapter:
     def create_topic_table(self, table: exp.Table, columns: dict[str, exp.DataType]) -> None:
         self.execute(create_table(table, columns, exists=False))
 
+    def create_catalog_table(self, table: exp.Table, columns: dict[str, exp.DataType]) -> None:
+        """Create a catalog table, if it does not exist."""
+        self.execute(create_table(table, columns))
+
     def open_commit(self, topic, commit: int) -> None:
         """A commit of ``topic`` (a TopicRef) begins; this adapter's own reads see its rows until it ends."""
+
+    @property
+    def contended(self) -> bool:
+        """Whether other processes may publish commits of the same tables (several Spark drivers on one metastore).
+        Then a commit's number is always the last published one + 1, even where a failed attempt left rows under
+        that number (their ``attempt`` tells them apart): registering it is the compare-and-set that admits one
+        commit per state, which a number skipped past a failed one would not be."""
+        return False
+
+    def refresh(self, *tables: exp.Table) -> None:
+        """Forget what this process knows of ``tables``' files, where another process may have written them since."""
+
+    def attempt(self, topic) -> str | None:
+        """The open commit's attempt id, written in its catalog rows where another process may take the same commit
+        number (``catalog.schema.COMMITS``); None where one process writes."""
+        return None
 
     def write_topic(self, topic, insert: exp.Insert) -> int | None:
         """Write the open commit's topic rows (``insert``); the number written, when the engine says."""

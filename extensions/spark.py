@@ -23,17 +23,17 @@ import shutil
 import sys
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
 import sqlglot
 from sqlglot import exp
 
-from seqdedup.catalog.schema import create_table
+from seqdedup.catalog.schema import COMMITS, catalog_table, create_table
 from seqdedup.catalog.state import literal
 
-from seqdedup.errors import EngineError, TopicError
+from seqdedup.errors import CommitConflict, EngineError, TopicError, already_exists
 from seqdedup.sql.dialects import SparkAnsi
 from seqdedup.udfs.guards import SIGNATURES, guard_message
 
@@ -43,34 +43,73 @@ from .base import ARRIVAL, Decided, EngineAdapter
 DEFAULT_HOME = "seqdedup-spark"
 
 
-def local_session(home: str | Path = DEFAULT_HOME, master: str = "local[2]", lock_timeout: float | None = 60.0):
-    """A local SparkSession with a Hive catalog in ``home`` (warehouse and Derby metastore).
+def local_session(home: str | Path = DEFAULT_HOME, master: str = "local[2]", lock_timeout: float | None = 60.0,
+                  metastore: str | None = None):
+    """A local SparkSession with a Hive catalog: the warehouse in ``home``, the metastore an embedded Derby database
+    there, or ``metastore`` (see ``metastore_settings``) shared with other drivers.
 
     Embedded Derby admits one process per metastore: a second one logs thousands of lines and hangs until the
     first ends. So the home is locked for this process first, waiting at most ``lock_timeout`` seconds for another
-    process to let it go, then an EngineError that names that process.
+    process to let it go, then an EngineError that names that process. With a shared metastore nothing is locked:
+    drivers publish their commits by compare-and-set in the metastore (docs/engines/spark.md).
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)   # workers must run this Python, with pyarrow
     from pyspark.sql import SparkSession
 
     home = Path(home).resolve()
     home.mkdir(parents=True, exist_ok=True)
-    _lock_home(home, lock_timeout)
-    session = (
+    if metastore is None:
+        _lock_home(home, lock_timeout)
+        settings = {"spark.hadoop.javax.jdo.option.ConnectionURL":
+                    f"jdbc:derby:;databaseName={home / 'metastore_db'};create=true",
+                    "spark.driver.extraJavaOptions": f"-Dderby.system.home={home}"}
+    else:
+        settings = metastore_settings(metastore)
+    builder = (
         SparkSession.builder.master(master).appName("seqdedup").enableHiveSupport()
         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.warehouse.dir", str(home / "warehouse"))
-        .config("spark.hadoop.javax.jdo.option.ConnectionURL",
-                f"jdbc:derby:;databaseName={home / 'metastore_db'};create=true")
-        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={home}")
         # Replays prune topic partitions by ``_commit >= n``; Derby cannot evaluate that filter in the metastore,
         # so Spark fetches the partition list and prunes it itself.
         .config("spark.sql.hive.metastorePartitionPruningFallbackOnException", "true")
-        .getOrCreate()
     )
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+#: Where Debian's libpostgresql-jdbc-java puts PostgreSQL's JDBC driver.
+POSTGRESQL_JAR = "/usr/share/java/postgresql.jar"
+
+
+def metastore_settings(metastore: str) -> dict[str, str]:
+    """The Spark settings for a shared Hive metastore: a metastore service (``thrift://host:9083``), or the
+    metastore's database itself (``jdbc:postgresql://host:port/db?user=u&password=p``; Debian's JDBC driver).
+
+    Example:
+        >>> settings = metastore_settings("jdbc:postgresql://127.0.0.1:5432/metastore?user=hive&password=s")
+        >>> settings["spark.hadoop.javax.jdo.option.ConnectionUserName"], settings["spark.driver.extraClassPath"]
+        ('hive', '/usr/share/java/postgresql.jar')
+    """
+    if metastore.startswith("thrift://"):
+        return {"spark.hadoop.hive.metastore.uris": metastore}
+    if not metastore.startswith("jdbc:postgresql:"):
+        raise EngineError(f"unknown metastore {metastore!r}: give a metastore service's thrift://host:port, or a "
+                          "PostgreSQL metastore database's jdbc:postgresql://host:port/db?user=...&password=...; "
+                          "for any other, configure your SparkSession yourself and pass it to seqdedup.connect")
+    from urllib.parse import parse_qs, urlsplit
+
+    query = parse_qs(urlsplit(metastore.removeprefix("jdbc:")).query)
+    return {"spark.hadoop.javax.jdo.option.ConnectionURL": metastore,
+            "spark.hadoop.javax.jdo.option.ConnectionDriverName": "org.postgresql.Driver",
+            "spark.hadoop.javax.jdo.option.ConnectionUserName": query.get("user", [""])[0],
+            "spark.hadoop.javax.jdo.option.ConnectionPassword": query.get("password", [""])[0],
+            "spark.hadoop.datanucleus.schema.autoCreateAll": "false",     # create_schema made it, whole,
+            "spark.hadoop.hive.metastore.schema.verification": "false",   # without Hive's version row
+            "spark.driver.extraClassPath": POSTGRESQL_JAR}
 
 
 #: The homes this process holds, path -> the open lock file (a lock lives as long as its file stays open).
@@ -187,6 +226,15 @@ class _OpenCommit:
     published: set[int] | None      # the topic's published commits when it opened, once asked (one writer: they
                                     # stay so)
     directory: str | None = None    # where its topic rows were staged, once they were
+    attempt: str = field(default_factory=lambda: uuid.uuid4().hex)    # names its staging directory
+
+
+@dataclass
+class _Winners:
+    """What one topic's published commits are known to be, where several drivers write (``visible_commits``)."""
+
+    published: frozenset[int]       # as of this set of published commits
+    described: dict[int, str]       # commit -> the attempt whose directory its partition names (no COMMITS row)
 
 
 class SparkAdapter(EngineAdapter):
@@ -220,6 +268,9 @@ class SparkAdapter(EngineAdapter):
         self._locations: dict[str, str] = {}        # topic key -> its table's directory
         self._table_columns: dict[str, list[tuple[str, str]]] = {}   # topic key -> its table's columns
         self._scratch: dict[str, str] = {}          # temporary table -> the directory that holds its rows
+        self._winners: dict[str, _Winners] = {}     # topic key -> its commits' winners (several drivers)
+        if not self.exclusive:      # see create_catalog_table
+            spark.conf.set("spark.sql.hive.convertInsertingUnpartitionedTable", "false")
         self.register_functions()
 
     @contextlib.contextmanager
@@ -395,6 +446,32 @@ class SparkAdapter(EngineAdapter):
         create.set("properties", exp.Properties(expressions=[
             exp.FileFormatProperty(this=exp.Var(this="PARQUET")),
             exp.PartitionedByProperty(this=exp.Schema(expressions=[exp.to_identifier("_commit")]))]))
+        self._precreate(table)
+        self.execute(create)
+
+    def _precreate(self, table: exp.Table) -> None:
+        """Where several drivers may create the same table at once, make its folder first. The metastore of a
+        driver that loses the race deletes the folder it made for the table, even when the winner uses it: made
+        beforehand, nobody made it, and nobody deletes it. (A local warehouse only; elsewhere, create the catalog
+        and the topics from one driver before several write.)"""
+        if self.exclusive:
+            return
+        database = table.db or self.spark.catalog.currentDatabase()
+        with self._errors():
+            root = _local(self.spark.catalog.getDatabase(database).locationUri)
+        if root is not None:
+            os.makedirs(f"{root.rstrip('/')}/{table.name.lower()}", exist_ok=True)
+
+    def create_catalog_table(self, table: exp.Table, columns: dict[str, exp.DataType]) -> None:
+        """Where several drivers append to the catalog tables, they are Hive tables (``STORED AS PARQUET``): Spark
+        writes a Hive table's rows through a staging folder of each write's own (``__init__`` keeps it from using
+        its file source writer), where a data source table's writes share ``<table>/_temporary``, which the first
+        write to finish deletes under the others."""
+        create = create_table(table, columns)
+        if not self.exclusive:
+            create.set("properties", exp.Properties(expressions=[
+                exp.FileFormatProperty(this=exp.Var(this="PARQUET"), hive_format=True)]))
+        self._precreate(table)
         self.execute(create)
 
     def published_commits(self, topic) -> set[int]:
@@ -405,17 +482,74 @@ class SparkAdapter(EngineAdapter):
         return max(self.published_commits(topic), default=0)
 
     def visible_commits(self, topic, *, include_open: bool = True) -> exp.Expression:
+        """Rows without an attempt count once their commit is published and below every failed one. Where several
+        drivers write, a row's attempt must be its commit's winner: the COMMITS row the winner adds after its
+        partition is registered, or, if it has not (yet), the attempt its partition's directory names."""
         current = self._open.get(topic.key) if include_open else None
         if current is not None and current.published is None:
             current.published = self.published_commits(topic)
         published = current.published if current else self.published_commits(topic)
         top = max(published, default=0)
-        column = exp.column("commit_id")
+        column, attempt = exp.column("commit_id"), exp.column("attempt")
         visible = column.copy() <= exp.convert(top)
         failed = sorted(set(range(1, top + 1)) - published)    # commits that wrote rows but were never published
         if failed:
             visible = exp.and_(visible, exp.not_(column.copy().isin(*failed)))
-        return exp.or_(visible, column.eq(current.number)) if current else visible
+        mine = column.eq(current.number) if current else None
+        if self.exclusive:
+            return exp.or_(visible, mine) if current else visible
+        pair = exp.Tuple(expressions=[column.copy(), attempt.copy()])
+        logged = exp.select("commit_id", "attempt").from_(catalog_table("seqdedup_commits")).where(
+            exp.column("topic").eq(exp.Literal.string(topic.key)))
+        visible = exp.or_(exp.and_(attempt.is_(exp.null()), visible), exp.In(this=pair, query=logged.subquery()))
+        described = self._described(topic, frozenset(published))
+        for number, winner in sorted(described.items()):
+            visible = exp.or_(visible, exp.and_(column.eq(exp.convert(number)), attempt.eq(exp.convert(winner))))
+        if current:
+            visible = exp.or_(visible, exp.and_(mine, attempt.eq(exp.convert(current.attempt))))
+        return visible
+
+    def _described(self, topic, published: frozenset[int]) -> dict[int, str]:
+        """The winners of published commits whose attempt wrote catalog rows but no COMMITS row (it died between
+        registering its partition and adding the row, or is in between now): read from their partitions."""
+        known = self._winners.get(topic.key)
+        if known is not None and known.published == published:
+            return known.described
+        described = dict(known.described) if known else {}
+        key = exp.column("topic").eq(exp.Literal.string(topic.key))
+        logged = exp.select("commit_id").from_(catalog_table("seqdedup_commits")).where(key.copy())
+        tagged = exp.union(*[exp.select("commit_id").from_(catalog_table(name)).where(
+            exp.and_(key.copy(), exp.column("attempt").is_(exp.not_(exp.null())),
+                     exp.not_(exp.In(this=exp.column("commit_id"), query=logged.subquery()))))
+            for name in ("producer_sequences", "seqdedup_statements", "seqdedup_consumers")], distinct=True)
+        for (number,) in self.fetchall(tagged):
+            if number in published and number not in described:
+                described[number] = self._partition_attempt(topic, number)
+        self._winners[topic.key] = _Winners(published, described)
+        return described
+
+    def _partition_attempt(self, topic, number: int) -> str:
+        """The attempt whose staging directory (``<commit>-<attempt>-<n>``) the partition of commit ``number`` is."""
+        describe = exp.Describe(this=topic.table.copy(), style="EXTENDED", kind="TABLE", partition=exp.Partition(
+            expressions=[exp.EQ(this=exp.column("_commit"), expression=exp.convert(number))]))
+        location = next(row[1] for row in self.fetchall(describe) if row[0] == "Location")
+        return location.rstrip("/").rsplit("/", 1)[1].split("-")[1]
+
+    @property
+    def contended(self) -> bool:
+        return not self.exclusive
+
+    def refresh(self, *tables: exp.Table) -> None:
+        """Spark keeps a table's file listing once read: rows another driver appended since stay unseen until then."""
+        if self.exclusive:
+            return
+        with self._errors():
+            for table in tables:
+                if self.spark.catalog.tableExists(self.sql(table)):
+                    self.spark.catalog.refreshTable(self.sql(table))
+
+    def attempt(self, topic) -> str | None:
+        return None if self.exclusive else self._open[topic.key].attempt
 
     def open_commit(self, topic, commit: int) -> None:
         self._check_writable(None, f"a commit of {topic.key}")     # refused before the statement does any work
@@ -469,7 +603,21 @@ class SparkAdapter(EngineAdapter):
         alter.set("this", topic.table.copy())
         alter.find(exp.EQ).set("expression", exp.convert(current.number))
         alter.find(exp.LocationProperty).set("this", exp.Literal.string(current.directory))
-        self.execute(alter)
+        try:
+            self.execute(alter)      # the metastore registers one partition per number: a compare-and-set
+        except EngineError as error:
+            if already_exists(" / ".join(_causes(error.__cause__ or error))):
+                raise CommitConflict(f"another writer published commit {current.number} of {topic.key} first; "
+                                     "this attempt is not published (decide again on the new state)") from error
+            raise
+        if not self.exclusive:       # the winner says so (visible_commits reads the partition if it never does)
+            known = self._winners.get(topic.key)
+            if known is not None and current.published is not None and known.published == current.published:
+                known.published = known.published | {current.number}
+            self.execute(exp.insert(exp.select(
+                exp.Literal.string(topic.key), exp.convert(current.number), exp.Literal.string(current.attempt),
+                exp.cast(exp.func("current_timestamp"), "timestamp")), catalog_table("seqdedup_commits"),
+                columns=list(COMMITS)))
 
     def close_commit(self, topic) -> None:
         self._open.pop(topic.key, None)
@@ -489,7 +637,8 @@ class SparkAdapter(EngineAdapter):
                                 exp.DataType.build(kind, dialect=self.DIALECT)), name)
             for name, kind in self._columns_of(topic) if name != "_commit"
         ]).from_(inner.subquery("r"))
-        directory = f"{self._location(topic)}/{STAGING}/{commit}-{uuid.uuid4().hex}"
+        attempt = self._open[topic.key].attempt
+        directory = f"{self._location(topic)}/{STAGING}/{commit}-{attempt}-{uuid.uuid4().hex[:8]}"
         self._check_writable(exp.insert(typed, topic.table.copy()))     # the topic rows, written below
         observation = Observation(f"__sd_rows_{uuid.uuid4().hex[:12]}")
         with self._errors():

@@ -9,8 +9,8 @@
 """
 from __future__ import annotations
 
-from seqdedup.errors import (CatalogError, EngineError, InvalidEntryError, NotRewrittenError, PolicyError,
-                             RewriteError, SeqdedupError, TopicError)
+from seqdedup.errors import (CatalogError, CommitConflict, EngineError, InvalidEntryError, NotRewrittenError,
+                             PolicyError, RewriteError, SeqdedupError, TopicError)
 from seqdedup.udfs import DupStatus
 
 __version__ = "0.1.0"
@@ -60,4 +60,4 @@ def __getattr__(name: str):
 
 
 __all__ = ["connect", "consume", "consumer_position", "Reader", "Producer", "foreach_batch", "DupStatus", "SeqdedupError", "InvalidEntryError", "RewriteError", "TopicError",
-           "PolicyError", "CatalogError", "EngineError", "NotRewrittenError"]
+           "PolicyError", "CatalogError", "EngineError", "CommitConflict", "NotRewrittenError"]

@@ -37,7 +37,7 @@ import sqlglot
 from sqlglot import exp
 
 from seqdedup.catalog.catalog import TopicRef
-from seqdedup.catalog.schema import CATALOG_TABLES, catalog_table
+from seqdedup.catalog.schema import ATTEMPT, CATALOG_TABLES, catalog_table
 from seqdedup.catalog.state import last_position_query, literal
 from seqdedup.errors import RewriteError, TopicError
 from seqdedup.sql import statements
@@ -179,7 +179,7 @@ def _batch(session, source: TopicRef, out: TopicRef, tree: exp.Query, consumer: 
             failpoint("after_output_rows")
             adapter.execute(exp.insert(
                 exp.select(literal(consumer), literal(source.key), literal(out.key), literal(through),
-                           literal(commit.number), literal(now)),
+                           literal(commit.number), literal(now), ATTEMPT),
                 catalog_table("seqdedup_consumers"), columns=list(CATALOG_TABLES["seqdedup_consumers"])))
         return ConsumeBatch(consumed_from=start, consumed_through=through, rows_written=written or 0,
                             commit=commit.number)

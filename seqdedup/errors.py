@@ -34,6 +34,22 @@ class EngineError(SeqdedupError):
     """The engine refused or failed the work (locked file, read-only database, engine error)."""
 
 
+class CommitConflict(EngineError):
+    """Another writer of the table (a driver on the same metastore) published the commit number this one took: this
+    one is not published, and what it decided must be decided again on the new state (a statement does so itself)."""
+
+
+def already_exists(error: Exception) -> bool:
+    """Whether an engine's error says that what was created exists already (another process created it first).
+
+    Example:
+        >>> already_exists(EngineError("Spark: AlreadyExistsException(message:Table events already exists)"))
+        True
+    """
+    text = str(error).lower()
+    return any(words in text for words in ("already exist", "alreadyexist", "already_exist", "duplicate key value"))
+
+
 class ProducerError(SeqdedupError):
     """A producer is used wrongly: a name already connected to the topic (R14), mixed explicit and automatic ids."""
 

@@ -51,6 +51,7 @@ class StatementResult(_Frames):
     snapshot_id: int | None = None    # the snapshot the statement took, if one was due (R8)
     rounds: int = 0                   # decision rounds it needed (1 unless batch entries straddled a mark)
     commit: int | None = None         # the topic commit that wrote its entries (their ``_commit``)
+    conflicts: int = 0                # times another driver published the commit number first: decided again
 
     @property
     def written(self) -> int:

@@ -7,6 +7,7 @@ states in memory. A statement with ``is_not_dup`` runs in ``seqdedup.statement``
 from __future__ import annotations
 
 import datetime as dt
+import time
 from dataclasses import replace
 from typing import Callable, Iterable
 
@@ -15,9 +16,10 @@ from sqlglot import exp
 
 from seqdedup.catalog import policies as policy
 from seqdedup.catalog.catalog import Catalog, Topic, TopicRef, topic_ref
-from seqdedup.catalog.schema import CATALOG_TABLES
+from seqdedup.catalog.schema import CATALOG_TABLES, catalog_table
 from seqdedup.catalog.state import literal
-from seqdedup.errors import InvalidEntryError, RewriteError, SeqdedupError, TopicError
+from seqdedup.errors import (CommitConflict, EngineError, InvalidEntryError, RewriteError, SeqdedupError, TopicError,
+                             already_exists)
 from seqdedup.extensions.base import EngineAdapter
 from seqdedup.sql import rewrite, statements
 from seqdedup.sql.dialects import read_dialect
@@ -100,31 +102,52 @@ class Session:
                                  "STRING, BIGINT, DOUBLE, TIMESTAMP") from None
         for key, value in policies.items():
             policy.normalize(key, value)         # a bad policy is refused before anything is created
+        with self.writer:
+            for tries in range(3):
+                if ref.key in self.topics():
+                    if if_not_exists:
+                        return self.topic(ref)
+                    raise TopicError(f"topic {ref.key} already exists; use it, drop it first (seqdedup topic drop), "
+                                     "or create it with if_not_exists=True (CREATE TABLE IF NOT EXISTS), which "
+                                     "changes nothing")
+                try:
+                    self._create_topic(ref, types, policies)
+                    break
+                except EngineError as error:
+                    # another driver on the same metastore is creating it: its registry row follows its commit
+                    if tries == 2 or not (isinstance(error, CommitConflict) or already_exists(error)):
+                        raise
+                    self._wait_for_topic(ref, seconds=30)
+        return self.topic(ref)
+
+    def _create_topic(self, ref: TopicRef, types: dict[str, exp.DataType], policies: dict[str, object]) -> None:
         writer, catalog = self.writer, self.catalog
-        with writer:
+        now = self.clock()
+        # Table, then the first commit (policies, first snapshot), then the registry row: a crash before the
+        # end leaves an unregistered table that the next create takes over.
+        try:
+            with self.adapter.transaction():
+                catalog.create_table(ref, types)
+                failpoint("after_topic_table")
+                with writer.commit(ref) as commit:
+                    catalog.set_policies("topic", ref.key, policies, now)
+                    enabled = policy.resolve(catalog.settings(ref)).deduplication_enabled
+                    catalog.write_snapshot(ref, None, header=None, position=0,
+                                           kind="enabled" if enabled else "disabled", now=now,
+                                           commit=commit.number)
+                    failpoint("after_snapshot_rows")
+                catalog.register(ref, now)
+        finally:
+            writer.forget(ref)
+
+    def _wait_for_topic(self, ref: TopicRef, seconds: float) -> None:
+        """Wait until ``ref`` is in the registry, at most ``seconds`` (then the next try takes the table over)."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.adapter.refresh(catalog_table("seqdedup_topics"))
             if ref.key in self.topics():
-                if if_not_exists:
-                    return self.topic(ref)
-                raise TopicError(f"topic {ref.key} already exists; use it, drop it first (seqdedup topic drop), or "
-                                 "create it with if_not_exists=True (CREATE TABLE IF NOT EXISTS), which changes "
-                                 "nothing")
-            now = self.clock()
-            # Table, then the first commit (policies, first snapshot), then the registry row: a crash before the
-            # end leaves an unregistered table that the next create takes over.
-            try:
-                with self.adapter.transaction():
-                    catalog.create_table(ref, types)
-                    failpoint("after_topic_table")
-                    with writer.commit(ref) as commit:
-                        catalog.set_policies("topic", ref.key, policies, now)
-                        enabled = policy.resolve(catalog.settings(ref)).deduplication_enabled
-                        catalog.write_snapshot(ref, None, header=None, position=0,
-                                               kind="enabled" if enabled else "disabled", now=now,
-                                               commit=commit.number)
-                        failpoint("after_snapshot_rows")
-                    catalog.register(ref, now)
-            finally:
-                writer.forget(ref)
+                return
+            time.sleep(0.5)
         return self.topic(ref)
 
     def alter_topic(self, name: str, **policies: object) -> Topic:

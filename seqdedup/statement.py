@@ -9,19 +9,21 @@ thing that crosses to Python, one row per producer.
 from __future__ import annotations
 
 import datetime as dt
+import random
 import re
 import threading
+import time
 import uuid
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from seqdedup.catalog.schema import STATEMENTS, SYSTEM_COLUMNS, catalog_table
+from seqdedup.catalog.schema import ATTEMPT, STATEMENTS, SYSTEM_COLUMNS, catalog_table
 from seqdedup.catalog.state import SnapshotHeader, literal
-from seqdedup.errors import EngineError, InvalidEntryError, RewriteError, TopicError, at
+from seqdedup.errors import CommitConflict, EngineError, InvalidEntryError, RewriteError, TopicError, at
 from seqdedup.sql import plan, rewrite
 
 from .failpoints import failpoint
@@ -374,7 +376,7 @@ class Run:
         source = outcome.table if outcome.table is not None else scratch.relation("__sd_outcome", outcome.producers)
         self.adapter.execute(self.kept(f"run log {outcome.table is not None}", lambda: exp.insert(
             exp.select(STATEMENT_ID, literal(self.ref.key), "producer", "written", "duplicates",
-                       "first_position", "last_position", NOW, "highest", COMMIT, "out_of_order")
+                       "first_position", "last_position", NOW, "highest", COMMIT, "out_of_order", ATTEMPT)
             .from_(source.copy()), catalog_table("seqdedup_statements"), columns=list(STATEMENTS))))
 
     def snapshot_if_due(self, state: TopicState, commit: Commit, now: dt.datetime,
@@ -429,7 +431,11 @@ def take_snapshot(session, state: TopicState, commit: Commit, *, kind: str, now:
 
 
 def prune(session, ref, header: SnapshotHeader, policies, now: dt.datetime) -> None:
-    """What a full snapshot makes unneeded: the snapshots before it, and the run log past its retention."""
+    """What a full snapshot makes unneeded: the snapshots before it, and the run log past its retention. Not where
+    several drivers write one catalog without transactions (Spark on a shared metastore): removing rows rewrites a
+    whole catalog table, and would drop the rows another driver appends meanwhile."""
+    if not session.adapter.SUPPORTS_TRANSACTIONS and not session.adapter.exclusive:
+        return
     failpoint("before_prune")
     session.catalog.prune_snapshots(ref, header, now - dt.timedelta(minutes=policies.snapshot_retention_minutes))
     failpoint("during_prune")
@@ -478,6 +484,18 @@ def _delta(producers: pa.Table, now: dt.datetime) -> pa.Table:
                                  "last_publish_time": pa.repeat(pa.scalar(now, pa.timestamp("us")), wrote.num_rows)}))
 
 
+#: How many times a statement decides again when another driver published its commit number first.
+CONFLICT_RETRIES = 20
+
+
 def run(session, tree: exp.Expression) -> StatementResult:
-    """Run one ``INSERT ... WHERE is_not_dup(...)`` through ``session``."""
-    return Run(session, rewrite.expand_is_not_dup(tree, session.adapter.binary))()
+    """Run one ``INSERT ... WHERE is_not_dup(...)`` through ``session``. Where several drivers write a topic, the one
+    whose commit number another took first decides again on the new state (optimistic, as Delta's commits)."""
+    tree = rewrite.expand_is_not_dup(tree, session.adapter.binary)
+    for retry in range(CONFLICT_RETRIES + 1):
+        try:
+            return replace(Run(session, tree)(), conflicts=retry)
+        except CommitConflict:
+            if retry == CONFLICT_RETRIES:
+                raise
+            time.sleep(random.uniform(0, 0.05 * 2 ** min(retry, 5)))    # apart, so that the racers do not meet again

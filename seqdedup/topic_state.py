@@ -136,7 +136,12 @@ def _union(arrays: list) -> pa.Array:
 
 def load(catalog: Catalog, adapter, ref: TopicRef) -> TopicState:
     """Recover a topic's state from the catalog (R7): its last complete snapshot, then a replay of the entries
-    written after it, which also gives the log's end and how many entries the next snapshot is due after."""
+    written after it, which also gives the log's end and how many entries the next snapshot is due after.
+
+    The published commits are listed first: where other processes publish (``contended``), what is read after may
+    include a commit published meanwhile, never miss one the state claims; a state newer than its number only
+    makes its next commit lose the compare-and-set and decide again."""
+    published = adapter.published_commits(ref)
     topic = catalog.topic(ref)
     header = catalog.last_snapshot(ref)
     if header.enabled != topic.applied.deduplication_enabled:
@@ -145,7 +150,8 @@ def load(catalog: Catalog, adapter, ref: TopicRef) -> TopicState:
         # make it: empty, whether deduplication was just disabled or just enabled again (R10).
         marks = recent = marks_table()
     else:
-        recovered = adapter.fetch_arrow(producer_state_query(ref.key, ref.table, header))
+        recovered = adapter.fetch_arrow(producer_state_query(ref.key, ref.table, header,
+                                                                   adapter.visible_commits(ref, include_open=False)))
         marks = marks_table(recovered)
         recent = marks.filter(pc.fill_null(recovered.column("replayed"), False))    # replayed: changed since
     position = exp.column("_position")
@@ -154,8 +160,7 @@ def load(catalog: Catalog, adapter, ref: TopicRef) -> TopicState:
              .from_(ref.table.copy())
              .where(exp.and_(exp.column("_commit") >= literal(header.commit_id), position.copy() > literal(header.position))))
     end, since = adapter.fetchall(after)[0]
-    published = adapter.published_commits(ref)
-    commit = max(catalog.next_commit(ref) - 1, max(published, default=0))
+    commit = max(published, default=0) if adapter.contended else catalog.next_commit(ref) - 1
     return TopicState(topic=topic, commit=commit, published=frozenset(published) if adapter.TRACKS_COMMITS else None,
                       end=end, header=header, since_snapshot=since, marks=marks, recent=recent)
 

@@ -34,6 +34,7 @@ from typing import Iterator
 from sqlglot import exp
 
 from seqdedup.catalog.catalog import Catalog, TopicRef
+from seqdedup.catalog.schema import CATALOG_TABLES, catalog_table
 from seqdedup.errors import EngineError
 from seqdedup.extensions.base import EngineAdapter
 
@@ -161,6 +162,8 @@ class Writer:
         holds the lock."""
         state = self.current(ref)
         if state is None:
+            # where another process may have written, what this one read of the catalog before is stale
+            self.adapter.refresh(*[catalog_table(name) for name in CATALOG_TABLES], ref.table)
             state = load(self.catalog, self.adapter, ref)
             self.database.states[ref.key] = state
         return state
@@ -200,17 +203,19 @@ class Writer:
             with adapter.transaction():     # DuckDB publishes when this transaction commits
                 if number is None:
                     number = self.catalog.next_commit(ref)
-                number = max(number, self.attempted.get(ref.key, 0) + 1) if adapter.TRACKS_COMMITS else number
+                if adapter.TRACKS_COMMITS and not adapter.contended:   # a failed attempt's rows stay ignored
+                    number = max(number, self.attempted.get(ref.key, 0) + 1)
                 self.attempted[ref.key] = number     # a producer whose send failed learns what it may have written
                 adapter.open_commit(ref, number)
                 try:
                     commit = Commit(ref, number)
-                    yield commit
+                    with adapter.parameters({"__sd_attempt": adapter.attempt(ref)}):   # catalog.schema.ATTEMPT
+                        yield commit
                     failpoint("before_publish")
                     if adapter.SUPPORTS_TRANSACTIONS:
                         for cleanup in commit.cleanups:
                             cleanup()
-                    adapter.publish(ref)     # Spark publishes here
+                    adapter.publish(ref)     # Spark publishes here (CommitConflict: another driver did first)
                 finally:
                     adapter.close_commit(ref)
             failpoint("after_publish")

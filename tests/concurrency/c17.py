@@ -1,7 +1,8 @@
 """Scenario C17, two writers on one topic with overlapping ids, as data the thread and process tests share.
 
 Writer ``a`` sends producers p0 and p1 (ids 0..249) and p2 (0..499); writer ``b`` sends p0 and p1 (the same ids)
-and p3 (0..499): 1000 entries each, 500 of them the same (producer, id) as the other writer's. Each sends its
+and p3 (0..499): 1000 entries each, 500 of them the same (producer, id) as the other writer's. (Writer ``c``, for
+three drivers, sends p0, p2, p3 and p4, ids 0..249 each.) Each sends its
 entries in id order, in statements of a given size. Whatever the interleaving, the topic must hold each of the
 1500 distinct entries exactly once, and the writers' results must add up to that.
 """
@@ -12,8 +13,17 @@ from sqlglot import exp
 from seqdedup.catalog.state import literal
 
 TOPIC = "events"
-IDS = {"a": {"p0": 250, "p1": 250, "p2": 500}, "b": {"p0": 250, "p1": 250, "p3": 500}}
-EXPECTED = sorted({(p, s) for ids in IDS.values() for p, n in ids.items() for s in range(n)})
+IDS = {"a": {"p0": 250, "p1": 250, "p2": 500}, "b": {"p0": 250, "p1": 250, "p3": 500},
+       # a third writer, for several Spark drivers: p0 as both others, p2 and p3 as one other each, p4 its own
+       "c": {"p0": 250, "p2": 250, "p3": 250, "p4": 250}}
+
+
+def expected(writers: str) -> list[tuple[str, int]]:
+    """Every distinct (producer, id) the writers send, sorted."""
+    return sorted({(p, s) for w in writers for p, n in IDS[w].items() for s in range(n)})
+
+
+EXPECTED = expected("ab")
 
 
 def entries(writer: str) -> list[tuple[str, int]]:

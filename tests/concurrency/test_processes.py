@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from . import c17
@@ -18,10 +19,14 @@ SIZE = {"duckdb": 100, "spark": 500}
 
 
 class Writer:
-    def __init__(self, engine: str, database: str, name: str, lock_timeout: float, hold: float | None = None):
-        command = [sys.executable, str(WRITER), engine, database, name, str(SIZE[engine]), str(lock_timeout)]
-        self.process = subprocess.Popen(command + (["--hold", str(hold)] if hold else []), stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    def __init__(self, engine: str, database: str, name: str, lock_timeout: float, hold: float | None = None,
+                 metastore: str | None = None, size: int | None = None, go: str | None = None):
+        command = [sys.executable, str(WRITER), engine, database, name, str(size or SIZE[engine]), str(lock_timeout)]
+        command += (["--hold", str(hold)] if hold else []) + (["--metastore", metastore] if metastore else [])
+        command += ["--go", go] if go else []
+        self.log = tempfile.TemporaryFile("w+")     # a pipe left unread fills, and the writer blocks on its logging
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self.log, text=True,
+                                        start_new_session=True)
         self.lines: dict = {}
         self.sent: list = []
 
@@ -29,7 +34,7 @@ class Writer:
         while key not in self.lines:
             if not self._read():
                 raise AssertionError(f"the writer ended before {key!r}: {self.process.wait()} "
-                                     f"{self.process.stderr.read()[-3000:]}")
+                                     f"{self.log.seek(0) or self.log.read()[-3000:]}")
 
     def _read(self) -> bool:
         line = self.process.stdout.readline()
@@ -45,7 +50,8 @@ class Writer:
         while self._read():
             pass
         code = self.process.wait(timeout=900)
-        self.stderr = self.process.stderr.read()
+        self.log.seek(0)
+        self.stderr = self.log.read()
         return code
 
 
