@@ -38,6 +38,7 @@ class ForeignRows:
     topic: str                  # the topic's key, namespace.name
     rows: int                   # its rows seqdedup did not write
     partitions: list[str]       # Spark: its partitions seqdedup did not publish (their ``_commit`` values)
+    entries: int = 0            # its rows seqdedup wrote (counted in the same pass)
 
     @property
     def message(self) -> str | None:
@@ -60,11 +61,14 @@ seqdedup's. Every read and statement of seqdedup leaves them out; move them asid
 
 
 def find(reads, ref: TopicRef) -> ForeignRows:
-    """Count the topic's foreign rows, through ``reads`` (an adapter, or its committed reads)."""
+    """Count the topic's foreign rows and its own in one pass, through ``reads`` (an adapter, or its committed
+    reads)."""
     partitions = reads.foreign_partitions(ref)
-    foreign = exp.not_(written_by_seqdedup(foreign_commits(partitions)))
-    rows = reads.fetchall(exp.select(exp.Count(this=exp.Star())).from_(ref.table.copy()).where(foreign))[0][0]
-    return ForeignRows(ref.key, rows, partitions)
+    own = written_by_seqdedup(foreign_commits(partitions))
+    entries, rows = reads.fetchall(exp.select(
+        exp.func("coalesce", exp.func("count_if", own), exp.convert(0)),
+        exp.func("coalesce", exp.func("count_if", exp.not_(own.copy())), exp.convert(0))).from_(ref.table.copy()))[0]
+    return ForeignRows(ref.key, rows, partitions, entries)
 
 
 def side_table(ref: TopicRef) -> TopicRef:

@@ -15,7 +15,7 @@ from sqlglot import exp
 
 from seqdedup.catalog import policies as policy
 from seqdedup.catalog.catalog import Catalog, Topic, TopicRef, topic_ref
-from seqdedup.catalog.schema import CATALOG_TABLES, foreign_commits, written_by_seqdedup
+from seqdedup.catalog.schema import CATALOG_TABLES
 from seqdedup.catalog.state import literal
 from seqdedup.errors import InvalidEntryError, RewriteError, SeqdedupError, TopicError
 from seqdedup.extensions.base import EngineAdapter
@@ -343,7 +343,8 @@ class Session:
         return self.snapshot(topic)
 
     def stats(self, topic: str) -> dict:
-        """What the topic holds and what its statements wrote and dropped."""
+        """What the topic holds and what its statements wrote and dropped; ``foreign_rows``: its rows seqdedup did
+        not write (inserted around it), with a ``foreign`` message saying how to move them aside when there are any."""
         ref = self.ref(topic)
         state = self.state(ref)
         catalog = self._reads()
@@ -353,15 +354,13 @@ class Session:
                                               exp.convert(0)), "out_of_order"))
                .from_(catalog.run_log(ref).subquery("log")).group_by("producer").order_by("producer"))
         rows = catalog.executor.fetchall(log)
-        foreign = find_foreign(catalog.executor, ref)
-        entries = catalog.executor.fetchall(exp.select(exp.Count(this=exp.Star())).from_(ref.table.copy()).where(
-            written_by_seqdedup(foreign_commits(foreign.partitions))))[0][0]
+        foreign = find_foreign(catalog.executor, ref)      # the entries seqdedup wrote, and the others
         header = state.header
         size = catalog.size(ref)
         stats = {
             "topic": ref.key,
             "deduplication_enabled": state.topic.applied.deduplication_enabled,
-            "entries": entries,
+            "entries": foreign.entries,
             "last_position": state.end,
             "last_snapshot": {"snapshot_id": header.snapshot_id, "position": header.position, "kind": header.kind,
                               "taken_at": header.taken_at.isoformat()},
