@@ -147,9 +147,10 @@ class Harness:
 
     @contextlib.contextmanager
     def users_own_session(self, *, ansi: bool = True):
-        """The engine as a user's own session has it. Spark: the test process's one session, without the settings
-        seqdedup needs (``SparkAdapter.SETTINGS``, which ``local_session`` sets when it builds a session; a user's
-        ``enableHiveSupport()`` session has the defaults), and ANSI mode off if not ``ansi``; as it was, after."""
+        """The engine as a user's own session has it. Spark: the test process's one session without the settings
+        seqdedup needs (``SparkAdapter.SETTINGS``: a user's ``enableHiveSupport()`` session has Spark's defaults, so
+        not the partition pruning fallback ``local_session`` sets), and with ANSI mode off if not ``ansi``; yields
+        a function that reads those settings now; as it was, after."""
         if self.engine.name != "spark":
             yield dict
             return
