@@ -150,9 +150,10 @@ def _engine_error(error: Exception) -> EngineError:
     """An EngineError that names the problem and the fix, for a PySpark error or a failed Java job.
 
     Example:
-        >>> print(_engine_error(Exception("[PARTITIONS_ALREADY_EXIST] Cannot ADD or RENAME TO partition(s) "
-        ...                               "PARTITION (`_commit` = 3) in table `db`.`events`")))
-        the commit could not be published: its partition exists already (...). Nothing was published; run the ...
+        >>> text = str(_engine_error(Exception("[PARTITIONS_ALREADY_EXIST] Cannot ADD or RENAME TO partition(s) "
+        ...                                    "PARTITION (`_commit` = 3) in table `db`.`events`")))
+        >>> text.split(":")[0], "Nothing was published; run the statement again" in text
+        ('the commit could not be published', True)
     """
     causes = _causes(error)
     for cause in reversed(causes):           # the innermost cause says it best
