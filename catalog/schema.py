@@ -18,6 +18,8 @@ records how far the consumer has read, so the output and the position that produ
 """
 from __future__ import annotations
 
+from typing import Iterable
+
 from sqlglot import exp
 
 #: Version of the catalog layout this code writes; a catalog marked with a higher one is refused.
@@ -120,6 +122,42 @@ SYSTEM_COLUMNS = _types(
 )
 
 
+#: Columns of ``<topic>_foreign``, the table a topic's foreign rows are moved into (``seqdedup topic quarantine``):
+#: the topic's own columns (``_commit`` among them), then these (``_move`` last: Spark partitions by it).
+FOREIGN_COLUMNS = _types(
+    _moved_from="text",           # Spark: the file the row was read from (a move cut short copies no file twice);
+                                  # DuckDB: NULL
+    _moved_at="timestamp",        # when it was moved
+    _move="bigint",               # the move that brought it: 1, 2, 3 ... per table
+)
+
+
+def written_by_seqdedup(foreign_commits: Iterable[int] = ()) -> exp.Expression:
+    """The condition that keeps the rows of a topic seqdedup wrote: every system column set, and ``_commit`` none of
+    ``foreign_commits`` (Spark: partitions another tool registered). Any other row is foreign: written around
+    seqdedup, by an INSERT run on the engine itself. Every read of a topic's entries seqdedup makes keeps only its own.
+
+    Example:
+        >>> written_by_seqdedup([999]).sql().split(" AND ")[-3:]
+        ['NOT _publish_time IS NULL', 'NOT _commit IS NULL', 'NOT _commit IN (999)']
+    """
+    conditions = [exp.column(name).is_(exp.null()).not_() for name in SYSTEM_COLUMNS]
+    foreign = sorted(foreign_commits)
+    if foreign:
+        conditions.append(exp.not_(exp.column("_commit").isin(*[exp.convert(n) for n in foreign])))
+    return exp.and_(*conditions)
+
+
+def foreign_commits(partitions: Iterable[str]) -> frozenset[int]:
+    """The commit numbers among the values of a topic's foreign partitions (``EngineAdapter.foreign_partitions``).
+
+    Example:
+        >>> sorted(foreign_commits(["__HIVE_DEFAULT_PARTITION__", "999", "3"]))
+        [3, 999]
+    """
+    return frozenset(int(value) for value in partitions if value.isdigit())
+
+
 def catalog_table(name: str) -> exp.Table:
     """The table of a catalog table, by its name in CATALOG_TABLES.
 
@@ -132,15 +170,21 @@ def catalog_table(name: str) -> exp.Table:
     return exp.table_(name)
 
 
-def create_table(table: exp.Table, columns: dict[str, exp.DataType], *, exists: bool = True) -> exp.Create:
-    """``CREATE TABLE [IF NOT EXISTS] table (columns...)`` as a tree.
+def create_table(table: exp.Table, columns: dict[str, exp.DataType], *, exists: bool = True,
+                 not_null: Iterable[str] = ()) -> exp.Create:
+    """``CREATE TABLE [IF NOT EXISTS] table (columns...)`` as a tree, the columns named in ``not_null`` NOT NULL.
 
     Example:
         >>> create_table(catalog_table("seqdedup_meta"), META).sql("duckdb")
         'CREATE TABLE IF NOT EXISTS seqdedup_meta (key TEXT, value TEXT)'
+        >>> create_table(exp.table_("t"), META, exists=False, not_null=["key"]).sql("duckdb")
+        'CREATE TABLE t (key TEXT NOT NULL, value TEXT)'
     """
+    required = set(not_null)
     schema = exp.Schema(
         this=table.copy(),
-        expressions=[exp.ColumnDef(this=exp.to_identifier(n), kind=t.copy()) for n, t in columns.items()],
+        expressions=[exp.ColumnDef(this=exp.to_identifier(n), kind=t.copy(), constraints=[
+            exp.ColumnConstraint(kind=exp.NotNullColumnConstraint())] if n in required else None)
+            for n, t in columns.items()],
     )
     return exp.Create(this=schema, kind="TABLE", exists=exists)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from .schema import ATTEMPT, PRODUCER_SEQUENCES, catalog_table
+from .schema import ATTEMPT, PRODUCER_SEQUENCES, catalog_table, written_by_seqdedup
 from .templates import template
 
 PRODUCER_SEQUENCES_TABLE = catalog_table("producer_sequences")
@@ -100,10 +100,11 @@ def snapshot_headers_query(topic: str, visible: exp.Expression) -> exp.Expressio
 
 
 def producer_state_query(topic: str, topic_table: exp.Table, header: SnapshotHeader,
-                         visible: exp.Expression) -> exp.Expression:
+                         visible: exp.Expression, own: exp.Expression | None = None) -> exp.Expression:
     """The marks of every producer the state knows: (producer, sequence_id, last_publish_time, replayed).
     ``visible`` (a condition on ``commit_id``, and ``attempt``) keeps out the rows of a commit that was not
-    published, or was another attempt's: they may carry a snapshot id of the chain too."""
+    published, or was another attempt's: they may carry a snapshot id of the chain too. The replay reads the topic's
+    rows where ``own`` holds (seqdedup's, ``schema.written_by_seqdedup``: by default, every one)."""
     return template(
         "producer_state",
         topic=literal(topic),
@@ -114,16 +115,19 @@ def producer_state_query(topic: str, topic_table: exp.Table, header: SnapshotHea
         after=literal(header.position),
         since_commit=literal(header.commit_id),
         replay=exp.Boolean(this=header.enabled),
+        own=own.copy() if own is not None else written_by_seqdedup(),
     )
 
 
-def last_position_query(topic_table: exp.Table, after: int) -> exp.Select:
-    """The topic's last position, reading only the entries after ``after`` (positions are dense and grow)."""
+def last_position_query(topic_table: exp.Table, after: int, own: exp.Expression | None = None) -> exp.Select:
+    """The topic's last position, reading only the entries after ``after`` (positions are dense and grow) where
+    ``own`` holds (seqdedup's rows: ``schema.written_by_seqdedup``)."""
     position = exp.column("_position")
     return (
         exp.select(exp.func("coalesce", exp.Max(this=position), literal(after)))
         .from_(topic_table.copy())
-        .where(exp.GT(this=position.copy(), expression=literal(after)))
+        .where(exp.and_(exp.GT(this=position.copy(), expression=literal(after)),
+                        own.copy() if own is not None else written_by_seqdedup()))
     )
 
 

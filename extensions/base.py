@@ -12,7 +12,9 @@ from typing import Callable, Iterator
 
 from sqlglot import exp
 
-from seqdedup.catalog.schema import create_table
+from seqdedup.catalog.schema import (FOREIGN_COLUMNS, SYSTEM_COLUMNS, create_table, foreign_commits,
+                                     written_by_seqdedup)
+from seqdedup.catalog.state import literal
 
 #: The column that numbers loaded rows (a producer's messages) in their arrival order, from 0.
 ARRIVAL = "__sd_arrival"
@@ -175,7 +177,8 @@ class EngineAdapter:
     # --- commits: how a topic commit is published (see catalog/schema.py) ------------------------------------
 
     def create_topic_table(self, table: exp.Table, columns: dict[str, exp.DataType]) -> None:
-        self.execute(create_table(table, columns, exists=False))
+        # the engine itself refuses a row that leaves a system column out (a row written around seqdedup)
+        self.execute(create_table(table, columns, exists=False, not_null=[n for n in columns if n in SYSTEM_COLUMNS]))
 
     def create_catalog_table(self, table: exp.Table, columns: dict[str, exp.DataType]) -> None:
         """Create a catalog table, if it does not exist."""
@@ -232,9 +235,10 @@ class EngineAdapter:
         """Forget the topic rows the open commit wrote (they were never published); the commit goes on."""
 
     def commit_rows(self, topic, commit: int) -> exp.Expression:
-        """The topic rows the open commit ``commit`` wrote, as a source to read."""
-        return exp.select("*").from_(topic.table.copy()).where(exp.column("_commit").eq(exp.convert(commit))).subquery(
-            "written")
+        """The topic rows the open commit ``commit`` wrote, as a source to read (not a foreign row that claims its
+        number: seqdedup/foreign.py)."""
+        return exp.select("*").from_(topic.table.copy()).where(exp.and_(
+            exp.column("_commit").eq(exp.convert(commit)), written_by_seqdedup())).subquery("written")
 
     def published_commits(self, topic) -> set[int]:
         """The topic's published commits, where the engine tracks them (``TRACKS_COMMITS``); else empty."""
@@ -254,6 +258,42 @@ class EngineAdapter:
         """A condition on ``commit_id`` that keeps the catalog rows of published commits (and of the commit this
         adapter has open). With transactions every row a reader can see is published."""
         return exp.true()
+
+    # --- foreign rows: what another tool wrote into a topic (seqdedup/foreign.py) --------------------------------
+
+    def own_rows(self, topic) -> exp.Expression:
+        """A condition that keeps the rows of ``topic`` seqdedup wrote (``catalog.schema.written_by_seqdedup``): in
+        none of its foreign partitions, with every system column set."""
+        return written_by_seqdedup(foreign_commits(self.foreign_partitions(topic)))
+
+    def foreign_partitions(self, topic) -> list[str]:
+        """The partitions of the topic's table seqdedup did not publish, each ``_commit`` value as the engine spells
+        it, where the engine tracks commits (``TRACKS_COMMITS``); else none."""
+        return []
+
+    def move_foreign_rows(self, topic, side: exp.Table, now) -> int:
+        """Move the topic's foreign rows into ``side`` (created with the topic's columns and FOREIGN_COLUMNS when it
+        does not exist), in one transaction; the number of rows moved. From then on the topic's system columns are
+        NOT NULL, as a new topic's are: the engine refuses a row without them."""
+        foreign = exp.not_(self.own_rows(topic))
+        with self.transaction():
+            count = self.fetchall(exp.select(exp.Count(this=exp.Star())).from_(topic.table.copy()).where(
+                foreign.copy()))[0][0]
+            if count:
+                extra = [exp.alias_(exp.cast(exp.null(), kind), name) for name, kind in FOREIGN_COLUMNS.items()]
+                if not self.columns(side):      # the topic's columns and types, without its constraints
+                    self.execute(exp.Create(this=side.copy(), kind="TABLE", expression=exp.select(
+                        "*", *extra).from_(topic.table.copy()).where(exp.false())))
+                move = self.fetchall(exp.select(exp.func("coalesce", exp.Max(this=exp.column("_move")), literal(0))
+                                                + 1).from_(side.copy()))[0][0]
+                names = [exp.column(name, quoted=True) for name, _ in self.columns(topic.table)]
+                self.execute(exp.insert(exp.select(*names, extra[0], literal(now), literal(move)).from_(
+                    topic.table.copy()).where(foreign.copy()), side.copy()))
+                self.delete_rows(topic.table, foreign)
+            for name in SYSTEM_COLUMNS:
+                self.execute(exp.Alter(this=topic.table.copy(), kind="TABLE", actions=[
+                    exp.AlterColumn(this=exp.to_identifier(name), allow_null=False)]))
+        return count
 
     def delete_rows(self, table: exp.Table, condition: exp.Expression) -> None:
         """Delete the rows of ``table`` where ``condition`` holds, at once (``seqdedup topic drop``)."""

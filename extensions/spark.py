@@ -12,6 +12,9 @@ partitioned by ``_commit``, and a commit (see catalog/schema.py) is written in t
 
 A crash before step 2 leaves an unregistered directory (invisible; its attempt id keeps a retry from reusing it) and
 catalog rows whose commit is not published, which every read leaves out (``visible_commits``).
+
+A partition whose directory seqdedup did not stage (a plain INSERT into the table makes one) is foreign: never a
+published commit, its number never taken, its rows left out of every read (``_staged``, seqdedup/foreign.py).
 """
 from __future__ import annotations
 
@@ -19,8 +22,10 @@ import contextlib
 import fcntl
 import logging
 import os
+import re
 import shutil
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -30,7 +35,8 @@ from typing import Iterator
 import sqlglot
 from sqlglot import exp
 
-from seqdedup.catalog.schema import COMMITS, catalog_table, create_table
+from seqdedup.catalog.schema import (COMMITS, FOREIGN_COLUMNS, catalog_table, create_table, foreign_commits,
+                                     written_by_seqdedup)
 from seqdedup.catalog.state import literal
 
 from seqdedup.errors import CommitConflict, EngineError, TopicError, already_exists
@@ -181,7 +187,14 @@ def _causes(error: Exception) -> list[str]:
 
 
 def _engine_error(error: Exception) -> EngineError:
-    """An EngineError that names the problem and the fix, for a PySpark error or a failed Java job."""
+    """An EngineError that names the problem and the fix, for a PySpark error or a failed Java job.
+
+    Example:
+        >>> text = str(_engine_error(Exception("[PARTITIONS_ALREADY_EXIST] Cannot ADD or RENAME TO partition(s) "
+        ...                                    "PARTITION (`_commit` = 3) in table `db`.`events`")))
+        >>> text.split(":")[0], "Nothing was published; run the statement again" in text
+        ('the commit could not be published', True)
+    """
     causes = _causes(error)
     for cause in reversed(causes):           # the innermost cause says it best
         if any(words in cause for words in DISK_FULL):
@@ -192,8 +205,50 @@ def _engine_error(error: Exception) -> EngineError:
         if any(words in cause for words in NOT_WRITABLE):
             return EngineError(f"Spark may not write to the warehouse ({cause}); make its folder writable by this "
                                "user, or connect with read_only=True to only read")
+    if "PARTITIONS_ALREADY_EXIST" in causes[0] and "_commit" in causes[0]:
+        return EngineError(f"the commit could not be published: its partition exists already ({causes[0]}), "
+                           "registered by a tool other than this seqdedup session (an INSERT into the topic's table "
+                           "on Spark itself, or another writer). Nothing was published; run the statement again: "
+                           "seqdedup recovers the topic and numbers the commit past that partition (docs/engines/"
+                           "spark.md, foreign rows)")
     # A failed Java job (a Py4JJavaError) says only which call failed; its Java exception says why.
     return EngineError(f"Spark: {causes[1] if hasattr(error, 'java_exception') and len(causes) > 1 else causes[0]}")
+
+
+def _staged(value: str, location: str | None) -> bool:
+    """Whether a topic's partition ``_commit = value`` is one seqdedup published: a commit number whose directory is
+    one seqdedup staged for that commit (``<table>/_seqdedup_commits/<commit>-<attempt>``), or any number where the
+    directory is unknown. A tool that inserts into a topic makes its partitions at ``<table>/_commit=<value>``.
+
+    Example:
+        >>> _staged("3", "file:/w/events/_seqdedup_commits/3-9f2c"), _staged("3", "file:/w/events/_commit=3")
+        (True, False)
+        >>> _staged("__HIVE_DEFAULT_PARTITION__", None), _staged("30", "/w/events/_seqdedup_commits/3-9f2c")
+        (False, False)
+    """
+    if not value.isdigit():
+        return False
+    if location is None:
+        return True
+    folder, _, name = location.rstrip("/").rpartition("/")
+    return folder.endswith(f"/{STAGING}") and re.fullmatch(rf"0*{int(value)}\D.*", name) is not None
+
+
+def _listed_partitions(text: str, count: int) -> list[tuple[str, str | None]]:
+    """(value, directory) of each of ``count`` partitions of a table partitioned by one column, from the text of
+    Spark's catalog entries for them (one call to the JVM for them all; a call per partition costs milliseconds).
+
+    Example:
+        >>> _listed_partitions("CatalogPartition(\\n\\tPartition Values: [_commit=1]\\n\\tLocation: file:/t/1-a\\n"
+        ...                    "\\tSerde Library: x)\\nCatalogPartition(\\n\\tPartition Values: [_commit=2]\\n)", 2)
+        [('1', 'file:/t/1-a'), ('2', None)]
+    """
+    found = [(value, location or None) for value, location in re.findall(
+        r"^\tPartition Values: \[[^=\]]*=(.*)\]\n(?:\tLocation: (.*)$)?", text, re.M)]
+    if len(found) != count:
+        raise EngineError(f"seqdedup could not read the partitions of a topic from Spark's catalog (found {len(found)} "
+                          f"of {count}); this Spark version writes them differently: report it, with the version")
+    return found
 
 
 def _writes(statement: exp.Expression | str) -> bool:
@@ -218,6 +273,55 @@ def _writes(statement: exp.Expression | str) -> bool:
     if isinstance(statement, exp.Drop):
         return not statement.args.get("temporary")
     return True
+
+
+#: Runtime SQL settings seqdedup's Spark calls need, whatever session they run on: a user's own session may lack
+#: them, and seqdedup sets them on it only while one of its calls runs (``_settings``), then puts back what it found.
+SETTINGS = {
+    # A replay prunes a topic's partitions by ``_commit >= n``, a filter an embedded Derby metastore cannot evaluate
+    # on a BIGINT partition column (INTERNAL_ERROR_HIVE_METASTORE_PARTITION_FILTER); Spark then lists the
+    # partitions and prunes them itself.
+    "spark.sql.hive.metastorePartitionPruningFallbackOnException": "true",
+    # seqdedup reads and writes Spark SQL in ANSI mode (sql/dialects.py): a bad cast or an overflow fails, as on
+    # DuckDB, rather than giving NULL.
+    "spark.sql.ansi.enabled": "true",
+}
+
+
+@dataclass
+class _Held:
+    """SETTINGS as seqdedup holds them on one SparkSession."""
+
+    calls: int = 0                                  # seqdedup's Spark calls running on the session now
+    found: dict = field(default_factory=dict)       # setting -> the session's value before them (None: unset)
+
+
+_held: dict[int, _Held] = {}        # id(SparkSession) -> what seqdedup holds on it
+_held_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _settings(spark) -> Iterator[None]:
+    """SETTINGS on ``spark`` while one of seqdedup's calls runs on it, from any thread or adapter: the first call in
+    sets those the session lacks, the last one out puts back what it found (unsets what was unset)."""
+    conf = spark.conf
+    with _held_lock:
+        held = _held.setdefault(id(spark), _Held())
+        if not held.calls:
+            lacking = {key: value for key, value in SETTINGS.items() if conf.get(key) != value}
+            explicit = conf.getAll if lacking else {}      # (a session seqdedup started has them all)
+            held.found = {key: explicit.get(key) for key in lacking}
+            for key, value in lacking.items():
+                conf.set(key, value)
+        held.calls += 1
+    try:
+        yield
+    finally:
+        with _held_lock:
+            held.calls -= 1
+            if not held.calls:
+                for key, value in held.found.items():
+                    conf.unset(key) if value is None else conf.set(key, value)
 
 
 @dataclass
@@ -251,6 +355,7 @@ class SparkAdapter(EngineAdapter):
     #: million producers' marks, made that way, exhausted a default 1 GB driver heap).
     FILE_ROWS = 100_000
     TRACKS_COMMITS = True    # a commit is published by registering its partition
+    SETTINGS = SETTINGS
     READS_SPARK_FILE_SOURCES = True
 
     def __init__(self, spark=None, *, master: str = "local[2]", read_only: bool = False,
@@ -275,12 +380,14 @@ class SparkAdapter(EngineAdapter):
 
     @contextlib.contextmanager
     def _errors(self) -> Iterator[None]:
-        """Spark's errors, from Python or from a failed Java job (a Py4JJavaError), as EngineErrors."""
+        """Spark's errors, from Python or from a failed Java job (a Py4JJavaError), as EngineErrors; every Spark
+        call of the adapter runs inside, with the SETTINGS it needs."""
         from py4j.protocol import Py4JJavaError
         from pyspark.errors import PySparkException
 
         try:
-            yield
+            with _settings(self.spark):
+                yield
         except (PySparkException, Py4JJavaError) as error:
             raise _engine_error(error) from error
 
@@ -475,8 +582,27 @@ class SparkAdapter(EngineAdapter):
         self.execute(create)
 
     def published_commits(self, topic) -> set[int]:
-        rows = self.fetchall(f"SHOW PARTITIONS {self.sql(topic.table)}")
-        return {int(row[0].split("=", 1)[1]) for row in rows}
+        """The commits seqdedup published: the partitions of the topic whose directory it staged (``_staged``);
+        any other partition is foreign (``foreign_partitions``), whatever its number."""
+        return {int(value) for value, location in self._partitions(topic.table) if _staged(value, location)}
+
+    def foreign_partitions(self, topic) -> list[str]:
+        return [value for value, location in self._partitions(topic.table) if not _staged(value, location)]
+
+    def _partitions(self, table: exp.Table) -> list[tuple[str, str | None]]:
+        """(value, directory) of each partition of a table partitioned by one column, from the session's catalog in
+        one call (SHOW PARTITIONS gives no directories). Where the JVM is out of reach (Spark Connect), SHOW
+        PARTITIONS, with no directories."""
+        with self._errors():
+            jvm = getattr(self.spark, "_jvm", None)
+            if jvm is None:
+                return [(row[0].split("=", 1)[1], None)
+                        for row in self.fetchall(f"SHOW PARTITIONS {self.sql(table)}")]
+            option = jvm.scala.Option
+            name = jvm.org.apache.spark.sql.catalyst.TableIdentifier(table.name, option.apply(table.db or None))
+            catalog = self.spark._jsparkSession.sessionState().catalog()
+            listed = catalog.listPartitions(name, option.empty())
+            return _listed_partitions(listed.mkString("\n"), listed.size())
 
     def last_published_commit(self, topic) -> int:
         return max(self.published_commits(topic), default=0)
@@ -522,17 +648,22 @@ class SparkAdapter(EngineAdapter):
             exp.and_(key.copy(), exp.column("attempt").is_(exp.not_(exp.null())),
                      exp.not_(exp.In(this=exp.column("commit_id"), query=logged.subquery()))))
             for name in ("producer_sequences", "seqdedup_statements", "seqdedup_consumers")], distinct=True)
-        for (number,) in self.fetchall(tagged):
-            if number in published and number not in described:
-                described[number] = self._partition_attempt(topic, number)
+        wanted = {number for (number,) in self.fetchall(tagged) if number in published and number not in described}
+        if wanted:
+            locations = {int(value): location for value, location in self._partitions(topic.table)
+                         if value.isdigit() and int(value) in wanted}
+            for number in wanted:
+                described[number] = self._partition_attempt(topic, number, locations.get(number))
         self._winners[topic.key] = _Winners(published, described)
         return described
 
-    def _partition_attempt(self, topic, number: int) -> str:
-        """The attempt whose staging directory (``<commit>-<attempt>-<n>``) the partition of commit ``number`` is."""
-        describe = exp.Describe(this=topic.table.copy(), style="EXTENDED", kind="TABLE", partition=exp.Partition(
-            expressions=[exp.EQ(this=exp.column("_commit"), expression=exp.convert(number))]))
-        location = next(row[1] for row in self.fetchall(describe) if row[0] == "Location")
+    def _partition_attempt(self, topic, number: int, location: str | None) -> str:
+        """The attempt whose staging directory (``<commit>-<attempt>-<n>``) the partition of commit ``number`` is;
+        its location read from the metastore if not given (Spark Connect lists partitions without them)."""
+        if location is None:
+            describe = exp.Describe(this=topic.table.copy(), style="EXTENDED", kind="TABLE", partition=exp.Partition(
+                expressions=[exp.EQ(this=exp.column("_commit"), expression=exp.convert(number))]))
+            location = next(row[1] for row in self.fetchall(describe) if row[0] == "Location")
         return location.rstrip("/").rsplit("/", 1)[1].split("-")[1]
 
     @property
@@ -679,6 +810,71 @@ class SparkAdapter(EngineAdapter):
             self.spark.catalog.refreshTable(name)
             path = self.spark._jvm.org.apache.hadoop.fs.Path(old)
             path.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(path, True)
+
+    def move_foreign_rows(self, topic, side: exp.Table, now) -> int:
+        """Spark has no transactions, so a move is three steps, each safe to repeat: (1) the files that hold
+        foreign rows are copied whole into a new partition of ``side`` (written, then registered: one metastore
+        operation), but for those a move cut short copied already (their ``_moved_from``); (2) the foreign
+        partitions are dropped, their directories with them; (3) the foreign files left in seqdedup's partitions
+        (an INSERT into one adds files to its directory) are deleted. Run again after a crash, it finishes the work
+        and copies no file twice. (Parquet tables enforce no NOT NULL: a topic cannot refuse such rows.)"""
+        from pyspark.sql import functions as F
+
+        self._check_writable(None, f"a move of the foreign rows of {topic.key}")
+        partitions = self.foreign_partitions(topic)
+        foreign = exp.not_(written_by_seqdedup(foreign_commits(partitions)))
+        file = F.col("_metadata.file_path")
+        with self._errors():
+            rows = self.spark.table(self.sql(topic.table))
+            files = [row[0] for row in rows.where(F.expr(self.sql(foreign))).select(file).distinct().collect()]
+            copied = set()
+            if files and not self.columns(side):
+                self._create_side_table(topic, side)
+            elif files:
+                copied = {row[0] for row in
+                          self.spark.table(self.sql(side)).select("_moved_from").distinct().collect()}
+            moved = self._copy_files(rows, [f for f in files if f not in copied], side, now)
+        if partitions:
+            drop = exp.DropPartition(exists=True, expressions=[
+                exp.Partition(expressions=[exp.column("_commit").eq(exp.convert(int(v) if v.isdigit() else v))])
+                for v in partitions])
+            self.execute(exp.Alter(this=topic.table.copy(), kind="TABLE", actions=[drop]))
+        with self._errors():
+            hadoop = self.spark._jvm.org.apache.hadoop.fs.Path
+            for name in files:
+                path = hadoop(self.spark._jvm.java.net.URI(name))
+                path.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(path, False)
+            self.spark.catalog.refreshTable(self.sql(topic.table))
+        return moved
+
+    def _create_side_table(self, topic, side: exp.Table) -> None:
+        """``side``: the topic's columns and FOREIGN_COLUMNS, partitioned by ``_move``."""
+        extra = [exp.alias_(exp.cast(exp.null(), kind), name) for name, kind in FOREIGN_COLUMNS.items()]
+        self.execute(exp.Create(
+            this=side.copy(), kind="TABLE",
+            expression=exp.select("*", *extra).from_(topic.table.copy()).where(exp.false()),
+            properties=exp.Properties(expressions=[
+                exp.FileFormatProperty(this=exp.Var(this="PARQUET")),
+                exp.PartitionedByProperty(this=exp.Schema(expressions=[exp.to_identifier("_move")]))])))
+
+    def _copy_files(self, rows, files: list[str], side: exp.Table, now) -> int:
+        """Copy the rows of ``files`` (of the frame ``rows``) into a new partition of ``side``; how many."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        if not files:
+            return 0
+        move = max((int(value) for value, _ in self._partitions(side) if value.isdigit()), default=0) + 1
+        directory = f"{self._table_location(side)}/{STAGING}/{move}-{uuid.uuid4().hex}"
+        observation = Observation(f"__sd_moved_{uuid.uuid4().hex[:12]}")
+        file = F.col("_metadata.file_path")
+        rows.where(file.isin(files)).select("*", file.alias("_moved_from"), F.expr(self.sql(literal(now))).alias(
+            "_moved_at")).observe(observation, F.count(F.lit(1)).alias("rows")).write.mode("errorifexists").parquet(
+            directory)
+        self.execute(exp.Alter(this=side.copy(), kind="TABLE", actions=[exp.AddPartition(
+            this=exp.Partition(expressions=[exp.column("_move").eq(exp.convert(move))]),
+            location=exp.LocationProperty(this=exp.Literal.string(directory)))]))
+        return observation.get["rows"]
 
     def drop_topic_table(self, topic) -> None:
         super().drop_topic_table(topic)

@@ -88,6 +88,8 @@ def cmd_topic(args) -> None:
         raise SeqdedupError(f"topic {args.action} needs the topic's name: seqdedup topic {args.action} NAME")
     if args.action == "drop":
         return _topic_drop(args)
+    if args.action == "quarantine":
+        return _topic_quarantine(args)
     with _session(args) as s:
         if args.action == "create":
             columns = {}
@@ -130,6 +132,18 @@ def _topic_drop(args) -> None:
     entries = "no table" if dropped["entries"] is None else f"{dropped['entries']} entries"
     _emit(args, dropped, f"dropped topic {dropped['topic']} ({entries}, "
                          f"{sum(dropped['catalog_rows'].values())} catalog rows)")
+
+
+def _topic_quarantine(args) -> None:
+    with _session(args) as s:
+        moved = s.quarantine_foreign_rows(args.name)
+    rows, partitions = moved["rows"], moved["partitions"]
+    text = f"{moved['topic']} holds no rows seqdedup did not write: nothing moved"
+    if rows or partitions:
+        dropped = f", and dropped its partitions {', '.join(f'_commit={p}' for p in partitions)}" if partitions else ""
+        text = (f"moved {rows} row{'' if rows == 1 else 's'} seqdedup did not write from {moved['topic']} into "
+                f"{moved['table']}{dropped}")
+    _emit(args, moved, text)
 
 
 def cmd_sql(args) -> None:
@@ -204,6 +218,8 @@ def cmd_recover(args) -> None:
         lines.append(f"repaired: snapshot {report.repaired_snapshot_id} holds the replayed marks")
     if report.new_snapshot_id is not None:
         lines.append(f"took snapshot {report.new_snapshot_id} at the log's end")
+    if report.foreign:
+        lines.append(report.foreign)
     _emit(args, report.to_dict(), "\n".join(lines))
     if report.ok:
         return
@@ -220,8 +236,9 @@ def cmd_recover(args) -> None:
 def cmd_stats(args) -> None:
     with _session(args) as s:
         stats = s.stats(args.topic)
-        lines = [f"{k}: {v}" for k, v in stats.items() if k != "producers"]
+        lines = [f"{k}: {v}" for k, v in stats.items() if k not in ("producers", "foreign")]
         lines += [f"  {p}: wrote {c['written']}, dropped {c['duplicates']}" for p, c in stats["producers"].items()]
+        lines += [stats["foreign"]] if "foreign" in stats else []
         _emit(args, stats, "\n".join(lines))
 
 
@@ -254,8 +271,9 @@ def parser() -> argparse.ArgumentParser:
     sub = top.add_subparsers(dest="command", required=True)
     sub.add_parser("init", parents=[common], help="create the catalog").set_defaults(func=cmd_init)
 
-    topic = sub.add_parser("topic", parents=[common], help="list topics; create, alter, show or drop one")
-    topic.add_argument("action", choices=["list", "create", "alter", "show", "drop"])
+    topic = sub.add_parser("topic", parents=[common], help="list topics; create, alter, show or drop one; quarantine "
+                                                           "its rows seqdedup did not write")
+    topic.add_argument("action", choices=["list", "create", "alter", "show", "drop", "quarantine"])
     topic.add_argument("name", nargs="?")
     topic.add_argument("--yes", action="store_true",
                        help="with drop: confirm that the topic, its entries and its state are deleted for good")

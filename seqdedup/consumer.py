@@ -73,7 +73,7 @@ class Reader:
         if start_after == "earliest":
             return 0
         if start_after == "latest":
-            return self._fetch(last_position_query(self.ref.table, 0))[0][0]
+            return self._fetch(last_position_query(self.ref.table, 0, self._own()))[0][0]
         if isinstance(start_after, int) and not isinstance(start_after, bool) and start_after >= 0:
             return start_after
         raise TopicError(f"start_after={start_after!r} is not a position: give a topic position (an entry's "
@@ -83,7 +83,7 @@ class Reader:
         """The SELECT of the entries after the reader's position, in position order: compose it, run it yourself
         (``read`` runs it and moves the position)."""
         query = (exp.select(*[exp.column(name, quoted=True) for name in self.columns]).from_(self.ref.table.copy())
-                 .where(POSITION.copy() > literal(self.position)).order_by(POSITION.copy()))
+                 .where(exp.and_(POSITION.copy() > literal(self.position), self._own())).order_by(POSITION.copy()))
         limit = _max_entries(max_entries)
         return query.limit(limit) if limit is not None else query
 
@@ -98,7 +98,11 @@ class Reader:
     def has_more(self) -> bool:
         """Whether the topic has committed entries after the reader's position."""
         return bool(self._fetch(exp.select(literal(1)).from_(self.ref.table.copy())
-                                .where(POSITION.copy() > literal(self.position)).limit(1)))
+                                .where(exp.and_(POSITION.copy() > literal(self.position), self._own())).limit(1)))
+
+    def _own(self) -> exp.Expression:
+        """The topic's rows seqdedup wrote: a reader skips rows inserted around it (seqdedup/foreign.py)."""
+        return self.session.adapter.committed_reads().own_rows(self.ref)
 
     def _fetch(self, query: exp.Expression) -> list[tuple]:
         return self.session.adapter.fetchall(query, committed=True)    # committed entries only
@@ -168,7 +172,8 @@ def _batch(session, source: TopicRef, out: TopicRef, tree: exp.Query, consumer: 
         if through is None:
             return None
         entries = scratch.table("__sd_new_entries", exp.select("*").from_(source.table.copy()).where(
-            exp.and_(POSITION.copy() > literal(start), POSITION.copy() <= literal(through))))
+            exp.and_(POSITION.copy() > literal(start), POSITION.copy() <= literal(through),
+                     adapter.own_rows(source))))
         query = _bind(tree, entries)
         columns = adapter.query_columns(query)
         targets = _output_columns(session, out, columns, create=True)
@@ -188,8 +193,9 @@ def _batch(session, source: TopicRef, out: TopicRef, tree: exp.Query, consumer: 
 def _batch_end(session, source: TopicRef, start: int, max_entries: int) -> int | None:
     """The position of the ``max_entries``-th entry after ``start`` (or of the last one, if fewer); None when
     there is none. Positions are not dense, so this is a top-N of the positions after ``start``."""
-    first = exp.select(POSITION.copy()).from_(source.table.copy()).where(POSITION.copy() > literal(start)).order_by(
-        POSITION.copy()).limit(max_entries)
+    first = (exp.select(POSITION.copy()).from_(source.table.copy())
+             .where(exp.and_(POSITION.copy() > literal(start), session.adapter.own_rows(source)))
+             .order_by(POSITION.copy()).limit(max_entries))
     return session.adapter.fetchall(exp.select(exp.Max(this=exp.column("_position"))).from_(first.subquery("f")))[0][0]
 
 

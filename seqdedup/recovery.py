@@ -15,6 +15,8 @@ state started over.
 - The marks differ: nothing is written, and the producers that differ are named, unless ``repair`` is asked for:
   then a snapshot of the replayed marks (kind ``repair``) replaces the wrong state.
 - Duplicate rows: reported; seqdedup never deletes topic rows, so they are removed by hand.
+- Rows seqdedup did not write (inserted around it, seqdedup/foreign.py): left out of everything above, and counted
+  with how to move them aside; they leave the state sound, so they do not make the report fail.
 
 Everything is read as of one position of the log, the last committed one when recovery starts (a commit's entries all
 come after the entries of the commits before it), so a writer running meanwhile never makes a false difference.
@@ -26,6 +28,8 @@ from dataclasses import asdict, dataclass, field
 from sqlglot import exp
 
 from seqdedup.catalog.state import SnapshotHeader, chain_of, literal, snapshot_headers_query
+
+from .foreign import find as find_foreign
 
 #: How many duplicates a report lists (it counts them all).
 EXAMPLES = 10
@@ -57,6 +61,9 @@ class Report:
     duplicates_found: int = 0            # how many positions and ids have more than one row, in all
     repaired_snapshot_id: int | None = None    # the snapshot of the replayed marks ``repair`` wrote
     new_snapshot_id: int | None = None         # the fresh snapshot taken when everything agreed
+    foreign_rows: int = 0                      # rows seqdedup did not write, left out of everything above
+    foreign_partitions: list[str] = field(default_factory=list)    # Spark: partitions seqdedup did not publish
+    foreign: str | None = None                 # what they are and how to move them aside (seqdedup/foreign.py)
 
     @property
     def matches_full_replay(self) -> bool | None:
@@ -98,7 +105,7 @@ def recover(session, topic: str, *, repair: bool = False) -> Report:
     applied = session.topic(ref).applied
     read = _Reader(session, ref)
     last = read.one(exp.select(exp.func("coalesce", exp.Max(this=exp.column("_position")), literal(0)))
-                    .from_(ref.table.copy()))
+                    .from_(ref.table.copy()).where(read.own.copy()))
     headers = read.headers(last)
     current = chain_of(headers)
     state = read.marks(read.chain_query(current, last))
@@ -108,6 +115,8 @@ def recover(session, topic: str, *, repair: bool = False) -> Report:
                     snapshot_position=current.position, replayed=read.count(current.position, last),
                     producers=len(state), checked_from=None if base is None else asdict(base))
     report.duplicate_positions, positions = read.duplicates(["_position"], read.entries(0, last))
+    foreign = find_foreign(session.adapter.committed_reads(), ref)
+    report.foreign_rows, report.foreign_partitions, report.foreign = foreign.rows, foreign.partitions, foreign.message
     if base is not None:
         complete = [row[0] for row in headers]
         replayed = read.marks(read.replay_query(base, current, complete, last))
@@ -139,6 +148,7 @@ class _Reader:
     def __init__(self, session, ref):
         self.adapter, self.ref = session.adapter, ref
         self.visible = session.adapter.visible_commits(ref, include_open=False)   # published commits' catalog rows
+        self.own = session.adapter.own_rows(ref)      # the topic's rows seqdedup wrote (foreign ones are reported)
 
     def rows(self, query: exp.Expression) -> list[tuple]:
         return self.adapter.fetchall(query, committed=True)
@@ -157,7 +167,7 @@ class _Reader:
 
     def _entries(self, after: int, upto: int) -> exp.Expression:
         position = exp.column("_position")
-        return exp.and_(position > after, position.copy() <= upto)
+        return exp.and_(position > after, position.copy() <= upto, self.own.copy())
 
     def entries(self, after: int, upto: int) -> exp.Select:
         """The topic's entries after ``after`` up to ``upto``."""

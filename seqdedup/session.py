@@ -30,6 +30,7 @@ from seqdedup.udfs.guards import check_probe
 
 from . import statement as statement_path
 from .failpoints import failpoint
+from .foreign import find as find_foreign
 from .frames import register, registered
 from .results import Done, QueryResult, StatementResult
 from .topic_state import TopicState, load
@@ -365,7 +366,8 @@ class Session:
         return self.snapshot(topic)
 
     def stats(self, topic: str) -> dict:
-        """What the topic holds and what its statements wrote and dropped."""
+        """What the topic holds and what its statements wrote and dropped; ``foreign_rows``: its rows seqdedup did
+        not write (inserted around it), with a ``foreign`` message saying how to move them aside when there are any."""
         ref = self.ref(topic)
         state = self.state(ref)
         catalog = self._reads()
@@ -375,13 +377,13 @@ class Session:
                                               exp.convert(0)), "out_of_order"))
                .from_(catalog.run_log(ref).subquery("log")).group_by("producer").order_by("producer"))
         rows = catalog.executor.fetchall(log)
-        entries = catalog.executor.fetchall(exp.select(exp.Count(this=exp.Star())).from_(ref.table.copy()))[0][0]
+        foreign = find_foreign(catalog.executor, ref)      # the entries seqdedup wrote, and the others
         header = state.header
         size = catalog.size(ref)
-        return {
+        stats = {
             "topic": ref.key,
             "deduplication_enabled": state.topic.applied.deduplication_enabled,
-            "entries": entries,
+            "entries": foreign.entries,
             "last_position": state.end,
             "last_snapshot": {"snapshot_id": header.snapshot_id, "position": header.position, "kind": header.kind,
                               "taken_at": header.taken_at.isoformat()},
@@ -393,7 +395,24 @@ class Session:
             "duplicates": sum(r[2] for r in rows),
             "out_of_order": sum(r[3] for r in rows),
             "producers": {r[0]: {"written": r[1], "duplicates": r[2], "out_of_order": r[3]} for r in rows},
+            # rows written around seqdedup, which it leaves out (seqdedup/foreign.py)
+            "foreign_rows": foreign.rows,
         }
+        if foreign.message:
+            stats["foreign"] = foreign.message
+        return stats
+
+    def quarantine_foreign_rows(self, topic: str) -> dict:
+        """Move the rows of a topic that seqdedup did not write (inserted around it) into ``<topic>_foreign``
+        (seqdedup/foreign.py; ``seqdedup topic quarantine NAME``). Returns what was moved."""
+        from .foreign import quarantine
+
+        ref = self.ref(topic)
+        with self.writer:
+            try:
+                return quarantine(self, ref)
+            finally:
+                self.writer.forget(ref)      # a foreign partition's number may be free again
 
     # --- clients -------------------------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from seqdedup.catalog.catalog import Catalog, Topic, TopicRef
+from seqdedup.catalog.schema import foreign_commits, written_by_seqdedup
 from seqdedup.catalog.state import SnapshotHeader, literal, producer_state_query
 
 #: The columns of the marks.
@@ -57,6 +58,9 @@ class TopicState:
     # the producers that left the state (purged, R11: a tombstone each)
     recent: pa.Table = field(default_factory=lambda: MARKS.empty_table())
     gone: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
+    # commit numbers of partitions another tool registered (Spark; seqdedup/foreign.py), as of the recovery: no commit
+    # takes one (its publish would collide), and none counts as published
+    taken: frozenset[int] = frozenset()
 
     @property
     def enabled(self) -> bool:
@@ -92,7 +96,7 @@ class TopicState:
             recent = _fold(recent, delta)
             gone = [pc.filter(g, pc.invert(pc.is_in(g, delta.column("producer")))) for g in gone]   # came back
         published = None if self.published is None else self.published | {commit}
-        return replace(self, topic=topic or self.topic, commit=max(self.commit, commit),
+        return replace(self, topic=topic or self.topic, commit=_past(max(self.commit, commit), self.taken),
                        end=self.end if end is None else max(self.end, end), header=header or self.header,
                        since_snapshot=self.since_snapshot if since_snapshot is None else since_snapshot,
                        marks=new, published=published, recent=recent, gone=_union(gone))
@@ -106,6 +110,18 @@ class TopicState:
         """The rows of an increment of the last snapshot: the mark of each producer that changed since, and a
         tombstone (NULL sequence_id) for each one that left the state."""
         return pa.concat_tables([self.recent, unmarked(self.gone)])
+
+
+def _past(commit: int, taken: frozenset[int]) -> int:
+    """``commit``, moved past the numbers after it that ``taken`` holds, so that the next commit's is free.
+
+    Example:
+        >>> _past(2, frozenset({3, 4, 999})), _past(5, frozenset({3, 4, 999}))
+        (4, 5)
+    """
+    while commit + 1 in taken:
+        commit += 1
+    return commit
 
 
 def unmarked(producers: pa.Array) -> pa.Table:
@@ -144,25 +160,28 @@ def load(catalog: Catalog, adapter, ref: TopicRef) -> TopicState:
     published = adapter.published_commits(ref)
     topic = catalog.topic(ref)
     header = catalog.last_snapshot(ref)
+    taken = foreign_commits(adapter.foreign_partitions(ref))
+    own = written_by_seqdedup(taken)      # what another tool wrote counts for nothing (seqdedup/foreign.py)
     if header.enabled != topic.applied.deduplication_enabled:
         # A policy change recorded, but the process died before the snapshot that makes the state follow it (on
         # Spark they are two writes). The next write takes that snapshot; until then, the state is what it will
         # make it: empty, whether deduplication was just disabled or just enabled again (R10).
         marks = recent = marks_table()
     else:
-        recovered = adapter.fetch_arrow(producer_state_query(ref.key, ref.table, header,
-                                                                   adapter.visible_commits(ref, include_open=False)))
+        recovered = adapter.fetch_arrow(producer_state_query(
+            ref.key, ref.table, header, adapter.visible_commits(ref, include_open=False), own))
         marks = marks_table(recovered)
         recent = marks.filter(pc.fill_null(recovered.column("replayed"), False))    # replayed: changed since
     position = exp.column("_position")
     after = (exp.select(exp.func("coalesce", exp.Max(this=position), literal(header.position)),
                         exp.Count(this=exp.Star()))
              .from_(ref.table.copy())
-             .where(exp.and_(exp.column("_commit") >= literal(header.commit_id), position.copy() > literal(header.position))))
+             .where(exp.and_(exp.column("_commit") >= literal(header.commit_id),
+                             position.copy() > literal(header.position), own)))
     end, since = adapter.fetchall(after)[0]
-    commit = max(published, default=0) if adapter.contended else catalog.next_commit(ref) - 1
+    commit = _past(max(published, default=0) if adapter.contended else catalog.next_commit(ref) - 1, taken)
     return TopicState(topic=topic, commit=commit, published=frozenset(published) if adapter.TRACKS_COMMITS else None,
-                      end=end, header=header, since_snapshot=since, marks=marks, recent=recent)
+                      end=end, header=header, since_snapshot=since, marks=marks, recent=recent, taken=taken)
 
 
 __all__ = ["TopicState", "MARKS", "marks_table", "unmarked", "load"]

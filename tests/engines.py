@@ -1,12 +1,14 @@
 """The engines the behaviour suite runs on: the only place in the tests that names them."""
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from dataclasses import dataclass, field
 
 from sqlglot import exp
 
 import seqdedup
+from seqdedup.catalog.schema import SYSTEM_COLUMNS
 from seqdedup.catalog.state import literal
 
 from .positions import position_problem
@@ -128,6 +130,43 @@ class Harness:
         return [tuple(r) for r in self.session.sql(
             "SELECT snapshot_id, position, producer, sequence_id, kind FROM producer_sequences "
             f"WHERE topic = '{self.key(topic)}' ORDER BY snapshot_id, producer NULLS FIRST").rows]
+
+    def around(self, sql: str) -> None:
+        """Run SQL on the engine itself, as a tool other than seqdedup would: no rewrite, no checks."""
+        if self.engine.name == "spark":
+            spark_session(self.database).sql(sql)
+        else:
+            self.session.adapter.connection.execute(sql)
+
+    def unprotect(self, topic: str = "events") -> None:
+        """Make the topic as seqdedup created topics before it declared their system columns NOT NULL (DuckDB;
+        Spark's Parquet tables never enforce NOT NULL)."""
+        if self.engine.name == "duckdb":
+            for column in SYSTEM_COLUMNS:
+                self.around(f"ALTER TABLE {topic} ALTER COLUMN {column} DROP NOT NULL")
+
+    @contextlib.contextmanager
+    def users_own_session(self, *, ansi: bool = True):
+        """The engine as a user's own session has it. Spark: the test process's one session without the settings
+        seqdedup needs (``SparkAdapter.SETTINGS``: a user's ``enableHiveSupport()`` session has Spark's defaults, so
+        not the partition pruning fallback ``local_session`` sets), and with ANSI mode off if not ``ansi``; yields
+        a function that reads those settings now; as it was, after."""
+        if self.engine.name != "spark":
+            yield dict
+            return
+        from seqdedup.extensions.spark import SparkAdapter
+
+        conf = spark_session(self.database).conf
+        saved = {key: conf.get(key) for key in [*SparkAdapter.SETTINGS, "spark.sql.ansi.enabled"]}
+        try:
+            for key in SparkAdapter.SETTINGS:
+                conf.unset(key)
+            if not ansi:
+                conf.set("spark.sql.ansi.enabled", "false")
+            yield lambda: {key: conf.get(key) for key in saved}     # the settings now
+        finally:
+            for key, value in saved.items():
+                conf.set(key, value)
 
     def close(self) -> None:
         self.session.close()

@@ -59,8 +59,34 @@ def test_ingest_files_of_every_format(tmp_path):
         assert (out["rows"], out["written"], out["statements"]) == (6, written, 2)
 
 
+def test_foreign_rows_are_reported_and_moved_aside(tmp_path):
+    import duckdb
+
+    seqdedup("sql", "CREATE TABLE events (payload STRING) TBLPROPERTIES ('seqdedup.deduplication_enabled' = 'true'); "
+             "CREATE TEMPORARY VIEW s AS SELECT * FROM VALUES ('p', 1, 'a') AS t(producer, seq, payload); "
+             "INSERT INTO events SELECT payload FROM s WHERE is_not_dup(producer, seq)", cwd=tmp_path)
+    # another tool inserts into the topic, made as topics were before their system columns were NOT NULL
+    with duckdb.connect(str(tmp_path / "seqdedup.duckdb")) as other:
+        for column in ("_producer", "_sequence_id", "_highest_sequence_id", "_position", "_publish_time", "_commit"):
+            other.execute(f"ALTER TABLE events ALTER COLUMN {column} DROP NOT NULL")
+        other.execute("INSERT INTO events (payload) VALUES ('stray')")
+    stats = seqdedup("stats", "events", cwd=tmp_path).stdout
+    assert "entries: 1\n" in stats and "foreign_rows: 1" in stats
+    assert "main.events holds 1 row seqdedup did not write" in stats and "`seqdedup topic quarantine main.events`" in stats
+    recovered = json.loads(seqdedup("recover", "events", "--json", cwd=tmp_path).stdout)
+    assert recovered["ok"] and recovered["foreign_rows"] == 1
+    moved = seqdedup("topic", "quarantine", "events", cwd=tmp_path).stdout
+    assert moved.strip() == "moved 1 row seqdedup did not write from main.events into main.events_foreign"
+    assert json.loads(seqdedup("stats", "events", "--json", cwd=tmp_path).stdout)["foreign_rows"] == 0
+    rows = json.loads(seqdedup("sql", "SELECT payload, _move FROM events_foreign", "--json", cwd=tmp_path).stdout)
+    assert rows[0]["rows"] == [["stray", 1]]
+    again = seqdedup("topic", "quarantine", "events", cwd=tmp_path).stdout
+    assert again.strip() == "main.events holds no rows seqdedup did not write: nothing moved"
+
+
 @pytest.mark.parametrize("args, message", [
     (["state", "nowhere"], "unknown topic main.nowhere"),
+    (["topic", "quarantine", "nowhere"], "unknown topic main.nowhere"),
     (["sql", "INSERT INTO t SELECT a FROM s WHERE is_not_dup(a, b) OR b > 1"], "not inside OR"),
     (["topic", "create", "t", "-c", "payload"], "name:TYPE"),
     (["ingest", "t", "missing.csv", "--producer-column", "p", "--sequence-column", "s"], "no file missing.csv"),

@@ -6,9 +6,10 @@
 -- grow, and the max never lowers a mark). ``replayed`` says which producers the replay moved: they changed since
 -- the chain's last snapshot, and the next increment holds them.
 -- Only commits from the chain's last one onwards can hold later entries, so :since_commit prunes the replay (on
--- Spark, to the topic partitions written since the snapshot).
+-- Spark, to the topic partitions written since the snapshot). :own keeps the rows seqdedup wrote (foreign rows,
+-- written around it, count for nothing: catalog.schema.written_by_seqdedup).
 -- Placeholders: :topic, :topic_table, :producer_sequences, :in_chain, :after (the chain's position),
--- :since_commit (its last commit),
+-- :since_commit (its last commit), :own,
 -- :replay (false when the snapshot says deduplication is disabled: nothing written then is checked).
 SELECT producer, max(sequence_id) AS sequence_id, max(last_publish_time) AS last_publish_time,
        max(replayed) AS replayed
@@ -24,7 +25,7 @@ FROM (
   UNION ALL
   SELECT _producer, max(_highest_sequence_id), max(_publish_time), true
   FROM :topic_table
-  WHERE _commit >= :since_commit AND _position > :after AND :replay
+  WHERE _commit >= :since_commit AND _position > :after AND :replay AND :own
   GROUP BY _producer
 ) AS marks
 GROUP BY producer
