@@ -39,7 +39,7 @@ from sqlglot import exp
 from seqdedup.catalog.catalog import TopicRef
 from seqdedup.catalog.schema import ATTEMPT, CATALOG_TABLES, catalog_table
 from seqdedup.catalog.state import last_position_query, literal
-from seqdedup.errors import RewriteError, TopicError
+from seqdedup.errors import CommitConflict, RewriteError, TopicError
 from seqdedup.sql import statements
 from seqdedup.sql.dialects import read_dialect
 
@@ -147,7 +147,10 @@ def consume(session, source: str, sql: str, *, into: str, consumer: str, max_ent
 
     batches: list[ConsumeBatch] = []
     while True:
-        batch = _batch(session, source_ref, out_ref, tree, consumer, limit)
+        try:
+            batch = _batch(session, source_ref, out_ref, tree, consumer, limit)
+        except CommitConflict:      # another driver consumed the same entries first: read on from its position
+            continue
         if batch is None:
             return batches
         batches.append(batch)
@@ -167,6 +170,12 @@ def _batch(session, source: TopicRef, out: TopicRef, tree: exp.Query, consumer: 
            max_entries: int) -> ConsumeBatch | None:
     adapter = session.adapter
     with session.writer, session.writer.scratch() as scratch:
+        number = None
+        if adapter.contended:
+            # Where other drivers publish: the output's commit number first, then the position read fresh; a batch
+            # another driver publishes in between takes that number, and this one is refused (CommitConflict).
+            number = adapter.last_published_commit(out) + 1 if adapter.columns(out.table) else None
+            adapter.refresh(catalog_table("seqdedup_consumers"), source.table)
         start = _position(session, source, out, consumer)
         through = _batch_end(session, source, start, max_entries)
         if through is None:
@@ -178,7 +187,7 @@ def _batch(session, source: TopicRef, out: TopicRef, tree: exp.Query, consumer: 
         columns = adapter.query_columns(query)
         targets = _output_columns(session, out, columns, create=True)
         now = session.clock()
-        with session.writer.commit(out) as commit:
+        with session.writer.commit(out, number) as commit:
             written = adapter.write_topic(out, _output_insert(out, query, [n for n, _ in columns], targets,
                                                               commit.number))
             failpoint("after_output_rows")

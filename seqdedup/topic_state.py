@@ -157,8 +157,10 @@ def load(catalog: Catalog, adapter, ref: TopicRef) -> TopicState:
     The published commits are listed first: where other processes publish (``contended``), what is read after may
     include a commit published meanwhile, never miss one the state claims; a state newer than its number only
     makes its next commit lose the compare-and-set and decide again."""
+    topic = catalog.topic(ref)                  # an unknown topic, or one whose table is gone, is named first
     published = adapter.published_commits(ref)
-    topic = catalog.topic(ref)
+    if adapter.contended:
+        topic = catalog.topic(ref)              # its policies as of the listing, not before
     header = catalog.last_snapshot(ref)
     taken = foreign_commits(adapter.foreign_partitions(ref))
     own = written_by_seqdedup(taken)      # what another tool wrote counts for nothing (seqdedup/foreign.py)

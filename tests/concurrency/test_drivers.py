@@ -22,7 +22,7 @@ def metastore():
 @pytest.mark.spark
 def test_c17_three_drivers_on_a_shared_metastore_write_each_entry_once(metastore, tmp_path):
     home, go = str(tmp_path / "home"), tmp_path / "go"
-    writers = [Writer("spark", home, name, lock_timeout=600, metastore=metastore, size=125, go=str(go))
+    writers = [Writer("spark", home, name, lock_timeout=600, metastore=metastore, size=250, go=str(go))
                for name in "abc"]
     for writer in writers:
         writer.wait_for("opened")
