@@ -43,13 +43,13 @@ class Engines:
     """A session on one engine with a scratch database: DuckDB a file in ``tmp``; Spark a local session with its
     Hive home in ``tmp`` and a namespace of its own per ``fresh()``."""
 
-    def __init__(self, name: str, tmp: pathlib.Path):
+    def __init__(self, name: str, tmp: pathlib.Path, metastore: str | None = None):
         self.name, self.tmp, self.count = name, tmp, 0
         self.spark = None
         if name == "spark":
             from seqdedup.extensions.spark import local_session
 
-            self.spark = local_session(tmp / "spark-home", master="local[2]")
+            self.spark = local_session(tmp / "spark-home", master="local[2]", metastore=metastore)
 
     def fresh(self):
         """A session on a new, empty database (Spark: a new namespace, made current)."""

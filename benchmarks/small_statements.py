@@ -12,10 +12,16 @@ Each statement sends 10 new entries of 3 producers (so every entry is written), 
 before the clock starts.
 
     python benchmarks/small_statements.py [--engine duckdb|spark] [--statements 1000] [--pairs 30]
+                                          [--shared-metastore]
+
+``--shared-metastore`` (Spark): the session on a PostgreSQL metastore of the run's own (tests/metastore.py), as one
+of several drivers would be: each commit also records its winning attempt and lists the partitions with their
+directories (docs/engines/spark.md, "Running on a cluster").
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import pathlib
 import sys
 import tempfile
@@ -46,9 +52,16 @@ def main() -> None:
     ap.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb")
     ap.add_argument("--statements", type=int, default=1000, help="consecutive statements for the flatness target")
     ap.add_argument("--pairs", type=int, default=30, help="statement/plain INSERT pairs for the ratio")
+    ap.add_argument("--shared-metastore", action="store_true", help="Spark on a PostgreSQL metastore (several drivers)")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        engines = Engines(args.engine, pathlib.Path(tmp))
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        metastore = None
+        if args.shared_metastore:
+            sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))     # the repository, for tests.*
+            from tests.metastore import PostgresServer
+
+            metastore = stack.enter_context(PostgresServer()).metastore()
+        engines = Engines(args.engine, pathlib.Path(tmp), metastore)
         session = engines.fresh()
         session.create_topic("events", {"payload": "STRING"})
         plain_ddl = f"CREATE TABLE plain ({PLAIN_COLUMNS})" + (" USING parquet" if engines.spark else "")
