@@ -107,6 +107,9 @@ class DuckDBAdapter(EngineAdapter):
                  lock_timeout: float | None = 60.0):
         if isinstance(database, duckdb.DuckDBPyConnection):
             self.path, self.connection = "(connection)", database
+        elif not isinstance(database, (str, os.PathLike)):      # never a file named after some object's repr
+            raise EngineError(f"seqdedup.connect takes a DuckDB file path, ':memory:', a duckdb connection or a "
+                              f"SparkSession, not a {type(database).__module__}.{type(database).__name__}")
         else:
             self.path = str(database)
             self.connection = self._open(read_only, lock_timeout)

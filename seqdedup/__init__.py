@@ -30,6 +30,10 @@ def connect(database=None, *, engine: str = "duckdb", read_only: bool = False, c
     from seqdedup.extensions import create_adapter
     from seqdedup.session import Session, utcnow
 
+    if type(database).__module__.startswith("pyspark.sql.connect"):
+        raise EngineError("a Spark Connect session (SparkSession.builder.remote) is not supported yet: seqdedup's "
+                          "Spark engine needs a classic SparkSession (SparkSession.builder.master(...)); see "
+                          "docs/engines/spark.md")
     if hasattr(database, "sparkContext"):      # a SparkSession: the Spark engine, whatever engine says
         engine = "spark"
     adapter = create_adapter(engine, database, read_only=read_only, lock_timeout=lock_timeout)

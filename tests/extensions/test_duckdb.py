@@ -38,3 +38,14 @@ def test_a_second_writer_process_waits_its_lock_timeout_then_gets_a_clear_error(
     assert result.returncode != 0
     assert f"is in use by process {os.getpid()} (waited 0.5 s for it)" in result.stderr
     assert "one process per file while a writer has it open" in result.stderr
+
+
+def test_connect_refuses_an_object_it_cannot_use_and_makes_no_file(tmp_path, monkeypatch):
+    """Anything but a path, a duckdb connection or a SparkSession is refused by name: it once became a DuckDB file
+    named after its repr (a Spark Connect session did, in the working folder)."""
+    import seqdedup
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(seqdedup.EngineError, match="takes a DuckDB file path.*not a builtins.object"):
+        seqdedup.connect(object())
+    assert list(tmp_path.iterdir()) == []
