@@ -230,8 +230,21 @@ def _staged(value: str, location: str | None) -> bool:
         return False
     if location is None:
         return True
+    staged = _staging_name(location)
+    return staged is not None and staged[0] == int(value)
+
+
+def _staging_name(location: str) -> tuple[int, str] | None:
+    """(commit, attempt) of a directory seqdedup staged for a commit (``<table>/_seqdedup_commits/<commit>-<attempt>``,
+    the attempt followed by ``-<n>`` since several drivers may stage one commit), else None.
+
+    Example:
+        >>> _staging_name("file:/w/events/_seqdedup_commits/42-9f2c-0a1b"), _staging_name("/w/events/_commit=3")
+        ((42, '9f2c'), None)
+    """
     folder, _, name = location.rstrip("/").rpartition("/")
-    return folder.endswith(f"/{STAGING}") and re.fullmatch(rf"0*{int(value)}\D.*", name) is not None
+    match = re.fullmatch(r"(\d+)\D([^-]*).*", name)
+    return (int(match[1]), match[2]) if match and folder.endswith(f"/{STAGING}") else None
 
 
 def _listed_partitions(text: str, count: int) -> list[tuple[str, str | None]]:
@@ -664,7 +677,7 @@ class SparkAdapter(EngineAdapter):
             describe = exp.Describe(this=topic.table.copy(), style="EXTENDED", kind="TABLE", partition=exp.Partition(
                 expressions=[exp.EQ(this=exp.column("_commit"), expression=exp.convert(number))]))
             location = next(row[1] for row in self.fetchall(describe) if row[0] == "Location")
-        return location.rstrip("/").rsplit("/", 1)[1].split("-")[1]
+        return _staging_name(location)[1]
 
     @property
     def contended(self) -> bool:

@@ -39,8 +39,9 @@ class CommitConflict(EngineError):
     one is not published, and what it decided must be decided again on the new state (a statement does so itself)."""
 
 
-def already_exists(error: Exception) -> bool:
-    """Whether an engine's error says that what was created exists already (another process created it first).
+def already_exists(error: Exception | str) -> bool:
+    """Whether an engine's error (or its text) says that what was created exists already (another process created
+    it first).
 
     Example:
         >>> already_exists(EngineError("Spark: AlreadyExistsException(message:Table events already exists)"))
