@@ -480,8 +480,11 @@ def write_rows(values: exp.Select, producers_table: exp.Table, exceptions: exp.T
                                     exp.alias_(exp.column("__sd_offset", table=p), "__sd_offset"))
                .where(exp.and_(candidate.copy(), exp.not_(exception(kept.copy().eq(0))),
                                exp.or_(sparse.copy(), exception(kept.copy().eq(1)))))
+               # one row per key, whichever (Spark wants an ORDER BY in any row_number(): the key, a tie throughout)
                .qualify(exp.Window(this=exp.RowNumber(),
-                                   partition_by=[exp.column(k, table=v) for k in key_columns]).eq(1)))
+                                   partition_by=[exp.column(k, table=v) for k in key_columns],
+                                   order=exp.Order(expressions=[exp.Ordered(this=exp.column(k, table=v))
+                                                                for k in key_columns])).eq(1)))
     rank = exp.Window(this=exp.RowNumber(), partition_by=[exp.column(PRODUCER)], order=exp.Order(
         expressions=[exp.Ordered(this=exp.column(SEQUENCE_ID))]))
     ranked = exp.select(*[exp.column(c) for c in value_columns + key_columns], exp.alias_(exp.Case(

@@ -27,6 +27,16 @@ def test_c02_straddling_batch_entry_is_rejected_whole_and_does_not_raise_the_mar
     assert dedup.last("p1") == 6
 
 
+def test_c02_unordered_a_straddling_batch_entry_beside_repeats_of_one_id(dedup):
+    """The statement is decided in rounds (the straddle), then written keeping one of each repeated id (the crash
+    fuzzer found Spark refusing the query that picks it: a row_number() with no ORDER BY)."""
+    dedup.topic()
+    dedup.send([("p1", 0, 5)])
+    result = dedup.send([("p1", 4, 8), ("p1", 9), ("p1", 9), ("p1", 7)], ordered=False)
+    assert sorted(dedup.entries()) == [("p1", 0, 5), ("p1", 7, 7), ("p1", 9, 9)]
+    assert (result.written, result.duplicates) == (2, 2)
+
+
 def test_c03_holes_across_statements_and_a_restart(dedup):
     dedup.topic()
     dedup.send([("p", 2), ("p", 3), ("p", 5)])

@@ -449,7 +449,10 @@ FROM (
         )
       )
     QUALIFY
-      ROW_NUMBER() OVER (PARTITION BY v.__sd_producer, v.__sd_sequence_id, v.__sd_highest, v.__sd_o0) = 1
+      ROW_NUMBER() OVER (
+        PARTITION BY v.__sd_producer, v.__sd_sequence_id, v.__sd_highest, v.__sd_o0
+        ORDER BY v.__sd_producer, v.__sd_sequence_id, v.__sd_highest, v.__sd_o0
+      ) = 1
   ) AS w
 ) AS w;
 

@@ -420,7 +420,10 @@ FROM (
         )
       )
     QUALIFY
-      ROW_NUMBER() OVER (PARTITION BY v.__sd_producer, v.__sd_sequence_id, v.__sd_highest) = 1
+      ROW_NUMBER() OVER (
+        PARTITION BY v.__sd_producer, v.__sd_sequence_id, v.__sd_highest
+        ORDER BY v.__sd_producer, v.__sd_sequence_id, v.__sd_highest
+      ) = 1
   ) AS w
 ) AS w;
 

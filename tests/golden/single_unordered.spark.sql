@@ -529,7 +529,10 @@ FROM (
         41 + p.__sd_offset + v.__sd_sequence_id - p.__sd_smallest + 1 AS __sd_by_id,
         p.__sd_sparse AS __sd_sparse,
         p.__sd_offset AS __sd_offset,
-        ROW_NUMBER() OVER (PARTITION BY v.__sd_producer, v.__sd_sequence_id, v.__sd_highest) AS _w
+        ROW_NUMBER() OVER (
+          PARTITION BY v.__sd_producer, v.__sd_sequence_id, v.__sd_highest
+          ORDER BY v.__sd_producer NULLS LAST, v.__sd_sequence_id NULLS LAST, v.__sd_highest NULLS LAST
+        ) AS _w
       FROM (
         SELECT
           payload AS __sd_v0,
