@@ -86,6 +86,9 @@ DEFINITIONS = {
         PolicyDefinition("run_log_retention_minutes", _or_unlimited(("never",), 1, MAX_MINUTES),
                          f"a whole number of minutes from 1 to {MAX_MINUTES}, or never to keep the run log for ever",
                          none="never"),
+        PolicyDefinition("compact_every_commits", _or_unlimited(("never",), 1, MAX_ENTRIES),
+                         f"a whole number of commits from 1 to {MAX_ENTRIES}, or never to compact only on demand "
+                         "(seqdedup compact TOPIC)", none="never"),
     )
 }
 assert set(DEFINITIONS) == {f.name for f in fields(Policies)}, "every applied policy has a definition"

@@ -299,6 +299,21 @@ class EngineAdapter:
         """Delete the rows of ``table`` where ``condition`` holds, at once (``seqdedup topic drop``)."""
         self.execute(exp.delete(table.copy(), where=condition.copy()))
 
+    # --- compaction: a topic's commits merged into fewer partitions (seqdedup/compaction.py) ----------------------
+
+    def partition_ranges(self, topic) -> list[tuple[int, int]]:
+        """The commits (first, last) each of the topic's partitions holds, in commit order, where the engine keeps a
+        partition per commit (``TRACKS_COMMITS``); else none: the topic is one table, with nothing to merge."""
+        return []
+
+    def drop_merged(self, topic) -> int:
+        """Drop the partitions a compaction cut short merged into another but did not drop; how many."""
+        return 0
+
+    def merge_partitions(self, topic, ranges: list[tuple[int, int]]) -> int:
+        """Merge the consecutive partitions holding ``ranges`` into one; the rows it holds."""
+        raise NotImplementedError
+
     def drop_topic_table(self, topic) -> None:
         """Drop the table of ``topic`` (a TopicRef), with its rows (``seqdedup topic drop``)."""
         self.execute(exp.Drop(tables=[topic.table.copy()], kind="TABLE", exists=True))

@@ -40,6 +40,7 @@ from seqdedup.catalog.schema import (COMMITS, FOREIGN_COLUMNS, catalog_table, cr
 from seqdedup.catalog.state import literal
 
 from seqdedup.errors import CommitConflict, EngineError, TopicError, already_exists
+from seqdedup.failpoints import failpoint
 from seqdedup.sql.dialects import SparkAnsi
 from seqdedup.udfs.guards import SIGNATURES, guard_message
 
@@ -245,6 +246,57 @@ def _staging_name(location: str) -> tuple[int, str] | None:
     folder, _, name = location.rstrip("/").rpartition("/")
     match = re.fullmatch(r"(\d+)\D([^-]*).*", name)
     return (int(match[1]), match[2]) if match and folder.endswith(f"/{STAGING}") else None
+
+
+def _first_commit(location: str | None) -> int | None:
+    """The first commit a compacted partition's directory holds (``<last>-<attempt>-<n>-c<first>``: the commits
+    first .. last, the partition's number being the last), else None (one commit's directory, or not seqdedup's).
+
+    Example:
+        >>> _first_commit("/w/events/_seqdedup_commits/40-9f2c-0a1b-c31"), _first_commit("/w/events/_seqdedup_commits/40-9f2c-0a1b")
+        (31, None)
+    """
+    if location is None or _staging_name(location) is None:
+        return None
+    match = re.search(r"-c(\d+)$", location.rstrip("/"))
+    return int(match[1]) if match else None
+
+
+@dataclass(frozen=True)
+class _Unit:
+    """One partition of a topic that seqdedup published: the commits first .. last (one, unless compacted)."""
+
+    first: int
+    last: int                       # the partition's ``_commit`` value
+    location: str | None
+
+    @property
+    def commits(self) -> int:
+        return self.last - self.first + 1
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """A topic's partitions, read from one listing: what seqdedup published, what another tool registered, and the
+    partitions a compaction merged into another but has not dropped yet (it was killed in between, or is in between
+    now): their rows are also in the merged partition, so no read counts them."""
+
+    units: list[_Unit]              # seqdedup's partitions, by commit, without the covered ones
+    foreign: list[str]              # the ``_commit`` values of the partitions another tool registered
+    covered: list[_Unit]            # partitions merged into one of ``units`` and not dropped yet
+
+    @property
+    def published(self) -> set[int]:
+        return {n for unit in self.units for n in range(unit.first, unit.last + 1)}
+
+    @classmethod
+    def of(cls, partitions: list[tuple[str, str | None]]) -> "_Layout":
+        foreign = [value for value, location in partitions if not _staged(value, location)]
+        units = sorted((_Unit(_first_commit(location) or int(value), int(value), location)
+                        for value, location in partitions if _staged(value, location)), key=lambda u: u.last)
+        merged = [u for u in units if u.commits > 1]
+        covered = [u for u in units if any(m.first <= u.last < m.last for m in merged)]
+        return cls([u for u in units if u not in covered], foreign, covered)
 
 
 def _listed_partitions(text: str, count: int) -> list[tuple[str, str | None]]:
@@ -595,12 +647,21 @@ class SparkAdapter(EngineAdapter):
         self.execute(create)
 
     def published_commits(self, topic) -> set[int]:
-        """The commits seqdedup published: the partitions of the topic whose directory it staged (``_staged``);
-        any other partition is foreign (``foreign_partitions``), whatever its number."""
-        return {int(value) for value, location in self._partitions(topic.table) if _staged(value, location)}
+        """The commits seqdedup published: the partitions of the topic whose directory it staged (``_staged``), and
+        the commits a compacted one holds; any other partition is foreign (``foreign_partitions``), whatever its
+        number."""
+        return self._layout(topic).published
 
     def foreign_partitions(self, topic) -> list[str]:
-        return [value for value, location in self._partitions(topic.table) if not _staged(value, location)]
+        return self._layout(topic).foreign
+
+    def own_rows(self, topic) -> exp.Expression:
+        """Also leaves out the partitions a compaction merged into another and did not drop yet (``_Layout``)."""
+        layout = self._layout(topic)
+        return written_by_seqdedup(foreign_commits(layout.foreign) | {unit.last for unit in layout.covered})
+
+    def _layout(self, topic) -> _Layout:
+        return _Layout.of(self._partitions(topic.table))
 
     def _partitions(self, table: exp.Table) -> list[tuple[str, str | None]]:
         """(value, directory) of each partition of a table partitioned by one column, from the session's catalog in
@@ -665,7 +726,7 @@ class SparkAdapter(EngineAdapter):
         if wanted:
             locations = {int(value): location for value, location in self._partitions(topic.table)
                          if value.isdigit() and int(value) in wanted}
-            for number in wanted:
+            for number in wanted & set(locations):   # (a compaction logs its commits' winners before it merges)
                 described[number] = self._partition_attempt(topic, number, locations.get(number))
         self._winners[topic.key] = _Winners(published, described)
         return described
@@ -823,6 +884,86 @@ class SparkAdapter(EngineAdapter):
             self.spark.catalog.refreshTable(name)
             path = self.spark._jvm.org.apache.hadoop.fs.Path(old)
             path.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(path, True)
+
+    def partition_ranges(self, topic) -> list[tuple[int, int]]:
+        return [(unit.first, unit.last) for unit in self._layout(topic).units]
+
+    def drop_merged(self, topic) -> int:
+        covered = self._layout(topic).covered
+        self._drop_partitions(topic, [unit.last for unit in covered])
+        return len(covered)
+
+    def merge_partitions(self, topic, ranges: list[tuple[int, int]]) -> int:
+        """Four steps, the second the one that counts: (1) the rows of the partitions are written, in position
+        order, to a new directory named for the commits it holds (``<last>-<attempt>-<n>-c<first>``, the attempt
+        the last commit's winner); (2) the last partition is pointed at it (one metastore operation): from then on
+        the others are *covered*, left out of every read (``_Layout``), their commits still published; (3) they are
+        dropped, their directories with them; (4) the last one's old directory is removed. Killed before (2), the
+        new directory is an orphan nobody reads; after it, the next compaction drops what is left (``drop_merged``).
+        Where several drivers write, the winners of the commits merged are first added to COMMITS: their
+        partitions, which named them, are going."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as F
+
+        self._check_writable(None, f"a compaction of {topic.key}")
+        listed = {(unit.first, unit.last): unit for unit in self._layout(topic).units}
+        if any(pair not in listed for pair in ranges):
+            raise TopicError(f"the partitions of {topic.key} changed while it was being compacted (another "
+                             "compaction ran): run the compaction again")
+        units = [listed[pair] for pair in ranges]
+        last = units[-1]
+        if not self.exclusive:
+            self._log_winners(topic, [unit for unit in units if unit.commits == 1])
+        attempt = _staging_name(last.location)[1] if last.location else uuid.uuid4().hex
+        directory = (f"{self._location(topic)}/{STAGING}/{last.last}-{attempt}-{uuid.uuid4().hex[:8]}"
+                     f"-c{units[0].first}")
+        names = [name for name, _ in self._columns_of(topic) if name != "_commit"]
+        rows = exp.select(*[exp.column(name, quoted=True) for name in names]).from_(topic.table.copy()).where(
+            exp.column("_commit").isin(*[exp.convert(unit.last) for unit in units]))
+        observation = Observation(f"__sd_merged_{uuid.uuid4().hex[:12]}")
+        with self._errors():      # foreign rows in these partitions go along, still foreign (seqdedup/foreign.py)
+            self._sql(rows).observe(observation, F.count(F.lit(1)).alias("rows")).orderBy("_position").write.mode(
+                "errorifexists").parquet(directory)
+            count = observation.get["rows"]
+        failpoint("compact_after_write")
+        if last not in self._layout(topic).units:
+            _remove(directory)
+            raise TopicError(f"the partitions of {topic.key} changed while it was being compacted (another "
+                             "compaction ran): run the compaction again")
+        switch = topic.table.copy()
+        switch.set("partition", self._partition_spec(last.last))
+        self.execute(exp.Alter(this=switch, kind="TABLE", actions=[
+            exp.AlterSet(location=exp.Literal.string(directory))]))
+        failpoint("compact_after_switch")
+        self._drop_partitions(topic, [unit.last for unit in units[:-1]])
+        failpoint("compact_after_drop")
+        if last.location:
+            _remove(last.location)
+        with self._errors():
+            self.spark.catalog.refreshTable(self.sql(topic.table))
+        return count
+
+    @staticmethod
+    def _partition_spec(number: int) -> exp.Partition:
+        return exp.Partition(expressions=[exp.column("_commit").eq(exp.convert(number))])
+
+    def _drop_partitions(self, topic, numbers: list[int]) -> None:
+        if numbers:
+            self.execute(exp.Alter(this=topic.table.copy(), kind="TABLE", actions=[exp.DropPartition(
+                exists=True, expressions=[self._partition_spec(number) for number in numbers])]))
+
+    def _log_winners(self, topic, units: list[_Unit]) -> None:
+        """Add to COMMITS the winners of these one-commit partitions that are not there yet (named by their
+        directories, as ``_described`` reads them)."""
+        logged = {n for (n,) in self.fetchall(exp.select("commit_id").from_(catalog_table("seqdedup_commits")).where(
+            exp.column("topic").eq(exp.Literal.string(topic.key))))}
+        missing = [unit for unit in units if unit.last not in logged and unit.location]
+        if missing:
+            rows = exp.values([(literal(topic.key), literal(unit.last), literal(_staging_name(unit.location)[1]))
+                               for unit in missing], alias="w", columns=["topic", "commit_id", "attempt"])
+            self.execute(exp.insert(exp.select("topic", "commit_id", "attempt", exp.cast(
+                exp.func("current_timestamp"), "timestamp")).from_(rows), catalog_table("seqdedup_commits"),
+                columns=list(COMMITS)))
 
     def move_foreign_rows(self, topic, side: exp.Table, now) -> int:
         """Spark has no transactions, so a move is three steps, each safe to repeat: (1) the files that hold

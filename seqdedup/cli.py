@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import shutil
 import sys
@@ -242,6 +243,16 @@ def cmd_stats(args) -> None:
         _emit(args, stats, "\n".join(lines))
 
 
+def cmd_compact(args) -> None:
+    with _session(args) as s:
+        done = s.compact(args.topic, factor=args.factor)
+    merged = ", ".join(f"{first}-{last}" for first, last in done.merged)
+    text = (f"{done.topic}: {done.partitions_before} partitions, now {done.partitions_after}"
+            + (f"; merged commits {merged} ({done.rows} rows rewritten)" if done.merged else "; nothing to merge")
+            + (f"; dropped {done.repaired} partitions an interrupted compaction had merged" if done.repaired else ""))
+    _emit(args, dataclasses.asdict(done), text)
+
+
 def cmd_demo(args) -> None:
     from seqdedup.demo import run_demo
 
@@ -315,6 +326,13 @@ def parser() -> argparse.ArgumentParser:
         if name == "recover":
             command.add_argument("--repair", action="store_true",
                                  help="when the state differs from a replay of the log, write the replayed marks")
+
+    compact = sub.add_parser("compact", parents=[common], help="merge a topic's commits into fewer partitions "
+                                                               "(Spark: one per commit until compacted)")
+    compact.add_argument("topic")
+    compact.add_argument("--factor", type=int, default=10,
+                         help="partitions of one tier merged into one of the next (default 10)")
+    compact.set_defaults(func=cmd_compact)
 
     demo = sub.add_parser("demo", parents=[common], help="producers that retry, crash and restart; each message lands once")
     demo.add_argument("--producers", type=int, default=4)

@@ -4,8 +4,8 @@ process group (the Spark driver JVM is a child of the Python process), with SIGK
 
 This is how a test stops a real write at an exact step; nothing is cleaned up, as after ``kill -9``. The names:
 ``STATEMENT`` are the steps of a statement's commit, in order; ``after_output_rows`` is a consumer batch's step
-before its position is written; the others are steps of snapshots, policy changes and topic creation (see
-``NAMES``), for the crash fuzzer (tests/crash/fuzz.py).
+before its position is written; the others are steps of snapshots, policy changes, topic creation and compaction
+(see ``NAMES``), for the crash fuzzer (tests/crash/fuzz.py).
 
 In-process tests use ``inject(name, fault)`` instead: the next time the failpoint is reached it raises ``fault``
 when it is an exception (a fault whose outcome the caller cannot know, such as a lost connection), or calls it (to
@@ -27,6 +27,9 @@ NAMES = STATEMENT + (
     "during_prune",          # the unneeded snapshots removed, the run log past its retention not yet
     "after_policy_rows",     # a policy change recorded, the state not yet made to follow it
     "after_topic_table",     # a new topic's table created, not yet registered
+    # a compaction (Spark; seqdedup/compaction.py): the merged rows written, nothing switched to them yet; the last
+    # partition switched to them, the others not dropped yet; the others dropped, the last one's old files not yet
+    "compact_after_write", "compact_after_switch", "compact_after_drop",
 )
 
 

@@ -64,10 +64,10 @@ def find(reads, ref: TopicRef) -> ForeignRows:
     """Count the topic's foreign rows and its own in one pass, through ``reads`` (an adapter, or its committed
     reads)."""
     partitions = reads.foreign_partitions(ref)
-    own = written_by_seqdedup(foreign_commits(partitions))
+    foreign = exp.not_(written_by_seqdedup(foreign_commits(partitions)))
     entries, rows = reads.fetchall(exp.select(
-        exp.func("coalesce", exp.func("count_if", own), exp.convert(0)),
-        exp.func("coalesce", exp.func("count_if", exp.not_(own.copy())), exp.convert(0))).from_(ref.table.copy()))[0]
+        exp.func("coalesce", exp.func("count_if", reads.own_rows(ref)), exp.convert(0)),
+        exp.func("coalesce", exp.func("count_if", foreign), exp.convert(0))).from_(ref.table.copy()))[0]
     return ForeignRows(ref.key, rows, partitions, entries)
 
 

@@ -52,6 +52,8 @@ class StatementResult(_Frames):
     rounds: int = 0                   # decision rounds it needed (1 unless batch entries straddled a mark)
     commit: int | None = None         # the topic commit that wrote its entries (their ``_commit``)
     conflicts: int = 0                # times another driver published the commit number first: decided again
+    compaction: object = None         # the topic's compaction, when its commit was one to compact after
+                                      # (seqdedup.compaction.Compaction; compact_every_commits)
 
     @property
     def written(self) -> int:

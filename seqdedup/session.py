@@ -28,6 +28,7 @@ from seqdedup.sql.sources import to_duckdb_readers
 from seqdedup.udfs import DupStatus
 from seqdedup.udfs.guards import check_probe
 
+from . import compaction
 from . import statement as statement_path
 from .failpoints import failpoint
 from .foreign import find as find_foreign
@@ -413,6 +414,17 @@ class Session:
                 return quarantine(self, ref)
             finally:
                 self.writer.forget(ref)      # a foreign partition's number may be free again
+
+    def compact(self, topic: str, *, factor: int = compaction.FACTOR) -> compaction.Compaction:
+        """Merge the topic's published commits into fewer, larger partitions, ``factor`` of one tier into one of the
+        next (seqdedup/compaction.py; ``seqdedup compact TOPIC``); what it did. On DuckDB there is nothing to merge."""
+        ref = self.ref(topic)
+        if isinstance(factor, bool) or not isinstance(factor, int) or factor < 2:
+            raise TopicError(f"factor={factor!r}: a compaction merges factor partitions of one tier into one; give a "
+                             "whole number, 2 or more (the default is 10)")
+        with self.writer:
+            self.topic(ref)                  # an unknown topic is named before anything else
+            return compaction.compact(self, ref, factor)
 
     # --- clients -------------------------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ thing that crosses to Python, one row per producer.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import random
 import re
 import threading
@@ -23,9 +24,12 @@ from sqlglot import exp
 
 from seqdedup.catalog.schema import ATTEMPT, STATEMENTS, SYSTEM_COLUMNS, catalog_table
 from seqdedup.catalog.state import SnapshotHeader, literal
-from seqdedup.errors import CommitConflict, EngineError, InvalidEntryError, RewriteError, TopicError, at
+from seqdedup.errors import (CommitConflict, EngineError, InvalidEntryError, RewriteError, SeqdedupError, TopicError,
+                             at)
 from seqdedup.sql import plan, rewrite
 
+from . import compaction
+from .compaction import Compaction
 from .failpoints import failpoint
 from .results import ProducerCount, StatementResult
 from .topic_state import TopicState, marks_table, unmarked
@@ -363,13 +367,28 @@ class Run:
                                         since_snapshot=state.since_snapshot + written)
                     snapshot_id, state = self.snapshot_if_due(state, commit, now, scratch)
                 writer.keep(ref, state)
+                compacted = self.compact_if_due(state, commit.number)
             finally:
                 writer.pushed.release(ref.key)
         return StatementResult(
             topic=ref.key, statement_id=statement_id, snapshot_id=snapshot_id, rounds=outcome.rounds,
-            commit=commit.number, producers=[ProducerCount(r["producer"], r["written"], r["duplicates"],
+            commit=commit.number, compaction=compacted, producers=[ProducerCount(r["producer"], r["written"], r["duplicates"],
                                                            r["first_position"], r["last_position"], r["out_of_order"])
                                              for r in outcome.producers.to_pylist()])
+
+    def compact_if_due(self, state: TopicState, commit: int) -> Compaction | None:
+        """The topic's compaction, after a published commit whose number is a multiple of its
+        ``compact_every_commits`` (where several drivers write, exactly one of them publishes that number). The
+        statement is published whatever happens here: a compaction that fails is logged, and finished by the
+        next."""
+        if not self.adapter.TRACKS_COMMITS or not compaction.due(state.topic.applied, commit):
+            return None
+        try:
+            return compaction.compact(self.session, self.ref)
+        except SeqdedupError as error:
+            logging.getLogger("seqdedup").warning("could not compact %s after commit %s (the next compaction "
+                                                  "finishes it): %s", self.ref.key, commit, error)
+            return None
 
     def run_log(self, outcome: Outcome, scratch: Scratch) -> None:
         """R5: the per-producer counts, in the run log, in the statement's commit."""

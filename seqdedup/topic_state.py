@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from seqdedup.catalog.catalog import Catalog, Topic, TopicRef
-from seqdedup.catalog.schema import foreign_commits, written_by_seqdedup
+from seqdedup.catalog.schema import foreign_commits
 from seqdedup.catalog.state import SnapshotHeader, literal, producer_state_query
 
 #: The columns of the marks.
@@ -158,12 +158,14 @@ def load(catalog: Catalog, adapter, ref: TopicRef) -> TopicState:
     include a commit published meanwhile, never miss one the state claims; a state newer than its number only
     makes its next commit lose the compare-and-set and decide again."""
     topic = catalog.topic(ref)                  # an unknown topic, or one whose table is gone, is named first
+    if not adapter.read_only:
+        adapter.drop_merged(ref)     # what a compaction cut short left for plain reads to count twice (compaction.py)
     published = adapter.published_commits(ref)
     if adapter.contended:
         topic = catalog.topic(ref)              # its policies as of the listing, not before
     header = catalog.last_snapshot(ref)
     taken = foreign_commits(adapter.foreign_partitions(ref))
-    own = written_by_seqdedup(taken)      # what another tool wrote counts for nothing (seqdedup/foreign.py)
+    own = adapter.own_rows(ref)      # what another tool wrote counts for nothing (seqdedup/foreign.py)
     if header.enabled != topic.applied.deduplication_enabled:
         # A policy change recorded, but the process died before the snapshot that makes the state follow it (on
         # Spark they are two writes). The next write takes that snapshot; until then, the state is what it will

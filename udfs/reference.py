@@ -62,6 +62,9 @@ class Policies:
     full_snapshot_interval: int = 100
     snapshot_retention_minutes: int = 0
     run_log_retention_minutes: int | None = 10080
+    # How a topic's commits are stored, which the model does not depend on either: where each commit is a partition
+    # (Spark), they are compacted every this many commits (None: never; seqdedup/compaction.py).
+    compact_every_commits: int | None = 100
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,10 @@ One *iteration* is one writer process (fuzz_child.py). It opens the database (re
 it finds, retries the operation its predecessor had in flight, and runs a few more operations of the plan: sends
 (single and batch entries, retransmits of old ids, repeats inside a statement, holes, disorder, entries that
 straddle a producer's mark, invalid entries now and then), snapshots (with purges of idle producers: the clock
-jumps past the inactivity timeout now and then), disable and enable. It is killed with SIGKILL (its whole process
-group: on Spark the driver JVM too) at a random step of a commit (a failpoint: mid-statement, mid-snapshot,
-between a policy change and its snapshot, mid-creation of the topic), after a random delay (any moment: while
+jumps past the inactivity timeout now and then), disable and enable, compactions (on demand, and by the topic's
+policy inside statements). It is killed with SIGKILL (its whole process group: on Spark the driver JVM too) at a
+random step of a commit (a failpoint: mid-statement, mid-snapshot, between a policy change and its snapshot,
+mid-creation of the topic, mid-compaction), after a random delay (any moment: while
 recovering, deciding, writing), or not at all.
 
 The parent keeps the truth: the reference model (udfs/reference.py) fed with every operation known to have
@@ -55,6 +56,8 @@ POINTS = {
     "snapshot": ["after_snapshot_rows", "before_publish", "after_publish"] + PRUNE,
     "disable": ["after_policy_rows", "after_snapshot_rows", "before_publish", "after_publish"] + PRUNE,
     "enable": ["after_policy_rows", "after_snapshot_rows", "before_publish", "after_publish"] + PRUNE,
+    # Spark only: on DuckDB there is nothing to merge, and the writer is not killed at them
+    "compact": ["compact_after_write", "compact_after_switch", "compact_after_drop"],
 }
 assert {name for names in POINTS.values() for name in names} <= set(NAMES)
 #: Operations per writer process, at most: a Spark process costs seconds to start, so it does more per life.
@@ -80,7 +83,9 @@ class Planner:
                 # increments and full snapshots, and their removal (a retention of a few minutes keeps some)
                 "full_snapshot_interval": r.choice([1, 2, 3, 100]),
                 "snapshot_retention_minutes": r.choice([0, 0, 3]),
-                "run_log_retention_minutes": r.choice([1, 10080])}
+                "run_log_retention_minutes": r.choice([1, 10080]),
+                # compactions inside statements too (of ten partitions at least: FACTOR)
+                "compact_every_commits": r.choice([2, 5, 100])}
 
     def next(self) -> dict:
         r = self.rng
@@ -88,7 +93,7 @@ class Planner:
         self.at += r.choice([0, 0, 1, 5, 20, 45, 90, 200])       # jumps past a 1-minute timeout purge producers
         if self.count == 1:
             return {"kind": "create", "policies": self.policies(), "at": self.at}
-        kind = r.choices(["send", "snapshot", "disable", "enable"], weights=[80, 8, 4, 8])[0]
+        kind = r.choices(["send", "snapshot", "disable", "enable", "compact"], weights=[80, 8, 4, 8, 6])[0]
         if kind != "send":
             return {"kind": kind, "at": self.at}
         size = r.choice([1, 2, 3, 5, 8, 12]) if r.random() < 0.95 else 300

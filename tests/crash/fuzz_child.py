@@ -87,6 +87,8 @@ def run(session, operation: dict) -> dict:
         return {"counts": {p.producer: [p.written, p.duplicates] for p in result.producers}}
     elif kind == "snapshot":
         session.snapshot(TOPIC)
+    elif kind == "compact":
+        session.compact(TOPIC, factor=2)       # pairs: merges happen with few commits
     else:
         session.alter_topic(TOPIC, deduplication_enabled=kind == "enable")
     return {}
