@@ -5,11 +5,18 @@ strict expected failure, so a gap that closes is noticed. Nothing here skips an 
 """
 from __future__ import annotations
 
+import os
+
 import duckdb
 import pytest
 import sqlglot
 
 from .engines import ENGINES, Harness
+
+# The tests start dozens of short-lived Spark JVMs (a driver per crash-test process) and run small queries: the JIT's
+# first tier alone starts them about a third faster (measured: 19 s -> 12 s for a process that opens a session and
+# writes one statement), and the serial collector suits a 2-core machine. Every JVM started from here inherits it.
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
 def pytest_report_header(config):
