@@ -24,6 +24,7 @@ BENCHMARKS = [
     ("state_size.py", {"duckdb", "spark"}, True),
     ("foreach_batch.py", {"spark"}, False),
     ("spark_startup.py", {"spark"}, False),
+    ("compaction.py", {"spark"}, False),
 ]
 
 

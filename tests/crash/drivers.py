@@ -144,6 +144,8 @@ def run(drivers: int, kills: int, seed: int, statements: int, workdir: Path) -> 
                                                             report["positions_twice"][:6]),
         "marks differ": {p: (report["marks"].get(p), m) for p, m in report["log_marks"].items()
                          if report["marks"].get(p) != m},
+        # the topic's partitions (commits first, last): fewer than its commits where compactions ran
+        "partitions": report["partitions"],
     }
 
 
