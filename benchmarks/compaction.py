@@ -64,6 +64,7 @@ def build(engines: Engines, commits: int):
 
 def measure(engines: Engines, session, statements: int, recoveries: int, first_id: int) -> tuple[float, float]:
     """(median seconds of a 10-entry statement, median seconds of a recovery of the topic's state)."""
+    engines.spark.catalog.setCurrentDatabase(session.ref("events").namespace)    # its catalog tables' namespace
     costs = []
     for i in range(statements + 1):
         ids = first_id + 10 * i
