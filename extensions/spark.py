@@ -917,14 +917,19 @@ class SparkAdapter(EngineAdapter):
         attempt = _staging_name(last.location)[1] if last.location else uuid.uuid4().hex
         directory = (f"{self._location(topic)}/{STAGING}/{last.last}-{attempt}-{uuid.uuid4().hex[:8]}"
                      f"-c{units[0].first}")
-        names = [name for name, _ in self._columns_of(topic) if name != "_commit"]
-        rows = exp.select(*[exp.column(name, quoted=True) for name in names]).from_(topic.table.copy()).where(
-            exp.column("_commit").isin(*[exp.convert(unit.last) for unit in units]))
+        rows = exp.select(*[exp.column(name, quoted=True) for name, _ in self._columns_of(topic)]).from_(
+            topic.table.copy()).where(exp.column("_commit").isin(*[exp.convert(unit.last) for unit in units]))
         observation = Observation(f"__sd_merged_{uuid.uuid4().hex[:12]}")
-        with self._errors():      # foreign rows in these partitions go along, still foreign (seqdedup/foreign.py)
-            self._sql(rows).observe(observation, F.count(F.lit(1)).alias("rows")).orderBy("_position").write.mode(
-                "errorifexists").parquet(directory)
-            count = observation.get["rows"]
+        foreign = F.expr(self.sql(exp.not_(written_by_seqdedup()))).cast("int")
+        with self._errors():
+            self._sql(rows).observe(observation, F.count(F.lit(1)).alias("rows"), F.sum(foreign).alias(
+                "foreign")).drop("_commit").orderBy("_position").write.mode("errorifexists").parquet(directory)
+            count, stray = observation.get["rows"], observation.get["foreign"]
+        if stray:       # merged, they would share files with seqdedup's rows, which a quarantine moves whole
+            _remove(directory)
+            raise TopicError(f"{topic.key} holds {stray} rows seqdedup did not write in the partitions of commits "
+                             f"{units[0].first} to {last.last}; nothing was merged. Move them aside first (`seqdedup "
+                             f"topic quarantine {topic.key}`), then compact")
         failpoint("compact_after_write")
         if last not in self._layout(topic).units:
             _remove(directory)

@@ -13,9 +13,10 @@ import sqlglot
 
 from .engines import ENGINES, Harness
 
-# The tests start dozens of short-lived Spark JVMs (a driver per crash-test process) and run small queries: the JIT's
-# first tier alone starts them about a third faster (measured: 19 s -> 12 s for a process that opens a session and
-# writes one statement), and the serial collector suits a 2-core machine. Every JVM started from here inherits it.
+# The tests start dozens of short-lived Spark JVMs (a driver per crash-test process) that run a few small queries: the
+# JIT's first tier alone starts them about a third faster (measured: 19 s -> 12 s for a process that opens a session
+# and writes one statement), and the serial collector suits a 2-core machine. Every JVM started from here inherits
+# it except the test process's own session (tests/engines.py), which runs hundreds of queries and is faster with C2.
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import os
 from dataclasses import dataclass, field
 
 from sqlglot import exp
@@ -30,7 +31,14 @@ def spark_session(home: str):
     if _spark is None:
         from seqdedup.extensions.spark import local_session
 
-        _spark = local_session(home, master="local[2]")
+        # This JVM runs the whole suite: the full JIT (tests/conftest.py gives the short-lived ones only its first
+        # tier), read by the JVM from the environment when it starts.
+        options = os.environ.pop("JAVA_TOOL_OPTIONS", None)
+        try:
+            _spark = local_session(home, master="local[2]")
+        finally:
+            if options is not None:
+                os.environ["JAVA_TOOL_OPTIONS"] = options
         _spark.conf.set("spark.sql.shuffle.partitions", "1")
     return _spark
 
@@ -76,9 +84,11 @@ class Harness:
         return f"{self.namespace}.{topic}"
 
     def restart(self) -> None:
-        """A new session on the same database: state comes back from the catalog alone."""
+        """A new session on the same database, as a new process would open it: state comes back from the catalog
+        alone (another session of this process, such as dbt's, would keep serving the marks in memory)."""
         self.session.close()
         self.session = self.connect()
+        self.session.writer.forget()
 
     def topic(self, name: str = "events", **policies) -> str:
         self.session.create_topic(name, {"payload": "STRING"}, **policies)

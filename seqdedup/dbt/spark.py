@@ -61,6 +61,15 @@ class SparkTarget(Target):
                 session = self._sessions[id(spark)] = seqdedup.connect(spark, lock_timeout=LOCK_TIMEOUT)
         yield session
 
+    def close(self) -> None:
+        """Close the sessions kept for this process: a process that goes on after dbt (its tests, a scheduler that
+        runs dbt in-process) then stops serving the marks it recovered to its other sessions."""
+        with self._lock:
+            sessions = list(self._sessions.values())
+            self._sessions.clear()
+        for session in sessions:
+            session.close()
+
     def describe(self, query: exp.Query) -> list[tuple[str, exp.DataType]]:
         fields = spark_session().sql(query.sql(dialect=self.DIALECT)).schema.fields
         return [(f.name, engine_type(f.name, f.dataType.simpleString(), SparkAnsi)) for f in fields]

@@ -99,6 +99,20 @@ def test_a_topic_compacts_itself_every_n_commits(dedup):
     assert dedup.session.topic("events").applied.compact_every_commits == 3
 
 
+def test_rows_written_around_seqdedup_are_moved_aside_before_their_partitions_merge(dedup):
+    history(dedup, 2)
+    dedup.unprotect()
+    dedup.around("INSERT INTO events (payload, _commit) VALUES ('stray', 2)")    # into a commit seqdedup published
+    entries = dedup.session.sql(ENTRIES + " NULLS FIRST").rows
+    if dedup.engine.name == "spark":
+        with pytest.raises(TopicError, match="1 rows seqdedup did not write.*seqdedup topic quarantine"):
+            dedup.session.compact("events", factor=2)
+        assert dedup.session.sql(ENTRIES + " NULLS FIRST").rows == entries       # nothing changed
+    assert dedup.session.quarantine_foreign_rows("events")["rows"] == 1
+    assert dedup.session.compact("events", factor=2).partitions_after == (2 if dedup.engine.name == "spark" else 0)
+    check_once(dedup, entries[1:])
+
+
 def test_compact_refuses_a_bad_factor_and_an_unknown_topic_before_doing_anything(dedup):
     dedup.topic()
     with pytest.raises(TopicError, match="factor=1.*2 or more"):

@@ -31,6 +31,9 @@ def built(tmp_path_factory):
     outcome = project.dbt("build")
     assert outcome.success, [r.message for r in outcome.result.results if r.status not in ("success", "pass")]
     yield project, outcome, spark, schema
+    from seqdedup.dbt.spark import TARGET
+
+    TARGET.close()       # its seqdedup session would otherwise outlive the module (tests/engines.py: restart)
     spark.sql("USE default")       # the session is shared with the other Spark tests of this process
     spark.conf.set("spark.sql.shuffle.partitions", partitions)
 
