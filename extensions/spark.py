@@ -252,13 +252,15 @@ def _first_commit(location: str | None) -> int | None:
     """The first commit a compacted partition's directory holds (``<last>-<attempt>-<n>-c<first>``: the commits
     first .. last, the partition's number being the last), else None (one commit's directory, or not seqdedup's).
 
-    Example:
+    Example (the ``<n>`` is random hex, which may look like ``c`` and digits: only a fourth part counts):
         >>> _first_commit("/w/events/_seqdedup_commits/40-9f2c-0a1b-c31"), _first_commit("/w/events/_seqdedup_commits/40-9f2c-0a1b")
         (31, None)
+        >>> _first_commit("/w/events/_seqdedup_commits/2-None-c1234567")
     """
     if location is None or _staging_name(location) is None:
         return None
-    match = re.search(r"-c(\d+)$", location.rstrip("/"))
+    parts = location.rstrip("/").rpartition("/")[2].split("-")
+    match = re.fullmatch(r"c(\d+)", parts[3]) if len(parts) == 4 else None
     return int(match[1]) if match else None
 
 
@@ -535,6 +537,7 @@ class SparkAdapter(EngineAdapter):
         share its metastore with other drivers."""
         warehouse = self.spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:")
         return any(str(home / "warehouse") == warehouse.rstrip("/") for home in _homes)
+
     def fetch_with_columns(self, statement: exp.Expression | str) -> tuple[list[str], list[tuple]]:
         self._check_writable(statement)
         with self._errors():
