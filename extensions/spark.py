@@ -264,6 +264,12 @@ def _first_commit(location: str | None) -> int | None:
     return int(match[1]) if match else None
 
 
+def _changed_under(topic) -> TopicError:
+    """The error of a compaction that finds the partitions it planned to merge changed (another one ran)."""
+    return TopicError(f"the partitions of {topic.key} changed while it was being compacted (another compaction "
+                      "ran): run the compaction again")
+
+
 @dataclass(frozen=True)
 class _Unit:
     """One partition of a topic that seqdedup published: the commits first .. last (one, unless compacted)."""
@@ -911,8 +917,7 @@ class SparkAdapter(EngineAdapter):
         self._check_writable(None, f"a compaction of {topic.key}")
         listed = {(unit.first, unit.last): unit for unit in self._layout(topic).units}
         if any(pair not in listed for pair in ranges):
-            raise TopicError(f"the partitions of {topic.key} changed while it was being compacted (another "
-                             "compaction ran): run the compaction again")
+            raise _changed_under(topic)
         units = [listed[pair] for pair in ranges]
         last = units[-1]
         if not self.exclusive:
@@ -936,8 +941,7 @@ class SparkAdapter(EngineAdapter):
         failpoint("compact_after_write")
         if last not in self._layout(topic).units:
             _remove(directory)
-            raise TopicError(f"the partitions of {topic.key} changed while it was being compacted (another "
-                             "compaction ran): run the compaction again")
+            raise _changed_under(topic)
         switch = topic.table.copy()
         switch.set("partition", self._partition_spec(last.last))
         self.execute(exp.Alter(this=switch, kind="TABLE", actions=[

@@ -18,6 +18,7 @@ import sqlglot
 
 from seqdedup import __version__
 from seqdedup.catalog.policies import spelled
+from seqdedup.compaction import FACTOR
 from seqdedup.errors import SeqdedupError, SeqdedupWarning
 
 
@@ -330,8 +331,8 @@ def parser() -> argparse.ArgumentParser:
     compact = sub.add_parser("compact", parents=[common], help="merge a topic's commits into fewer partitions "
                                                                "(Spark: one per commit until compacted)")
     compact.add_argument("topic")
-    compact.add_argument("--factor", type=int, default=10,
-                         help="partitions of one tier merged into one of the next (default 10)")
+    compact.add_argument("--factor", type=int, default=FACTOR,
+                         help=f"partitions of one tier merged into one of the next (default {FACTOR})")
     compact.set_defaults(func=cmd_compact)
 
     demo = sub.add_parser("demo", parents=[common], help="producers that retry, crash and restart; each message lands once")

@@ -372,9 +372,9 @@ class Run:
                 writer.pushed.release(ref.key)
         return StatementResult(
             topic=ref.key, statement_id=statement_id, snapshot_id=snapshot_id, rounds=outcome.rounds,
-            commit=commit.number, compaction=compacted, producers=[ProducerCount(r["producer"], r["written"], r["duplicates"],
-                                                           r["first_position"], r["last_position"], r["out_of_order"])
-                                             for r in outcome.producers.to_pylist()])
+            commit=commit.number, compaction=compacted,
+            producers=[ProducerCount(r["producer"], r["written"], r["duplicates"], r["first_position"],
+                                     r["last_position"], r["out_of_order"]) for r in outcome.producers.to_pylist()])
 
     def compact_if_due(self, state: TopicState, commit: int) -> Compaction | None:
         """The topic's compaction, after a published commit whose number is a multiple of its
