@@ -264,6 +264,37 @@ def _first_commit(location: str | None) -> int | None:
     return int(match[1]) if match else None
 
 
+def _attempt_of(unit: "_Unit") -> str:
+    """The attempt a partition's directory names (a new one if it has none, as a foreign tool's)."""
+    staged = _staging_name(unit.location) if unit.location else None
+    return staged[1] if staged else uuid.uuid4().hex
+
+
+def _with_location(jvm, partition, location: str):
+    """A copy of Spark's catalog entry for a partition, with another directory (the other fields, whatever this
+    Spark version has, kept as they are)."""
+    storage = partition.storage()
+    fields = len(next(m for m in storage.getClass().getMethods() if m.getName() == "copy").getParameterTypes())
+    storage = storage.copy(jvm.scala.Option.apply(jvm.java.net.URI(location)),
+                           *[getattr(storage, f"copy$default${i}")() for i in range(2, fields + 1)])
+    return partition.copy(partition.spec(), storage, partition.parameters(), partition.createTime(),
+                          partition.lastAccessTime(), partition.stats())
+
+
+def _remove_unread(table_location: str, layout: "_Layout") -> None:
+    """Remove the staging directories of a topic no partition reads, numbered at or below its last published
+    commit: nothing will ever read them (a commit above it may be staging now). On a local file system only."""
+    root = _local(f"{table_location}/{STAGING}")
+    if root is None or not os.path.isdir(root):
+        return
+    top = max(unit.last for unit in layout.units)
+    read = {unit.location.rstrip("/").rpartition("/")[2] for unit in layout.units if unit.location}
+    for name in os.listdir(root):
+        staged = _staging_name(f"{root}/{name}")
+        if staged is not None and staged[0] <= top and name not in read:
+            shutil.rmtree(f"{root}/{name}", ignore_errors=True)
+
+
 def _changed_under(topic) -> TopicError:
     """The error of a compaction that finds the partitions it planned to merge changed (another one ran)."""
     return TopicError(f"the partitions of {topic.key} changed while it was being compacted (another compaction "
@@ -898,19 +929,24 @@ class SparkAdapter(EngineAdapter):
         return [(unit.first, unit.last) for unit in self._layout(topic).units]
 
     def drop_merged(self, topic) -> int:
-        covered = self._layout(topic).covered
-        self._drop_partitions(topic, [unit.last for unit in covered])
-        return len(covered)
+        """Also removes, where this process is the only writer and the warehouse local, the directories of the
+        topic's commits that no partition reads: those a compaction cut short left, and failed commits' rows."""
+        layout = self._layout(topic)
+        self._drop_partitions(topic, [unit.last for unit in layout.covered])
+        if self.exclusive and layout.units:
+            _remove_unread(self._location(topic), layout)
+        return len(layout.covered)
 
     def merge_partitions(self, topic, ranges: list[tuple[int, int]]) -> int:
         """Four steps, the second the one that counts: (1) the rows of the partitions are written, in position
         order, to a new directory named for the commits it holds (``<last>-<attempt>-<n>-c<first>``, the attempt
-        the last commit's winner); (2) the last partition is pointed at it (one metastore operation): from then on
-        the others are *covered*, left out of every read (``_Layout``), their commits still published; (3) they are
-        dropped, their directories with them; (4) the last one's old directory is removed. Killed before (2), the
-        new directory is an orphan nobody reads; after it, the next compaction drops what is left (``drop_merged``).
-        Where several drivers write, the winners of the commits merged are first added to COMMITS: their
-        partitions, which named them, are going."""
+        the last commit's winner); (2) in one metastore transaction (``_relocate``) the last partition is pointed at
+        it and each of the others at an empty directory of its own: from then on every read, seqdedup's or any
+        other tool's, sees each entry once; the others are *covered* (``_Layout``), their commits still published;
+        (3) they are dropped; (4) the partitions' old directories are removed. Killed before (2), the new directory
+        is an orphan nobody reads; after it, the next writer to open the topic drops what is left and removes the
+        directories nobody reads (``drop_merged``). Where several drivers write, the winners of the commits merged
+        are first added to COMMITS: their partitions, which named them, are going."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
@@ -942,18 +978,48 @@ class SparkAdapter(EngineAdapter):
         if last not in self._layout(topic).units:
             _remove(directory)
             raise _changed_under(topic)
-        switch = topic.table.copy()
-        switch.set("partition", self._partition_spec(last.last))
-        self.execute(exp.Alter(this=switch, kind="TABLE", actions=[
-            exp.AlterSet(location=exp.Literal.string(directory))]))
+        token = uuid.uuid4().hex[:8]
+        emptied = {unit.last: f"{self._location(topic)}/{STAGING}/{unit.last}-{_attempt_of(unit)}-{token}-e"
+                   for unit in units[:-1]}
+        for empty in emptied.values():
+            if _local(empty):
+                os.makedirs(_local(empty))
+        self._relocate(topic.table, {last.last: directory, **emptied})
         failpoint("compact_after_switch")
-        self._drop_partitions(topic, [unit.last for unit in units[:-1]])
+        self._drop_partitions(topic, list(emptied))
         failpoint("compact_after_drop")
-        if last.location:
-            _remove(last.location)
+        for unit in units:
+            if unit.location:
+                _remove(unit.location)
         with self._errors():
             self.spark.catalog.refreshTable(self.sql(topic.table))
         return count
+
+    def _relocate(self, table: exp.Table, locations: dict[int, str]) -> None:
+        """Point partitions (``_commit`` -> directory) at new directories, all at once: one call to the metastore,
+        which alters them in one transaction, so that no read sees some moved and others not. Where the JVM is out
+        of reach (Spark Connect), one ALTER TABLE per partition, the first one's last: a read in between sees the
+        first's entries twice, as plain reads after a kill there would until the next writer opens the topic."""
+        with self._errors():
+            jvm = getattr(self.spark, "_jvm", None)
+            if jvm is None:
+                for number, location in sorted(locations.items(), reverse=True):
+                    switch = table.copy()
+                    switch.set("partition", self._partition_spec(number))
+                    self.execute(exp.Alter(this=switch, kind="TABLE", actions=[
+                        exp.AlterSet(location=exp.Literal.string(location))]))
+                return
+            option = jvm.scala.Option
+            name = jvm.org.apache.spark.sql.catalyst.TableIdentifier(table.name, option.apply(table.db or None))
+            catalog = self.spark._jsparkSession.sessionState().catalog()
+            scala = jvm.scala.jdk.javaapi.CollectionConverters.asScala
+            moved = jvm.java.util.ArrayList()
+            for number, location in locations.items():
+                spec = jvm.java.util.HashMap()
+                spec.put("_commit", str(number))
+                partition = catalog.getPartition(name, getattr(jvm.scala.collection.immutable.Map, "from")(scala(spec)))
+                moved.add(_with_location(jvm, partition, location))
+            catalog.alterPartitions(name, scala(moved).toSeq())
 
     @staticmethod
     def _partition_spec(number: int) -> exp.Partition:

@@ -5,6 +5,7 @@ import contextlib
 import datetime as dt
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sqlglot import exp
 
@@ -129,6 +130,16 @@ class Harness:
     def position_problem(self, topic: str = "events") -> str | None:
         """What breaks the rule for positions (unique, increasing in commit order) in the topic, or None."""
         return position_problem(self.session.sql(f"SELECT _commit, _position FROM {topic}").rows)
+
+    def unread_directories(self, topic: str = "events") -> list[str]:
+        """The directories seqdedup staged for the topic's commits that no partition reads (Spark; a DuckDB topic
+        is one table, with none)."""
+        if self.engine.name != "spark":
+            return []
+        adapter, ref = self.session.adapter, self.session.ref(topic)
+        root = Path(adapter._location(ref).removeprefix("file:")) / "_seqdedup_commits"
+        read = {Path(location.removeprefix("file:")).name for _, location in adapter._partitions(ref.table)}
+        return sorted(path.name for path in root.iterdir() if path.name not in read) if root.is_dir() else []
 
     def ids(self, producer: str, topic: str = "events") -> list[int]:
         return [s for p, s, _ in self.entries(topic) if p == producer]

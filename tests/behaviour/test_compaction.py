@@ -76,17 +76,18 @@ def test_a_compaction_cut_short_at_any_step_leaves_each_entry_once_and_the_next_
         else:
             assert dedup.session.compact("events", factor=2).merged == []
         failpoints._injected.clear()
-        # seqdedup's reads leave out what the compaction merged but did not drop; the next writer to recover the
-        # topic drops it, and then every read holds each entry once
-        assert positions(Reader(dedup.session, "events").read()) == [e[2] for e in entries]
-        assert dedup.session.stats("events")["entries"] == len(entries)
+        # every read, a plain SELECT as much as seqdedup's own, holds each entry once at once (the partitions
+        # switch in one metastore transaction); the next writer to recover the topic drops what is left
+        check_once(dedup, entries)
         dedup.restart()
         assert dedup.send([("a", 0), ("b", 3)]).written == 0
         check_once(dedup, entries)
+        assert dedup.unread_directories() == []      # and removes the directories nobody reads any more
     done = dedup.session.compact("events", factor=2)
     if dedup.engine.name == "spark":     # 1-4 and 5-6 were merged by the compactions cut short; 7 and 8 join them
         assert (done.merged, done.partitions_after, done.repaired) == ([(1, 8)], 1, 0)
     check_once(dedup, entries)
+    assert dedup.unread_directories() == []
     assert recover(dedup.session, "events").ok
 
 

@@ -242,6 +242,8 @@ class Fuzz:
         self.model = Model()
         self.acked = 0                   # operations before this index are acknowledged and in the model
         self.pending: int | None = None  # an operation that may have committed before its writer was killed
+        self.kill = "none"               # how the last writer was to die (a failpoint, "timer", "none"): for reports
+        self.killed_by = "none"          # ... and how the one before the current writer died
         # Seconds a writer takes to recover (from "started" to "state") and per operation, learnt as it goes: a
         # random kill is timed within them.
         self.startup, self.per_operation = {"duckdb": (0.3, 0.1), "spark": (20.0, 5.0)}[engine]
@@ -258,11 +260,13 @@ class Fuzz:
         serving = self.alternate and self.stats.iterations % 2 == 1    # the long-lived writer's turn (killed at
         if serving:                                                     # random moments only: a failpoint would
             mode = "timer" if mode == "failpoint" else mode             # stay armed for its later turns)
+            self.kill = mode
             child = self._serve(plan)
         else:
             env = {k: v for k, v in os.environ.items() if k != "SEQDEDUP_CRASH_AT"}
             if mode == "failpoint":
                 env["SEQDEDUP_CRASH_AT"] = self._failpoint(plan["operations"])
+            self.kill = env.get("SEQDEDUP_CRASH_AT", mode)
             path = self.workdir / "plan.json"
             path.write_text(json.dumps(plan))
             child = subprocess.Popen([sys.executable, str(CHILD), self.engine, self.database, str(path)],
@@ -316,6 +320,7 @@ class Fuzz:
             else:
                 reader.join(timeout=60)
         killed = code == -signal.SIGKILL
+        self.killed_by = self.kill if killed else "none"
         if killed:
             self.stats.kills["timer" if mode == "timer" else "failpoint"] += 1
             if recovered:                    # it may have begun the next operation
@@ -357,15 +362,24 @@ class Fuzz:
         if problem:
             return [problem]
         without = self.model.observed()
+        applied = None
         if self.pending is not None:
             applied = copy.deepcopy(self.model)
             applied.apply(self.operations[self.pending])
             if got == applied.observed() and got != without:
                 self.model = applied
                 self.stats.in_flight_committed += 1
-        self.pending = None
+                applied = None
+        in_flight, self.pending = self.pending, None
         want = self.model.observed()
-        return [] if got == want else [f"after recovery: {difference(got, want)}"]
+        if got == want:
+            return []
+        problem = f"after recovery: {difference(got, want)}"
+        if applied is not None:            # neither without the operation in flight nor with it: say both
+            operation = self.operations[in_flight]
+            problem += (f" | with operation {in_flight} ({operation['kind']}, the writer killed by "
+                        f"{self.killed_by}) applied: {difference(got, applied.observed())}")
+        return [problem]
 
     def _acknowledged(self, line: dict) -> list[str]:
         index = line.pop("ack")
