@@ -301,6 +301,12 @@ class EngineAdapter:
 
     # --- compaction: a topic's commits merged into fewer partitions (seqdedup/compaction.py) ----------------------
 
+    @contextlib.contextmanager
+    def listed_once(self, topic) -> Iterator[None]:
+        """Within, the topic's partitions are listed at most once, where the engine keeps them (a recovery asks for
+        them several times). The caller holds the writer lock; what the adapter changes itself is listed again."""
+        yield
+
     def partition_ranges(self, topic) -> list[tuple[int, int]]:
         """The commits (first, last) each of the topic's partitions holds, in commit order, where the engine keeps a
         partition per commit (``TRACKS_COMMITS``); else none: the topic is one table, with nothing to merge."""

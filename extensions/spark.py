@@ -270,13 +270,24 @@ def _attempt_of(unit: "_Unit") -> str:
     return staged[1] if staged else uuid.uuid4().hex
 
 
+_STORAGE_FIELDS: int | None = None      # see _storage_fields
+
+
+def _storage_fields(storage) -> int:
+    """The fields of Spark's CatalogStorageFormat (the arguments of its ``copy``), looked up once per process."""
+    global _STORAGE_FIELDS
+    if _STORAGE_FIELDS is None:
+        _STORAGE_FIELDS = len(next(m for m in storage.getClass().getMethods()
+                                   if m.getName() == "copy").getParameterTypes())
+    return _STORAGE_FIELDS
+
+
 def _with_location(jvm, partition, location: str):
     """A copy of Spark's catalog entry for a partition, with another directory (the other fields, whatever this
     Spark version has, kept as they are)."""
     storage = partition.storage()
-    fields = len(next(m for m in storage.getClass().getMethods() if m.getName() == "copy").getParameterTypes())
     storage = storage.copy(jvm.scala.Option.apply(jvm.java.net.URI(location)),
-                           *[getattr(storage, f"copy$default${i}")() for i in range(2, fields + 1)])
+                           *[getattr(storage, f"copy$default${i}")() for i in range(2, _storage_fields(storage) + 1)])
     return partition.copy(partition.spec(), storage, partition.parameters(), partition.createTime(),
                           partition.lastAccessTime(), partition.stats())
 
@@ -478,6 +489,7 @@ class SparkAdapter(EngineAdapter):
         self._table_columns: dict[str, list[tuple[str, str]]] = {}   # topic key -> its table's columns
         self._scratch: dict[str, str] = {}          # temporary table -> the directory that holds its rows
         self._winners: dict[str, _Winners] = {}     # topic key -> its commits' winners (several drivers)
+        self._listings: dict[str, _Layout | None] = {}   # topic key -> its partitions, inside listed_once
         if not self.exclusive:      # see create_catalog_table
             spark.conf.set("spark.sql.hive.convertInsertingUnpartitionedTable", "false")
         self.register_functions()
@@ -700,8 +712,25 @@ class SparkAdapter(EngineAdapter):
         layout = self._layout(topic)
         return written_by_seqdedup(foreign_commits(layout.foreign) | {unit.last for unit in layout.covered})
 
+    @contextlib.contextmanager
+    def listed_once(self, topic) -> Iterator[None]:
+        self._listings[topic.key] = None
+        try:
+            yield
+        finally:
+            self._listings.pop(topic.key, None)
+
     def _layout(self, topic) -> _Layout:
-        return _Layout.of(self._partitions(topic.table))
+        """The topic's partitions: listed (a call to the metastore, which grows with them), or as listed already
+        inside ``listed_once``."""
+        layout = self._listings.get(topic.key) or _Layout.of(self._partitions(topic.table))
+        if topic.key in self._listings:
+            self._listings[topic.key] = layout
+        return layout
+
+    def _listing_changed(self, topic) -> None:
+        if topic.key in self._listings:
+            self._listings[topic.key] = None
 
     def _partitions(self, table: exp.Table) -> list[tuple[str, str | None]]:
         """(value, directory) of each partition of a table partitioned by one column, from the session's catalog in
@@ -932,7 +961,9 @@ class SparkAdapter(EngineAdapter):
         """Also removes, where this process is the only writer and the warehouse local, the directories of the
         topic's commits that no partition reads: those a compaction cut short left, and failed commits' rows."""
         layout = self._layout(topic)
-        self._drop_partitions(topic, [unit.last for unit in layout.covered])
+        if layout.covered:
+            self._drop_partitions(topic, [unit.last for unit in layout.covered])
+            self._listing_changed(topic)
         if self.exclusive and layout.units:
             _remove_unread(self._location(topic), layout)
         return len(layout.covered)
@@ -984,6 +1015,7 @@ class SparkAdapter(EngineAdapter):
         for empty in emptied.values():
             if _local(empty):
                 os.makedirs(_local(empty))
+        self._listing_changed(topic)
         self._relocate(topic.table, {last.last: directory, **emptied})
         failpoint("compact_after_switch")
         self._drop_partitions(topic, list(emptied))
@@ -1012,14 +1044,16 @@ class SparkAdapter(EngineAdapter):
             option = jvm.scala.Option
             name = jvm.org.apache.spark.sql.catalyst.TableIdentifier(table.name, option.apply(table.db or None))
             catalog = self.spark._jsparkSession.sessionState().catalog()
-            scala = jvm.scala.jdk.javaapi.CollectionConverters.asScala
-            moved = jvm.java.util.ArrayList()
-            for number, location in locations.items():
-                spec = jvm.java.util.HashMap()
-                spec.put("_commit", str(number))
-                partition = catalog.getPartition(name, getattr(jvm.scala.collection.immutable.Map, "from")(scala(spec)))
-                moved.add(_with_location(jvm, partition, location))
-            catalog.alterPartitions(name, scala(moved).toSeq())
+            converters = jvm.scala.jdk.javaapi.CollectionConverters
+            moved = jvm.java.util.ArrayList()     # (one listing: a metastore query per partition costs more)
+            for partition in converters.asJava(catalog.listPartitions(name, option.empty())):
+                value = partition.spec().apply("_commit")
+                if value.isdigit() and int(value) in locations:
+                    moved.add(_with_location(jvm, partition, locations[int(value)]))
+            if moved.size() != len(locations):
+                raise EngineError(f"seqdedup could not find every partition it moves in {table.name} (found "
+                                  f"{moved.size()} of {len(locations)}): nothing was moved; run it again")
+            catalog.alterPartitions(name, converters.asScala(moved).toSeq())
 
     @staticmethod
     def _partition_spec(number: int) -> exp.Partition:

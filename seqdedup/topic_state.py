@@ -158,6 +158,11 @@ def load(catalog: Catalog, adapter, ref: TopicRef) -> TopicState:
     include a commit published meanwhile, never miss one the state claims; a state newer than its number only
     makes its next commit lose the compare-and-set and decide again."""
     topic = catalog.topic(ref)                  # an unknown topic, or one whose table is gone, is named first
+    with adapter.listed_once(ref):             # one listing of a topic's partitions serves every read below
+        return _load(catalog, adapter, ref, topic)
+
+
+def _load(catalog: Catalog, adapter, ref: TopicRef, topic) -> TopicState:
     if not adapter.read_only:
         adapter.drop_merged(ref)     # what a compaction cut short left for plain reads to count twice (compaction.py)
     published = adapter.published_commits(ref)
