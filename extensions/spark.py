@@ -737,15 +737,22 @@ class SparkAdapter(EngineAdapter):
         one call (SHOW PARTITIONS gives no directories). Where the JVM is out of reach (Spark Connect), SHOW
         PARTITIONS, with no directories."""
         with self._errors():
-            jvm = getattr(self.spark, "_jvm", None)
-            if jvm is None:
+            found = self._jvm_catalog(table)
+            if found is None:
                 return [(row[0].split("=", 1)[1], None)
                         for row in self.fetchall(f"SHOW PARTITIONS {self.sql(table)}")]
-            option = jvm.scala.Option
-            name = jvm.org.apache.spark.sql.catalyst.TableIdentifier(table.name, option.apply(table.db or None))
-            catalog = self.spark._jsparkSession.sessionState().catalog()
-            listed = catalog.listPartitions(name, option.empty())
+            catalog, name = found
+            listed = catalog.listPartitions(name, self.spark._jvm.scala.Option.empty())
             return _listed_partitions(listed.mkString("\n"), listed.size())
+
+    def _jvm_catalog(self, table: exp.Table) -> tuple | None:
+        """(the session's catalog in the JVM, ``table``'s identifier there); None where the JVM is out of reach
+        (Spark Connect)."""
+        jvm = getattr(self.spark, "_jvm", None)
+        if jvm is None:
+            return None
+        name = jvm.org.apache.spark.sql.catalyst.TableIdentifier(table.name, jvm.scala.Option.apply(table.db or None))
+        return self.spark._jsparkSession.sessionState().catalog(), name
 
     def last_published_commit(self, topic) -> int:
         return max(self.published_commits(topic), default=0)
@@ -961,9 +968,7 @@ class SparkAdapter(EngineAdapter):
         """Also removes, where this process is the only writer and the warehouse local, the directories of the
         topic's commits that no partition reads: those a compaction cut short left, and failed commits' rows."""
         layout = self._layout(topic)
-        if layout.covered:
-            self._drop_partitions(topic, [unit.last for unit in layout.covered])
-            self._listing_changed(topic)
+        self._drop_partitions(topic, [unit.last for unit in layout.covered])
         if self.exclusive and layout.units:
             _remove_unread(self._location(topic), layout)
         return len(layout.covered)
@@ -1015,8 +1020,7 @@ class SparkAdapter(EngineAdapter):
         for empty in emptied.values():
             if _local(empty):
                 os.makedirs(_local(empty))
-        self._listing_changed(topic)
-        self._relocate(topic.table, {last.last: directory, **emptied})
+        self._relocate(topic, {last.last: directory, **emptied})
         failpoint("compact_after_switch")
         self._drop_partitions(topic, list(emptied))
         failpoint("compact_after_drop")
@@ -1027,26 +1031,27 @@ class SparkAdapter(EngineAdapter):
             self.spark.catalog.refreshTable(self.sql(topic.table))
         return count
 
-    def _relocate(self, table: exp.Table, locations: dict[int, str]) -> None:
+    def _relocate(self, topic, locations: dict[int, str]) -> None:
         """Point partitions (``_commit`` -> directory) at new directories, all at once: one call to the metastore,
         which alters them in one transaction, so that no read sees some moved and others not. Where the JVM is out
         of reach (Spark Connect), one ALTER TABLE per partition, the first one's last: a read in between sees the
         first's entries twice, as plain reads after a kill there would until the next writer opens the topic."""
+        self._listing_changed(topic)
+        table = topic.table
         with self._errors():
-            jvm = getattr(self.spark, "_jvm", None)
-            if jvm is None:
+            found = self._jvm_catalog(table)
+            if found is None:
                 for number, location in sorted(locations.items(), reverse=True):
                     switch = table.copy()
                     switch.set("partition", self._partition_spec(number))
                     self.execute(exp.Alter(this=switch, kind="TABLE", actions=[
                         exp.AlterSet(location=exp.Literal.string(location))]))
                 return
-            option = jvm.scala.Option
-            name = jvm.org.apache.spark.sql.catalyst.TableIdentifier(table.name, option.apply(table.db or None))
-            catalog = self.spark._jsparkSession.sessionState().catalog()
+            catalog, name = found
+            jvm = self.spark._jvm
             converters = jvm.scala.jdk.javaapi.CollectionConverters
             moved = jvm.java.util.ArrayList()     # (one listing: a metastore query per partition costs more)
-            for partition in converters.asJava(catalog.listPartitions(name, option.empty())):
+            for partition in converters.asJava(catalog.listPartitions(name, jvm.scala.Option.empty())):
                 value = partition.spec().apply("_commit")
                 if value.isdigit() and int(value) in locations:
                     moved.add(_with_location(jvm, partition, locations[int(value)]))
@@ -1061,6 +1066,7 @@ class SparkAdapter(EngineAdapter):
 
     def _drop_partitions(self, topic, numbers: list[int]) -> None:
         if numbers:
+            self._listing_changed(topic)
             self.execute(exp.Alter(this=topic.table.copy(), kind="TABLE", actions=[exp.DropPartition(
                 exists=True, expressions=[self._partition_spec(number) for number in numbers])]))
 

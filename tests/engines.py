@@ -136,8 +136,10 @@ class Harness:
         is one table, with none)."""
         if self.engine.name != "spark":
             return []
+        from seqdedup.extensions.spark import STAGING
+
         adapter, ref = self.session.adapter, self.session.ref(topic)
-        root = Path(adapter._location(ref).removeprefix("file:")) / "_seqdedup_commits"
+        root = Path(adapter._location(ref).removeprefix("file:")) / STAGING
         read = {Path(location.removeprefix("file:")).name for _, location in adapter._partitions(ref.table)}
         return sorted(path.name for path in root.iterdir() if path.name not in read) if root.is_dir() else []
 
