@@ -95,6 +95,8 @@ def main() -> None:
     ap.add_argument("--statements", type=int, default=None, help="default: 10000 on DuckDB, 1000 on Spark")
     args = ap.parse_args()
     statements = args.statements or (10_000 if args.engine == "duckdb" else 1_000)
+    if statements < 100:
+        ap.error("--statements must be at least 100: the rows held are compared with those after 100")
     with tempfile.TemporaryDirectory() as tmp:
         engines = Engines(args.engine, pathlib.Path(tmp))
         small = producers_in_state(engines, args.touched, args.touched, args.rows, args.runs)

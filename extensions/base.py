@@ -53,8 +53,8 @@ class EngineAdapter:
     #: The function that hashes an entry's key for the check of written rows (64-bit).
     KEY_HASH: str = "hash"
     #: Above this many producers in a topic's state, a statement reads the producers it carries first and joins
-    #: only their marks (a semi-join), rather than shipping every mark to the engine (None: never; an engine that
-    #: scans an Arrow table where it lies, as DuckDB does, pays little for a large one).
+    #: only their marks (a semi-join, seqdedup/marks.py finds them without a pass over every mark), rather than
+    #: giving every mark to the engine (None: never).
     SEMI_JOIN_ABOVE: int | None = None
     #: The engine publishes commits itself and says which are published (Spark: the topic's partitions); where it
     #: does not, every commit that ended is published (a transaction).

@@ -102,7 +102,7 @@ def ingest_batches(session, topic: str, batches, *, order_by: str | None = None)
                 temps.append(f"__sd_kafka_in_{tag}")
                 stage = load(adapter, temps[-1], batches, list(BATCH_COLUMNS) + [c for c, _ in target.user_columns])
             _check(adapter, target, stage)
-            marks = session.state(topic).marks
+            marks = session.state(topic).marks.table
             temps.append(f"__sd_kafka_marks_{tag}")
             state = exp.select("producer").from_(adapter.relation(temps[-1], marks))
             decided = temp("__sd_kafka", _fencing(stage, state))

@@ -284,7 +284,7 @@ class Session:
 
     def _marks_query(self, topic: str, scratch) -> exp.Query:
         """The producer_state of a topic as a query, for the state functions of SQL (a relation of the marks)."""
-        marks = self.state(topic).marks
+        marks = self.state(topic).marks.table
         relation = scratch.relation("__sd_state", marks)
         return exp.select("producer", "sequence_id", "last_publish_time").from_(relation)
 
@@ -296,7 +296,7 @@ class Session:
 
     def producer_state(self, topic: str) -> QueryResult:
         """Every producer the topic's state knows, with its mark and last write, recovered from snapshot + replay."""
-        marks = self.state(topic).marks.sort_by("producer")
+        marks = self.state(topic).marks.table.sort_by("producer")
         return QueryResult(["producer", "sequence_id", "last_publish_time"],
                            [tuple(r.values()) for r in marks.to_pylist()])
 

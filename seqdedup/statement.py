@@ -202,10 +202,7 @@ class Run:
         """The window plan (see sql/plan.py): one pass. None when a batch entry straddles (undecided)."""
         adapter, statement = self.adapter, self.statement
         checked = state.enabled
-        seen = checked and adapter.SEMI_JOIN_ABOVE is not None and state.marks.num_rows > adapter.SEMI_JOIN_ABOVE
-        # (with ``seen`` a relation even when empty: an entry of a producer the first read did not carry is caught)
-        marks = scratch.relation("__sd_marks", self.carried_marks(state) if seen else state.marks) \
-            if seen or (checked and state.marks.num_rows) else None
+        marks, seen = self.marks(state, scratch, checked)
         late = checked and statement.ordered     # (unordered, arrival is id order: nothing comes late)
 
         def insert_for(rows: exp.Expression) -> exp.Insert:
@@ -244,12 +241,22 @@ class Run:
         end = max(state.end, metrics["end"] or 0)
         return Outcome(producers, end, 1)
 
+    def marks(self, state: TopicState, scratch: Scratch, checked: bool) -> tuple[exp.Table | None, bool]:
+        """The marks a plan joins as a relation (None: no producer has one), and whether they are only those of
+        the producers a first read of the statement carried (``seen``: a semi-join of a large state; then a
+        relation even when empty, so that an entry of a producer that read did not carry is caught)."""
+        above = self.adapter.SEMI_JOIN_ABOVE
+        seen = checked and above is not None and state.marks.num_rows > above
+        if not seen and not (checked and state.marks.num_rows):
+            return None, False
+        return scratch.relation("__sd_marks", self.carried_marks(state) if seen else state.marks.table), seen
+
     def carried_marks(self, state: TopicState) -> pa.Table:
         """The marks of the producers the statement carries, and a row with no mark for each that has none: a
         semi-join of a large state, so that the engine gets the few marks the statement needs."""
         carried = self.adapter.fetch_arrow(self.kept("carried", lambda: plan.carried_producers(self.statement.keys)))
         names = carried.column(0).cast(pa.string())
-        found = state.marks.filter(pc.is_in(state.marks.column("producer"), value_set=names))
+        found = state.marks.lookup(names)
         return pa.concat_tables([found, unmarked(pc.filter(names, pc.invert(
             pc.is_in(names, value_set=found.column("producer")))))])
 
@@ -258,16 +265,19 @@ class Run:
         """The exceptions plan (see sql/plan.py): the decision on the keys, then one filtered write, checked."""
         adapter, statement, kept = self.adapter, self.statement, self.kept
         keys = statement.keys
-        marks = scratch.relation("__sd_marks", state.marks) if state.marks.num_rows else None
+        marks, seen = self.marks(state, scratch, state.enabled)
         producers = scratch.name("__sd_producers")
         try:
-            producers = adapter.create_temp_table(producers, kept("producers", lambda: plan.producers(keys, marks)))
+            producers = adapter.create_temp_table(producers, kept(f"producers {seen}", lambda: plan.producers(
+                keys, marks, seen=seen)))
         except EngineError as error:
             raise self.failing(error) from error
-        invalid, batches, room, sparse = adapter.fetchall(kept("sums", lambda: exp.select(
-            *[exp.func("coalesce", exp.Sum(this=exp.column(c)), exp.convert(0))
-              for c in ("__sd_invalid", "__sd_batches", "__sd_room")],
+        sums = ("__sd_invalid", "__sd_batches", "__sd_room") + ((plan.UNSEEN,) if seen else ())
+        invalid, batches, room, *unseen, sparse = adapter.fetchall(kept(f"sums {seen}", lambda: exp.select(
+            *[exp.func("coalesce", exp.Sum(this=exp.column(c)), exp.convert(0)) for c in sums],
             exp.func("count_if", exp.column("__sd_sparse"))).from_(producers.copy())))[0]
+        if any(unseen):
+            raise EngineError(CHANGED)
         if invalid:
             self.refuse_invalid()
         hash_of = plan.key_hash(adapter.KEY_HASH, "c")
@@ -434,7 +444,7 @@ def take_snapshot(session, state: TopicState, commit: Commit, *, kind: str, now:
         kind = "purge"      # a full snapshot after a purge: the state starts over from it (state.STARTS)
     elif not full and kind == "snapshot":
         kind = "increment"
-    rows = None if empty else state.marks if full else increment
+    rows = None if empty else state.marks.table if full else increment
     relation = scratch.relation("__sd_snapshot", rows) if rows is not None and rows.num_rows else None
     snapshot_id = session.catalog.write_snapshot(
         state.topic.ref, relation, header=header, position=state.end, kind=kind, now=now, commit=commit.number,
@@ -471,13 +481,14 @@ def follow_policies(session, state: TopicState, commit: Commit, now: dt.datetime
     if state.header.enabled != enabled:
         state = take_snapshot(session, state, commit, kind="enabled" if enabled else "disabled", now=now,
                               scratch=scratch, empty=True)
-    oldest = state.oldest_write()
     timeout = state.topic.applied.producer_inactivity_timeout      # None: never expire
-    if purge and state.enabled and oldest is not None and timeout is not None:
+    if purge and state.enabled and timeout is not None:
         cutoff = now - dt.timedelta(minutes=timeout)
-        if oldest < cutoff:
-            kept = state.marks.filter(pc.greater_equal(state.marks.column("last_publish_time"),
-                                                       pa.scalar(cutoff, pa.timestamp("us"))))
+        oldest = state.oldest_write()
+        if oldest is not None and oldest < cutoff:
+            marks = state.marks.table
+            kept = marks.filter(pc.greater_equal(marks.column("last_publish_time"),
+                                                 pa.scalar(cutoff, pa.timestamp("us"))))
             state = take_snapshot(session, state.after(commit=commit.number, marks=kept), commit, kind="purge",
                                   now=now, scratch=scratch)
     return state

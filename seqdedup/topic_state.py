@@ -7,8 +7,9 @@ this process makes (``after``), and checked before it is trusted where another p
 (``Writer.state``). A ``TopicState`` never changes: a commit makes a new one, so a reader on another thread always
 sees one whole state.
 
-The marks are an Arrow table ``(producer, sequence_id, last_publish_time)``: an engine reads it as a relation
-without a row of Python per producer, and a commit folds its changes in with one vectorized group-by.
+The marks are Arrow tables ``(producer, sequence_id, last_publish_time)`` (seqdedup/marks.py): an engine reads
+them as a relation without a row of Python per producer, and a commit folds its changes in at the cost of the
+producers it wrote, not of every producer known.
 """
 from __future__ import annotations
 
@@ -22,24 +23,7 @@ from sqlglot import exp
 from seqdedup.catalog.catalog import Catalog, Topic, TopicRef
 from seqdedup.catalog.schema import foreign_commits
 from seqdedup.catalog.state import SnapshotHeader, literal, producer_state_query
-
-#: The columns of the marks.
-MARKS = pa.schema([("producer", pa.string()), ("sequence_id", pa.int64()),
-                   ("last_publish_time", pa.timestamp("us"))])
-
-
-def marks_table(table: pa.Table | None = None) -> pa.Table:
-    """``table`` (any Arrow table with the marks' columns: engines differ in time zones and nullability) in the
-    marks' schema; an empty one when None."""
-    if table is None:
-        return MARKS.empty_table()
-    columns = []
-    for field in MARKS:
-        column = table.column(field.name)
-        if pa.types.is_timestamp(column.type) and column.type.tz is not None:
-            column = pc.cast(column, pa.timestamp("us", tz=column.type.tz)).cast(pa.timestamp("us"))
-        columns.append(column.cast(field.type))
-    return pa.Table.from_arrays(columns, schema=MARKS)
+from seqdedup.marks import MARKS, Marks, fold, marks_table, unmarked
 
 
 @dataclass(frozen=True)
@@ -52,7 +36,7 @@ class TopicState:
     end: int                        # every entry written so far has a position at or below it (0: none)
     header: SnapshotHeader          # the last complete snapshot
     since_snapshot: int             # entries written after that snapshot (R8)
-    marks: pa.Table                 # the persisted marks (MARKS), empty while deduplication is disabled (R10)
+    marks: Marks                    # the persisted marks, none while deduplication is disabled (R10)
     # what changed since the last snapshot, which the next increment holds (kept apart, so that an increment
     # costs what changed, not a pass over every producer): the new marks of the producers that wrote (MARKS), and
     # the producers that left the state (purged, R11: a tombstone each)
@@ -69,12 +53,12 @@ class TopicState:
 
     def mark(self, producer: str) -> int | None:
         """The producer's persisted mark (R13), or None."""
-        found = self.marks.filter(pc.equal(self.marks.column("producer"), producer))
+        found = self.marks.lookup(pa.array([producer], pa.string()))
         return None if not found.num_rows else found.column("sequence_id")[0].as_py()
 
     def oldest_write(self) -> dt.datetime | None:
         """The earliest ``last_publish_time`` of any producer: nobody expires before the timeout from it (R11)."""
-        return pc.min(self.marks.column("last_publish_time")).as_py() if self.marks.num_rows else None
+        return self.marks.oldest()
 
     def after(self, *, commit: int, end: int | None = None, delta: pa.Table | None = None,
               marks: pa.Table | None = None, header: SnapshotHeader | None = None, since_snapshot: int | None = None,
@@ -83,17 +67,17 @@ class TopicState:
         purge, a reset) and/or ``delta`` folded in (the new highest id and write time of each producer that wrote);
         a new last snapshot, count of entries after it, or topic (policies) when the commit changed them. A new
         last snapshot recorded every change before it: ``changed`` starts again."""
-        new = self.marks if marks is None else marks
+        new = self.marks if marks is None else Marks.of(marks)
         recent, gone = (MARKS.empty_table(), []) if header is not None else (self.recent, [self.gone])
         if marks is not None and header is None:        # producers dropped without a snapshot: tombstones next time
-            dropped = pc.filter(self.marks.column("producer"),
-                                pc.invert(pc.is_in(self.marks.column("producer"), marks.column("producer"))))
+            before = self.marks.table.column("producer")
+            dropped = pc.filter(before, pc.invert(pc.is_in(before, marks.column("producer"))))
             gone.append(dropped)
             recent = recent.filter(pc.invert(pc.is_in(recent.column("producer"), dropped)))
         if delta is not None and delta.num_rows:
             delta = marks_table(delta)
-            new = _fold(new, delta, large=True)
-            recent = _fold(recent, delta)
+            new = new.folded(delta)
+            recent = fold(recent, delta)
             gone = [pc.filter(g, pc.invert(pc.is_in(g, delta.column("producer")))) for g in gone]   # came back
         published = None if self.published is None else self.published | {commit}
         return replace(self, topic=topic or self.topic, commit=_past(max(self.commit, commit), self.taken),
@@ -122,24 +106,6 @@ def _past(commit: int, taken: frozenset[int]) -> int:
     while commit + 1 in taken:
         commit += 1
     return commit
-
-
-def unmarked(producers: pa.Array) -> pa.Table:
-    """Marks rows of ``producers`` with no mark (NULL id and time): tombstones in a snapshot, producers the state
-    does not know in a semi-join of it."""
-    return pa.table({"producer": producers, "sequence_id": pa.nulls(len(producers), pa.int64()),
-                     "last_publish_time": pa.nulls(len(producers), pa.timestamp("us"))}, schema=MARKS)
-
-
-def _fold(marks: pa.Table, delta: pa.Table, *, large: bool = False) -> pa.Table:
-    """``marks`` with ``delta`` folded in: per producer, the highest id and the latest write. With ``large``
-    (``marks`` may hold millions of producers, ``delta`` a statement's), only the rows of the producers in ``delta``
-    are grouped: a hash of the few, one probe of the many, no hash table of every producer."""
-    if large:
-        touched = pc.is_in(marks.column("producer"), value_set=delta.column("producer"))
-        return pa.concat_tables([marks.filter(pc.invert(touched)), _fold(marks.filter(touched), delta)])
-    return marks_table(pa.concat_tables([marks, delta]).group_by("producer").aggregate(
-        [("sequence_id", "max"), ("last_publish_time", "max")]).rename_columns(MARKS.names))
 
 
 def _union(arrays: list) -> pa.Array:
@@ -175,12 +141,12 @@ def _load(catalog: Catalog, adapter, ref: TopicRef, topic) -> TopicState:
         # A policy change recorded, but the process died before the snapshot that makes the state follow it (on
         # Spark they are two writes). The next write takes that snapshot; until then, the state is what it will
         # make it: empty, whether deduplication was just disabled or just enabled again (R10).
-        marks = recent = marks_table()
+        marks, recent = Marks.of(), marks_table()
     else:
         recovered = adapter.fetch_arrow(producer_state_query(
             ref.key, ref.table, header, adapter.visible_commits(ref, include_open=False), own))
-        marks = marks_table(recovered)
-        recent = marks.filter(pc.fill_null(recovered.column("replayed"), False))    # replayed: changed since
+        marks = Marks.of(recovered)
+        recent = marks.table.filter(pc.fill_null(recovered.column("replayed"), False))    # replayed: changed since
     position = exp.column("_position")
     after = (exp.select(exp.func("coalesce", exp.Max(this=position), literal(header.position)),
                         exp.Count(this=exp.Star()))

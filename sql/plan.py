@@ -45,6 +45,7 @@ ACCEPTED = "__sd_accepted"      # the decision: TRUE written, FALSE duplicate, N
 POSITION = "__sd_position"      # the entry's position
 INVALID = "__sd_invalid"        # the entry breaks R4 (NULL producer or id, negative id, highest below lowest)
 LAST = "__sd_last"              # the producer's last entry in arrival order: its running counts are its totals
+UNSEEN = "__sd_unseen"          # entries of a producer that is not among the marks' (carried producers' marks)
 SEEN = "__sd_seen"              # the entry's producer is among the marks' (when they are the carried producers')
 IDS = "__sd_ids"                # the producer's distinct lowest ids above its mark, in the whole statement
 SENT, WRITTEN = "__sd_sent", "__sd_written"
@@ -248,9 +249,11 @@ def window_metrics(seen: bool = False) -> dict[str, exp.Expression]:
 
 # --- the exceptions plan ------------------------------------------------------------------------------------------
 
-def producers(keys: exp.Query, marks: exp.Table | None) -> exp.Select:
+def producers(keys: exp.Query, marks: exp.Table | None, *, seen: bool = False) -> exp.Select:
     """Per producer of the statement: its mark, what it sent, its candidates (entries above the mark), their id
-    range, and the positions reserved for them after the statement's base (``offset`` and ``room``).
+    range, and the positions reserved for them after the statement's base (``offset`` and ``room``). With ``seen``
+    (the marks are those of the producers a first read carried, each with a row), also ``__sd_unseen``: the entries
+    of a producer that read did not carry.
 
     A producer whose ids span at most ``SPREAD`` positions per candidate (plus ``SLACK``) gets one position per id
     in its range (``sparse`` false: an entry's position is ``offset + s - smallest + 1``); a sparser one gets one
@@ -269,7 +272,7 @@ def producers(keys: exp.Query, marks: exp.Table | None) -> exp.Select:
     """
     marks_table = marks.copy() if marks is not None else _parse(
         "SELECT CAST(NULL AS STRING) AS producer, CAST(NULL AS BIGINT) AS sequence_id WHERE FALSE").subquery()
-    return _parse(
+    query = _parse(
         """
         SELECT *, COALESCE(SUM(__sd_room) OVER (ORDER BY __sd_producer ROWS BETWEEN UNBOUNDED PRECEDING
                                                 AND 1 PRECEDING), 0) AS __sd_offset
@@ -296,6 +299,11 @@ def producers(keys: exp.Query, marks: exp.Table | None) -> exp.Select:
         keys=keys.copy() if isinstance(keys, exp.Table) else keys.subquery(), marks=marks_table,
         spread=exp.convert(SPREAD), slack=exp.convert(SLACK),
         invalid=invalid(*(exp.column(c, table="k") for c in (PRODUCER, SEQUENCE_ID, HIGHEST))))
+    if seen:
+        unseen = exp.and_(exp.not_(exp.column(PRODUCER, table="k").is_(exp.null())),
+                          exp.column("producer", table="m").is_(exp.null()))
+        query.find(exp.Group).parent_select.select(exp.alias_(exp.func("count_if", unseen), UNSEEN), copy=False)
+    return query
 
 
 def candidates(keys: exp.Query, producers_table: exp.Table) -> exp.Select:

@@ -33,7 +33,8 @@ def check(session) -> None:
         state = session.writer.state(session.ref(TOPIC))
     entries = [list(r) for r in session.sql(f"SELECT _producer, _sequence_id FROM {TOPIC}").rows]
     log_marks = dict(session.sql(f"SELECT _producer, max(_highest_sequence_id) FROM {TOPIC} GROUP BY _producer").rows)
-    marks = dict(zip(state.marks.column("producer").to_pylist(), state.marks.column("sequence_id").to_pylist()))
+    table = state.marks.table
+    marks = dict(zip(table.column("producer").to_pylist(), table.column("sequence_id").to_pylist()))
     twice = session.sql(f"SELECT _commit, _producer, _sequence_id, _position FROM {TOPIC} WHERE _position IN "
                         f"(SELECT _position FROM {TOPIC} GROUP BY _position HAVING count(*) > 1) ORDER BY _position").rows
     say(entries=entries, marks=marks, log_marks=log_marks, positions_twice=[list(r) for r in twice],

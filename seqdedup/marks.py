@@ -1,0 +1,155 @@
+"""A topic's persisted marks (Pulsar's ``highestSequencedPersisted``: per producer, the highest sequence id
+persisted and its last write), held so that a statement costs what it touches, not every producer the topic knows.
+
+Folding a statement's thousand new marks into a million would copy the million every time. So ``Marks`` keeps two
+levels, as a log-structured merge tree does: a *base* table and the *fresh* marks written since it was made. A
+commit folds its marks into the fresh level (a few rows); the fresh level is merged into the base only once it
+holds more than an eighth of it, so a merge is paid once per many statements. A statement's producers are found
+in the fresh level by a hash probe and in a large base by binary search over its names, sorted once per base.
+
+    >>> marks = Marks.of(pa.table({"producer": ["a", "b"], "sequence_id": [3, 5],
+    ...                            "last_publish_time": [dt.datetime(2026, 1, 1)] * 2}))
+    >>> marks = marks.folded(pa.table({"producer": ["b", "c"], "sequence_id": [9, 0],
+    ...                                "last_publish_time": [dt.datetime(2026, 1, 2)] * 2}))
+    >>> marks.num_rows, marks.lookup(pa.array(["c", "b", "x", None])).to_pydict()["sequence_id"]
+    (3, [9, 0])
+    >>> sorted(marks.table.to_pydict()["sequence_id"]), marks.oldest()
+    ([0, 3, 9], datetime.datetime(2026, 1, 1, 0, 0))
+"""
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+#: The columns of the marks.
+MARKS = pa.schema([("producer", pa.string()), ("sequence_id", pa.int64()),
+                   ("last_publish_time", pa.timestamp("us"))])
+
+#: A base smaller than this is searched by a hash probe and merged at every commit (a pass over it costs less
+#: than sorting it); a larger one is searched through its sorted names.
+SEARCHED_ABOVE = 65_536
+#: The fresh level is merged into a large base once it holds more than 1/MERGE_FRACTION of the base's rows.
+MERGE_FRACTION = 8
+
+
+def marks_table(table: pa.Table | None = None) -> pa.Table:
+    """``table`` (any Arrow table with the marks' columns: engines differ in time zones and nullability) in the
+    marks' schema; an empty one when None."""
+    if table is None:
+        return MARKS.empty_table()
+    columns = []
+    for field in MARKS:
+        column = table.column(field.name)
+        if pa.types.is_timestamp(column.type) and column.type.tz is not None:
+            column = pc.cast(column, pa.timestamp("us", tz=column.type.tz)).cast(pa.timestamp("us"))
+        columns.append(column.cast(field.type))
+    return pa.Table.from_arrays(columns, schema=MARKS)
+
+
+def fold(marks: pa.Table, delta: pa.Table) -> pa.Table:
+    """``marks`` and ``delta`` as one row per producer: the highest id and the latest write of each."""
+    return marks_table(pa.concat_tables([marks, delta]).group_by("producer").aggregate(
+        [("sequence_id", "max"), ("last_publish_time", "max")]).rename_columns(MARKS.names))
+
+
+class _Base:
+    """The base level and its orders, made at their first use and shared by every ``Marks`` over this base."""
+
+    def __init__(self, table: pa.Table):
+        self.table = table.combine_chunks()     # (an engine's result comes in thousands of chunks: slow to take from)
+        self._by_name: tuple[np.ndarray, np.ndarray] | None = None
+        self._by_time: np.ndarray | None = None
+
+    def by_name(self) -> tuple[np.ndarray, np.ndarray]:
+        """The row numbers in order of producer, and the names in that order."""
+        if self._by_name is None:
+            names = self.table.column("producer")
+            order = pc.sort_indices(names).to_numpy()
+            self._by_name = order, names.take(order).to_numpy(zero_copy_only=False)
+        return self._by_name
+
+    def by_time(self) -> np.ndarray:
+        """The row numbers in order of last write."""
+        if self._by_time is None:
+            self._by_time = pc.sort_indices(self.table.column("last_publish_time")).to_numpy()
+        return self._by_time
+
+
+class Marks:
+    """The marks of a topic's producers, one per producer. Never changes: ``folded`` makes new marks."""
+
+    def __init__(self, base: _Base, fresh: pa.Table, size: int):
+        self._base, self.fresh = base, fresh     # a fresh row replaces the base's row of the same producer
+        self.base = base.table
+        self.num_rows = size                     # producers with a mark
+        self._table = None if fresh.num_rows else base.table
+
+    @classmethod
+    def of(cls, table: pa.Table | None = None) -> "Marks":
+        """The marks of ``table`` (one row per producer, the marks' columns); none when None."""
+        table = marks_table(table)
+        return cls(_Base(table), MARKS.empty_table(), table.num_rows)
+
+    @property
+    def table(self) -> pa.Table:
+        """Every mark, one row per producer (a pass over the base, made once)."""
+        if self._table is None:
+            replaced = pc.is_in(self.base.column("producer"), value_set=self.fresh.column("producer"))
+            self._table = pa.concat_tables([self.base.filter(pc.invert(replaced)), self.fresh])
+        return self._table
+
+    def lookup(self, producers: pa.Array | pa.ChunkedArray) -> pa.Table:
+        """The marks of ``producers`` (distinct names): a row for each that has one."""
+        names = pc.drop_null(producers).cast(pa.string())
+        fresh = self.fresh.filter(pc.is_in(self.fresh.column("producer"), value_set=names))
+        rest = pc.filter(names, pc.invert(pc.is_in(names, value_set=fresh.column("producer"))))
+        return pa.concat_tables([self._in_base(rest), fresh])
+
+    def _in_base(self, names: pa.Array | pa.ChunkedArray) -> pa.Table:
+        if not len(names):
+            return self.base.slice(0, 0)
+        if self.base.num_rows <= SEARCHED_ABOVE:
+            return self.base.filter(pc.is_in(self.base.column("producer"), value_set=names))
+        order, sorted_names = self._base.by_name()
+        wanted = names.to_numpy(zero_copy_only=False)
+        # (byte order of UTF-8, as Arrow sorts, is code point order, as Python compares)
+        at = np.minimum(np.searchsorted(sorted_names, wanted), len(sorted_names) - 1)
+        return self.base.take(order[at[sorted_names[at] == wanted]])
+
+    def folded(self, delta: pa.Table) -> "Marks":
+        """These marks with ``delta`` (new marks) folded in: per producer, the highest id and the latest write."""
+        if not delta.num_rows:
+            return self
+        delta = marks_table(delta)
+        names = pc.unique(delta.column("producer"))
+        before = self.lookup(names)
+        kept = self.fresh.filter(pc.invert(pc.is_in(self.fresh.column("producer"), value_set=names)))
+        fresh = pa.concat_tables([kept, fold(before, delta)])
+        size = self.num_rows + len(pc.drop_null(names)) - before.num_rows
+        if self.base.num_rows <= SEARCHED_ABOVE or fresh.num_rows * MERGE_FRACTION > self.base.num_rows:
+            return Marks.of(Marks(self._base, fresh, size).table)
+        return Marks(self._base, fresh, size)
+
+    def oldest(self) -> dt.datetime | None:
+        """The earliest last write of any producer (R11). Only the first base rows in order of time can hold it,
+        at most one more than the fresh level replaces."""
+        if self._table is not None or self.base.num_rows <= SEARCHED_ABOVE:
+            return pc.min(self.table.column("last_publish_time")).as_py()
+        first = self.base.take(self._base.by_time()[:self.fresh.num_rows + 1])
+        live = first.filter(pc.invert(pc.is_in(first.column("producer"), value_set=self.fresh.column("producer"))))
+        return pc.min(pa.chunked_array(live.column("last_publish_time").chunks
+                                       + self.fresh.column("last_publish_time").chunks,
+                                       type=MARKS.field("last_publish_time").type)).as_py()
+
+
+def unmarked(producers: pa.Array) -> pa.Table:
+    """Marks rows of ``producers`` with no mark (NULL id and time): tombstones in a snapshot, producers the state
+    does not know in a semi-join of it."""
+    return pa.table({"producer": producers, "sequence_id": pa.nulls(len(producers), pa.int64()),
+                     "last_publish_time": pa.nulls(len(producers), pa.timestamp("us"))}, schema=MARKS)
+
+
+__all__ = ["Marks", "MARKS", "marks_table", "unmarked", "fold"]
