@@ -994,8 +994,7 @@ class SparkAdapter(EngineAdapter):
         last = units[-1]
         if not self.exclusive:
             self._log_winners(topic, [unit for unit in units if unit.commits == 1])
-        attempt = _staging_name(last.location)[1] if last.location else uuid.uuid4().hex
-        directory = (f"{self._location(topic)}/{STAGING}/{last.last}-{attempt}-{uuid.uuid4().hex[:8]}"
+        directory = (f"{self._location(topic)}/{STAGING}/{last.last}-{_attempt_of(last)}-{uuid.uuid4().hex[:8]}"
                      f"-c{units[0].first}")
         rows = exp.select(*[exp.column(name, quoted=True) for name, _ in self._columns_of(topic)]).from_(
             topic.table.copy()).where(exp.column("_commit").isin(*[exp.convert(unit.last) for unit in units]))

@@ -55,17 +55,28 @@ def fold(marks: pa.Table, delta: pa.Table) -> pa.Table:
         [("sequence_id", "max"), ("last_publish_time", "max")]).rename_columns(MARKS.names))
 
 
+def _overlaid(base: pa.Table, fresh: pa.Table) -> pa.Table:
+    """The rows of ``base`` whose producer ``fresh`` has not, and those of ``fresh``."""
+    replaced = pc.is_in(base.column("producer"), value_set=fresh.column("producer"))
+    return pa.concat_tables([base.filter(pc.invert(replaced)), fresh])
+
+
 class _Base:
     """The base level and its orders, made at their first use and shared by every ``Marks`` over this base."""
 
     def __init__(self, table: pa.Table):
-        self.table = table.combine_chunks()     # (an engine's result comes in thousands of chunks: slow to take from)
+        self.table = table
         self._by_name: tuple[np.ndarray, np.ndarray] | None = None
         self._by_time: np.ndarray | None = None
+
+    def _searched(self) -> None:
+        # rows are taken by number once ordered: an engine's result comes in thousands of chunks, slow to take from
+        self.table = self.table.combine_chunks()
 
     def by_name(self) -> tuple[np.ndarray, np.ndarray]:
         """The row numbers in order of producer, and the names in that order."""
         if self._by_name is None:
+            self._searched()
             names = self.table.column("producer")
             order = pc.sort_indices(names).to_numpy()
             self._by_name = order, names.take(order).to_numpy(zero_copy_only=False)
@@ -74,6 +85,7 @@ class _Base:
     def by_time(self) -> np.ndarray:
         """The row numbers in order of last write."""
         if self._by_time is None:
+            self._searched()
             self._by_time = pc.sort_indices(self.table.column("last_publish_time")).to_numpy()
         return self._by_time
 
@@ -83,7 +95,6 @@ class Marks:
 
     def __init__(self, base: _Base, fresh: pa.Table, size: int):
         self._base, self.fresh = base, fresh     # a fresh row replaces the base's row of the same producer
-        self.base = base.table
         self.num_rows = size                     # producers with a mark
         self._table = None if fresh.num_rows else base.table
 
@@ -94,11 +105,15 @@ class Marks:
         return cls(_Base(table), MARKS.empty_table(), table.num_rows)
 
     @property
+    def base(self) -> pa.Table:
+        """The base level's rows (some replaced by fresh ones)."""
+        return self._base.table
+
+    @property
     def table(self) -> pa.Table:
         """Every mark, one row per producer (a pass over the base, made once)."""
         if self._table is None:
-            replaced = pc.is_in(self.base.column("producer"), value_set=self.fresh.column("producer"))
-            self._table = pa.concat_tables([self.base.filter(pc.invert(replaced)), self.fresh])
+            self._table = _overlaid(self.base, self.fresh)
         return self._table
 
     def lookup(self, producers: pa.Array | pa.ChunkedArray) -> pa.Table:
@@ -126,11 +141,10 @@ class Marks:
         delta = marks_table(delta)
         names = pc.unique(delta.column("producer"))
         before = self.lookup(names)
-        kept = self.fresh.filter(pc.invert(pc.is_in(self.fresh.column("producer"), value_set=names)))
-        fresh = pa.concat_tables([kept, fold(before, delta)])
+        fresh = _overlaid(self.fresh, fold(before, delta))
         size = self.num_rows + len(pc.drop_null(names)) - before.num_rows
         if self.base.num_rows <= SEARCHED_ABOVE or fresh.num_rows * MERGE_FRACTION > self.base.num_rows:
-            return Marks.of(Marks(self._base, fresh, size).table)
+            return Marks.of(_overlaid(self.base, fresh))
         return Marks(self._base, fresh, size)
 
     def oldest(self) -> dt.datetime | None:
@@ -138,7 +152,8 @@ class Marks:
         at most one more than the fresh level replaces."""
         if self._table is not None or self.base.num_rows <= SEARCHED_ABOVE:
             return pc.min(self.table.column("last_publish_time")).as_py()
-        first = self.base.take(self._base.by_time()[:self.fresh.num_rows + 1])
+        by_time = self._base.by_time()
+        first = self.base.take(by_time[:self.fresh.num_rows + 1])
         live = first.filter(pc.invert(pc.is_in(first.column("producer"), value_set=self.fresh.column("producer"))))
         return pc.min(pa.chunked_array(live.column("last_publish_time").chunks
                                        + self.fresh.column("last_publish_time").chunks,
