@@ -439,6 +439,29 @@ def _settings(spark) -> Iterator[None]:
                     conf.unset(key) if value is None else conf.set(key, value)
 
 
+class _Observed:
+    """Aggregates of a frame observed on its way to a write: one job, no second read of the source. ``frame`` is
+    the frame to write; ``values()`` gives the aggregates once it is written."""
+
+    def __init__(self, frame, **metrics):
+        from pyspark.sql import Observation
+
+        self._columns = [column.alias(name) for name, column in metrics.items()]
+        self._source = frame
+        self._observation = Observation(f"__sd_observed_{uuid.uuid4().hex[:12]}")
+        self.frame = frame.observe(self._observation, *self._columns)
+
+    def values(self) -> dict:
+        """Spark records no row when the write ran no task: a read of partitions or tables that hold no file
+        (a compaction of commits without entries, a statement over an empty Parquet table), and pyspark's ``get``
+        then fails an assertion. The aggregates of no rows are then computed over an empty relation (no scan)."""
+        from pyspark.sql import functions as F
+
+        if self._observation._jo.getRow().length() == 0:     # (waits for the write, as ``get`` does)
+            return self._source.where(F.lit(False)).agg(*self._columns).first().asDict()
+        return dict(self._observation.get)
+
+
 @dataclass
 class _OpenCommit:
     number: int
@@ -845,22 +868,19 @@ class SparkAdapter(EngineAdapter):
     def write_decided(self, topic, decided, keep, insert_for, metrics, outcome, last, proceed):
         """One job: the decided rows are observed (the metrics, and the outcome of each producer's last row, as a
         list) on their way to the commit's directory, whatever the metrics say (the caller discards them)."""
-        from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        observation = Observation(f"__sd_observe_{uuid.uuid4().hex[:12]}")
         named = exp.func("named_struct", *[part for e in outcome
                                             for part in (exp.Literal.string(e.alias_or_name), e.unalias())])
         rows = exp.func("collect_list", exp.Case(ifs=[exp.If(this=exp.column(last), true=named)]))
         view = f"__sd_decided_{uuid.uuid4().hex[:12]}"
         with self._errors():
-            frame = self._sql(decided).observe(
-                observation, *[F.expr(self.sql(e)).alias(k) for k, e in metrics.items()],
-                F.expr(self.sql(rows)).alias("__sd_outcome"))
-            frame.where(F.col(keep)).createOrReplaceTempView(view)
+            observed = _Observed(self._sql(decided), **{k: F.expr(self.sql(e)) for k, e in metrics.items()},
+                                 __sd_outcome=F.expr(self.sql(rows)))
+            observed.frame.where(F.col(keep)).createOrReplaceTempView(view)
             try:
                 self.write_topic(topic, insert_for(exp.table_(view)))
-                got = dict(observation.get)
+                got = observed.values()
             finally:
                 self.spark.catalog.dropTempView(view)
         outcome_rows = [row.asDict() for row in got.pop("__sd_outcome")]
@@ -907,7 +927,6 @@ class SparkAdapter(EngineAdapter):
         """Write ``rows``, whose columns are ``names``, to a new directory as the topic's Parquet files, every
         column cast to the table's type (``_commit`` left out: it is the partition's value); returns the path and
         the number of rows written (observed on the way: no second job)."""
-        from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         inner = rows.copy()
@@ -921,11 +940,10 @@ class SparkAdapter(EngineAdapter):
         attempt = self._open[topic.key].attempt
         directory = f"{self._location(topic)}/{STAGING}/{commit}-{attempt}-{uuid.uuid4().hex[:8]}"
         self._check_writable(exp.insert(typed, topic.table.copy()))     # the topic rows, written below
-        observation = Observation(f"__sd_rows_{uuid.uuid4().hex[:12]}")
         with self._errors():
-            self._sql(typed).observe(observation, F.count(F.lit(1)).alias("rows")).write.mode(
-                "errorifexists").parquet(directory)
-            return directory, observation.get["rows"]
+            observed = _Observed(self._sql(typed), rows=F.count(F.lit(1)))
+            observed.frame.write.mode("errorifexists").parquet(directory)
+            return directory, observed.values()["rows"]
 
     def _columns_of(self, topic) -> list[tuple[str, str]]:
         if topic.key not in self._table_columns:
@@ -983,7 +1001,6 @@ class SparkAdapter(EngineAdapter):
         is an orphan nobody reads; after it, the next writer to open the topic drops what is left and removes the
         directories nobody reads (``drop_merged``). Where several drivers write, the winners of the commits merged
         are first added to COMMITS: their partitions, which named them, are going."""
-        from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         self._check_writable(None, f"a compaction of {topic.key}")
@@ -998,12 +1015,12 @@ class SparkAdapter(EngineAdapter):
                      f"-c{units[0].first}")
         rows = exp.select(*[exp.column(name, quoted=True) for name, _ in self._columns_of(topic)]).from_(
             topic.table.copy()).where(exp.column("_commit").isin(*[exp.convert(unit.last) for unit in units]))
-        observation = Observation(f"__sd_merged_{uuid.uuid4().hex[:12]}")
         foreign = F.expr(self.sql(exp.not_(written_by_seqdedup()))).cast("int")
         with self._errors():
-            self._sql(rows).observe(observation, F.count(F.lit(1)).alias("rows"), F.sum(foreign).alias(
-                "foreign")).drop("_commit").orderBy("_position").write.mode("errorifexists").parquet(directory)
-            count, stray = observation.get["rows"], observation.get["foreign"]
+            observed = _Observed(self._sql(rows), rows=F.count(F.lit(1)), foreign=F.sum(foreign))
+            observed.frame.drop("_commit").orderBy("_position").write.mode("errorifexists").parquet(directory)
+            got = observed.values()
+        count, stray = got["rows"], got["foreign"]
         if stray:       # merged, they would share files with seqdedup's rows, which a quarantine moves whole
             _remove(directory)
             raise TopicError(f"{topic.key} holds {stray} rows seqdedup did not write in the partitions of commits "
@@ -1130,22 +1147,20 @@ class SparkAdapter(EngineAdapter):
 
     def _copy_files(self, rows, files: list[str], side: exp.Table, now) -> int:
         """Copy the rows of ``files`` (of the frame ``rows``) into a new partition of ``side``; how many."""
-        from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
         if not files:
             return 0
         move = max((int(value) for value, _ in self._partitions(side) if value.isdigit()), default=0) + 1
         directory = f"{self._table_location(side)}/{STAGING}/{move}-{uuid.uuid4().hex}"
-        observation = Observation(f"__sd_moved_{uuid.uuid4().hex[:12]}")
         file = F.col("_metadata.file_path")
-        rows.where(file.isin(files)).select("*", file.alias("_moved_from"), F.expr(self.sql(literal(now))).alias(
-            "_moved_at")).observe(observation, F.count(F.lit(1)).alias("rows")).write.mode("errorifexists").parquet(
-            directory)
+        observed = _Observed(rows.where(file.isin(files)).select(
+            "*", file.alias("_moved_from"), F.expr(self.sql(literal(now))).alias("_moved_at")), rows=F.count(F.lit(1)))
+        observed.frame.write.mode("errorifexists").parquet(directory)
         self.execute(exp.Alter(this=side.copy(), kind="TABLE", actions=[exp.AddPartition(
             this=exp.Partition(expressions=[exp.column("_move").eq(exp.convert(move))]),
             location=exp.LocationProperty(this=exp.Literal.string(directory)))]))
-        return observation.get["rows"]
+        return observed.values()["rows"]
 
     def drop_topic_table(self, topic) -> None:
         super().drop_topic_table(topic)

@@ -65,6 +65,20 @@ def test_a_compacted_topic_keeps_every_entry_once_at_its_position(dedup):
     assert recover(dedup.session, "events").ok
 
 
+def test_commits_without_entries_merge_like_any_other(dedup):
+    """The topic's own commit and a snapshot's hold no entry (on Spark, partitions with no file, whose read runs no
+    task): merged on their own, they make one partition with no entry (found by the crash fuzzer, seed 41)."""
+    dedup.topic(compact_every_commits="never")
+    dedup.session.snapshot("events")
+    dedup.send([("a", 0)])
+    entries = dedup.session.sql(ENTRIES).rows
+    done = dedup.session.compact("events", factor=2)
+    if dedup.engine.name == "spark":
+        assert (done.merged, done.rows, done.partitions_after) == ([(1, 2)], 0, 2)
+    check_once(dedup, entries)
+    assert dedup.send([("a", 0), ("a", 1)]).written == 1
+
+
 def test_a_compaction_cut_short_at_any_step_leaves_each_entry_once_and_the_next_one_finishes_it(dedup):
     history(dedup, 4)
     entries = dedup.session.sql(ENTRIES).rows

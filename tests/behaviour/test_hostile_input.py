@@ -265,6 +265,16 @@ def test_an_empty_batch_writes_nothing_and_changes_nothing(db):
     assert (result.written, result.duplicates, result.producers) == (0, 0, [])
 
 
+def test_an_empty_table_as_the_source_writes_nothing_and_changes_nothing(db):
+    """A table with no rows (on Spark, a Parquet table with no file: a read that may run no task, after which Spark
+    records none of the aggregates a write observes; see ``_Observed``)."""
+    using = " USING parquet" if db.harness.engine.name == "spark" else ""
+    db.harness.around(f"CREATE TABLE IF NOT EXISTS empty_source (producer STRING, seq BIGINT, payload STRING){using}")
+    with db.unchanged():
+        result = db.session.sql("INSERT INTO events SELECT payload FROM empty_source WHERE is_not_dup(producer, seq)")
+    assert (result.written, result.duplicates, result.producers) == (0, 0, [])
+
+
 def test_sql_in_a_string_literal_is_a_value(db):
     db.harness.stage(ROWS)
     with db.unchanged():
