@@ -227,6 +227,10 @@ class Catalog:
         if not rows:
             raise TopicError(f"unknown topic {ref.key}; create it first (seqdedup topic create {ref.key} ..., or "
                              "CREATE TABLE ... TBLPROPERTIES ('seqdedup.deduplication_enabled' = 'true'))")
+        return self.described(ref, self.settings(ref))
+
+    def described(self, ref: TopicRef, settings: dict[str, dict[str, str]]) -> Topic:
+        """The registered topic ``ref``, whose policy ``settings`` are known: its table checked and described."""
         columns = self.executor.columns(ref.table)
         if not columns:
             raise CatalogError(f"topic {ref.key} is registered but its table is missing (dropped outside seqdedup?); "
@@ -236,7 +240,6 @@ class Catalog:
         if problem:
             raise CatalogError(f"the table of topic {ref.key} is damaged: {problem} (changed outside seqdedup?); "
                                "restore the table from a backup of this database")
-        settings = self.settings(ref)
         return Topic(ref=ref, user_columns=[c for c in columns if c[0] not in SYSTEM_COLUMNS], settings=settings,
                      applied=policy.resolve(settings))
 
@@ -356,10 +359,6 @@ class Catalog:
         """Write a snapshot of ``marks`` (None: an empty one) at ``position``, an increment of ``parent`` if given;
         returns its id."""
         snapshot_id = header.next_snapshot_id if header else self._next_snapshot_id(ref)
-        if marks is None:
-            marks = exp.select(exp.alias_(exp.cast(exp.null(), "text"), "producer"),
-                               exp.alias_(exp.cast(exp.null(), "bigint"), "sequence_id"),
-                               exp.alias_(exp.cast(exp.null(), "timestamp"), "last_publish_time")).where(exp.false())
         self.executor.execute(snapshot_insert(ref.key, marks, snapshot_id=snapshot_id, position=position, kind=kind,
                                               now=now, commit=commit, max_producers=max_producers, parent=parent))
         return snapshot_id

@@ -133,7 +133,7 @@ def last_position_query(topic_table: exp.Table, after: int, own: exp.Expression 
 
 def snapshot_insert(
     topic: str,
-    marks: exp.Expression,
+    marks: exp.Expression | None,
     *,
     snapshot_id: int,
     position: int,
@@ -145,24 +145,40 @@ def snapshot_insert(
 ) -> exp.Insert:
     """One statement that writes a whole snapshot: the producer rows of ``marks`` and the header counting them.
 
-    ``marks`` is a query or table with (producer, sequence_id, last_publish_time). With ``max_producers`` only the
-    most recently active producers are kept (R12); the others survive a restart only through replay. With
-    ``parent``, the snapshot is an increment of that one: ``marks`` holds the producers that changed since, and a
-    NULL sequence_id for each one purged.
+    ``marks`` is a query or table with (producer, sequence_id, last_publish_time), or None for a snapshot of no
+    producer: then the header alone, a row of literals (on Spark one job, where counting an empty query adds one).
+    With ``max_producers`` only the most recently active producers are kept (R12); the others survive a restart
+    only through replay. With ``parent``, the snapshot is an increment of that one: ``marks`` holds the producers
+    that changed since, and a NULL sequence_id for each one purged.
 
     Example:
         >>> import datetime as dt
         >>> snapshot_insert("main.t", exp.table_("m"), snapshot_id=2, position=7, kind="snapshot",
         ...                 now=dt.datetime(2026, 1, 1), commit=3).sql("duckdb")[:60]
         'INSERT INTO producer_sequences (topic, snapshot_id, position'
+        >>> empty = snapshot_insert("main.t", None, snapshot_id=1, position=0, kind="enabled",
+        ...                         now=dt.datetime(2026, 1, 1), commit=1).sql("duckdb")
+        >>> "CAST(0 AS BIGINT) AS producers" in empty, " FROM " in empty
+        (True, False)
     """
+    common = {"topic": literal(topic), "snapshot_id": literal(snapshot_id), "position": literal(position)}
+    parent_id = exp.cast(literal(parent) if parent is not None else exp.null(), "bigint")
+
+    def header(producers: exp.Expression) -> exp.Select:
+        values = {**common, "producer": exp.cast(exp.null(), "text"), "sequence_id": exp.cast(exp.null(), "bigint"),
+                  "last_publish_time": exp.cast(exp.null(), "timestamp"), "producers": producers,
+                  "kind": literal(kind), "taken_at": literal(now), "commit_id": literal(commit),
+                  "parent_id": parent_id.copy(), "attempt": ATTEMPT.copy()}
+        return exp.select(*[exp.alias_(value, name) for name, value in values.items()])
+
+    if marks is None:
+        return exp.insert(header(exp.cast(literal(0), "bigint")), PRODUCER_SEQUENCES_TABLE.copy(),
+                          columns=list(PRODUCER_SEQUENCES))
     kept = exp.select("producer", "sequence_id", "last_publish_time").from_(
         marks.subquery("m") if isinstance(marks, exp.Query) else marks.copy()
     )
     if max_producers is not None:
         kept = kept.order_by("last_publish_time DESC", "producer").limit(max_producers)
-    common = {"topic": literal(topic), "snapshot_id": literal(snapshot_id), "position": literal(position)}
-    parent_id = exp.cast(literal(parent) if parent is not None else exp.null(), "bigint")
     rows = exp.select(
         *[exp.alias_(v, k) for k, v in common.items()],
         "producer", "sequence_id", "last_publish_time",
@@ -170,12 +186,6 @@ def snapshot_insert(
         exp.alias_(literal(kind), "kind"), exp.alias_(literal(now), "taken_at"), exp.alias_(literal(commit), "commit_id"),
         exp.alias_(parent_id, "parent_id"), exp.alias_(ATTEMPT.copy(), "attempt"),
     ).from_("kept")
-    header = exp.select(
-        *[exp.alias_(v, k) for k, v in common.items()],
-        exp.cast(exp.null(), "text"), exp.cast(exp.null(), "bigint"), exp.cast(exp.null(), "timestamp"),
-        exp.select(exp.Count(this=exp.Star())).from_("kept").subquery(),
-        literal(kind), literal(now), literal(commit), parent_id.copy(), ATTEMPT.copy(),
-    )
-    body = exp.union(rows, header, distinct=False)
+    body = exp.union(rows, header(exp.select(exp.Count(this=exp.Star())).from_("kept").subquery()), distinct=False)
     body = exp.select("*").from_(body.subquery("snapshot")).with_("kept", as_=kept)
     return exp.insert(body, PRODUCER_SEQUENCES_TABLE.copy(), columns=list(PRODUCER_SEQUENCES))

@@ -113,16 +113,17 @@ class Session:
                                      "or create it with if_not_exists=True (CREATE TABLE IF NOT EXISTS), which "
                                      "changes nothing")
                 try:
-                    self._create_topic(ref, types, policies)
-                    break
+                    settings = self._create_topic(ref, types, policies)
+                    return self.catalog.described(ref, settings)      # (its settings not read a second time)
                 except EngineError as error:
                     # another driver on the same metastore is creating it: its registry row follows its commit
                     if tries == 2 or not (isinstance(error, CommitConflict) or already_exists(error)):
                         raise
                     self._wait_for_topic(ref, seconds=30)
-        return self.topic(ref)
 
-    def _create_topic(self, ref: TopicRef, types: dict[str, exp.DataType], policies: dict[str, object]) -> None:
+    def _create_topic(self, ref: TopicRef, types: dict[str, exp.DataType],
+                      policies: dict[str, object]) -> dict[str, dict[str, str]]:
+        """The table, the first commit and the registry row; returns the topic's policy settings."""
         writer, catalog = self.writer, self.catalog
         now = self.clock()
         # Table, then the first commit (policies, first snapshot), then the registry row: a crash before the
@@ -133,7 +134,8 @@ class Session:
                 failpoint("after_topic_table")
                 with writer.commit(ref) as commit:
                     catalog.set_policies("topic", ref.key, policies, now)
-                    enabled = policy.resolve(catalog.settings(ref)).deduplication_enabled
+                    settings = catalog.settings(ref)
+                    enabled = policy.resolve(settings).deduplication_enabled
                     catalog.write_snapshot(ref, None, header=None, position=0,
                                            kind="enabled" if enabled else "disabled", now=now,
                                            commit=commit.number)
@@ -141,6 +143,7 @@ class Session:
                 catalog.register(ref, now)
         finally:
             writer.forget(ref)
+        return settings
 
     def _wait_for_topic(self, ref: TopicRef, seconds: float) -> None:
         """Wait until ``ref`` is in the registry, at most ``seconds`` (then the next try takes the table over)."""
