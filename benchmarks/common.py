@@ -41,7 +41,8 @@ def median(values: list[float]) -> float:
 
 class Engines:
     """A session on one engine with a scratch database: DuckDB a file in ``tmp``; Spark a local session with its
-    Hive home in ``tmp`` and a namespace of its own per ``fresh()``."""
+    Hive home in ``tmp`` and a namespace of its own per ``fresh()``; "connect" the same through a Spark Connect
+    session, on a server of the run's own on this machine."""
 
     def __init__(self, name: str, tmp: pathlib.Path, metastore: str | None = None):
         self.name, self.tmp, self.count = name, tmp, 0
@@ -50,6 +51,11 @@ class Engines:
             from seqdedup.extensions.spark import local_session
 
             self.spark = local_session(tmp / "spark-home", master="local[2]", metastore=metastore)
+        elif name == "connect":
+            from seqdedup.extensions.connect_server import start_local_server
+
+            self.server = start_local_server(tmp / "connect-home")
+            self.spark = self.server.session()
 
     def fresh(self):
         """A session on a new, empty database (Spark: a new namespace, made current)."""

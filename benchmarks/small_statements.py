@@ -11,7 +11,7 @@
 Each statement sends 10 new entries of 3 producers (so every entry is written), read from a temporary view made
 before the clock starts.
 
-    python benchmarks/small_statements.py [--engine duckdb|spark] [--statements 1000] [--pairs 30]
+    python benchmarks/small_statements.py [--engine duckdb|spark|connect] [--statements 1000] [--pairs 30]
                                           [--shared-metastore]
 
 ``--shared-metastore`` (Spark): the session on a PostgreSQL metastore of the run's own (tests/metastore.py), as one
@@ -49,7 +49,8 @@ def seconds(function) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb")
+    ap.add_argument("--engine", choices=["duckdb", "spark", "connect"], default="duckdb",
+                    help="connect: Spark through a Spark Connect session (a local server; Spark's target)")
     ap.add_argument("--statements", type=int, default=1000, help="consecutive statements for the flatness target")
     ap.add_argument("--pairs", type=int, default=30, help="statement/plain INSERT pairs for the ratio")
     ap.add_argument("--shared-metastore", action="store_true", help="Spark on a PostgreSQL metastore (several drivers)")
@@ -102,6 +103,9 @@ def main() -> None:
         if written != expected:
             sys.exit("the statements wrote the wrong number of entries")
         session.close()
+        if engines.name == "connect":
+            engines.spark.stop()
+            engines.server.stop()
 
 
 if __name__ == "__main__":

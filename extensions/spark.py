@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 import re
@@ -27,6 +28,7 @@ import shutil
 import sys
 import threading
 import time
+import urllib.parse
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -439,12 +441,30 @@ def _settings(spark) -> Iterator[None]:
                     conf.unset(key) if value is None else conf.set(key, value)
 
 
+def _remote(thing) -> bool:
+    """Whether a SparkSession or DataFrame is Spark Connect's (a client's: no JVM in this process)."""
+    return type(thing).__module__.startswith("pyspark.sql.connect")
+
+
+def _functions(spark):
+    """pyspark's functions for this kind of session: in a process that holds no classic SparkContext, the classic
+    module's functions fail (and a process may hold both kinds)."""
+    if _remote(spark):
+        from pyspark.sql.connect import functions
+    else:
+        from pyspark.sql import functions
+    return functions
+
+
 class _Observed:
     """Aggregates of a frame observed on its way to a write: one job, no second read of the source. ``frame`` is
     the frame to write; ``values()`` gives the aggregates once it is written."""
 
     def __init__(self, frame, **metrics):
-        from pyspark.sql import Observation
+        if _remote(frame):
+            from pyspark.sql.connect.observation import Observation
+        else:
+            from pyspark.sql import Observation
 
         self._columns = [column.alias(name) for name, column in metrics.items()]
         self._source = frame
@@ -455,11 +475,15 @@ class _Observed:
         """Spark records no row when the write ran no task: a read of partitions or tables that hold no file
         (a compaction of commits without entries, a statement over an empty Parquet table), and pyspark's ``get``
         then fails an assertion. The aggregates of no rows are then computed over an empty relation (no scan)."""
-        from pyspark.sql import functions as F
-
-        if self._observation._jo.getRow().length() == 0:     # (waits for the write, as ``get`` does)
-            return self._source.where(F.lit(False)).agg(*self._columns).first().asDict()
+        if not self._recorded():
+            return self._source.where("false").agg(*self._columns).first().asDict()
         return dict(self._observation.get)
+
+    def _recorded(self) -> bool:
+        held = getattr(self._observation, "_jo", None)
+        if held is not None:
+            return held.getRow().length() > 0     # (waits for the write, as ``get`` does)
+        return bool(self._observation.get)        # Spark Connect: {} unless the server sent the aggregates
 
 
 @dataclass
@@ -504,6 +528,10 @@ class SparkAdapter(EngineAdapter):
         if spark is None or isinstance(spark, (str, Path)):
             spark = local_session(spark or DEFAULT_HOME, master, lock_timeout)
         self.spark = spark
+        #: a Spark Connect session: no JVM in this process (so no Py4J calls), and an Observation is filled only
+        #: from the plan the client sent (a write through a temporary view reports nothing)
+        self.remote = _remote(spark)
+        self.F = _functions(spark)
         self.path = "spark"
         self.read_only = read_only
         self.DEFAULT_NAMESPACE = spark.catalog.currentDatabase()
@@ -513,6 +541,7 @@ class SparkAdapter(EngineAdapter):
         self._scratch: dict[str, str] = {}          # temporary table -> the directory that holds its rows
         self._winners: dict[str, _Winners] = {}     # topic key -> its commits' winners (several drivers)
         self._listings: dict[str, _Layout | None] = {}   # topic key -> its partitions, inside listed_once
+        self._directories: dict[str, dict[str, str | None]] = {}   # table -> partition -> directory (Spark Connect)
         if not self.exclusive:      # see create_catalog_table
             spark.conf.set("spark.sql.hive.convertInsertingUnpartitionedTable", "false")
         self.register_functions()
@@ -576,7 +605,7 @@ class SparkAdapter(EngineAdapter):
         naive timestamps read back as TIMESTAMP_NTZ: cast to TIMESTAMP, the type ``createDataFrame`` gives them
         (both read the wall-clock time in the session's time zone)."""
         import pyarrow.parquet as pq
-        from pyspark.sql import functions as F
+        F = self.F
         from pyspark.sql.types import TimestampNTZType
 
         directory = f"{self._warehouse()}/{SCRATCH}/{name}-{uuid.uuid4().hex[:8]}"
@@ -603,7 +632,7 @@ class SparkAdapter(EngineAdapter):
         return exp.Add(this=exp.Add(this=exp.Mul(this=exp.Paren(this=row), expression=exp.convert(self.PARTITIONS)),
                                     expression=partition), expression=exp.convert(1))
 
-    @property
+    @functools.cached_property
     def exclusive(self) -> bool:
         """A session ``local_session`` made holds its home's lock: nobody else publishes. A user's session may
         share its metastore with other drivers."""
@@ -651,16 +680,13 @@ class SparkAdapter(EngineAdapter):
         return self.temp_table(name)
 
     def load_dataframe(self, name: str, frame, *, numbered: bool = True) -> exp.Table:
-        from pyspark.sql import functions as F
-        from pyspark.sql.window import Window
-
         if not numbered:      # a frame used by name: a view of it, read as the user's own query would read it
             with self._errors():
                 frame.createOrReplaceTempView(name)
             return self.temp_table(name)
         # Numbered in the frame's order (monotonically_increasing_id follows partitions, then rows), once.
-        order = Window.orderBy(F.monotonically_increasing_id())
-        return self._materialize(name, frame.withColumn(ARRIVAL, F.row_number().over(order) - 1))
+        number = self.F.expr("row_number() OVER (ORDER BY monotonically_increasing_id()) - 1")
+        return self._materialize(name, frame.withColumn(ARRIVAL, number))
 
     def _materialize(self, name: str, frame) -> exp.Table:
         """Compute a frame once, so that the steps that read it see the same rows (a view would be recomputed):
@@ -668,7 +694,7 @@ class SparkAdapter(EngineAdapter):
         checkpoints of one lineage fails in Spark 4 with "key not found", and Spark Connect has no checkpoints.)"""
         directory = f"{self._warehouse()}/{SCRATCH}/{name}-{uuid.uuid4().hex[:8]}"
         with self._errors():
-            frame.write.mode("errorifexists").parquet(directory)
+            frame.write.mode("error").parquet(directory)
             self._scratch[name] = directory
             self.spark.read.parquet(directory).createOrReplaceTempView(name)
         return self.temp_table(name)
@@ -757,16 +783,34 @@ class SparkAdapter(EngineAdapter):
 
     def _partitions(self, table: exp.Table) -> list[tuple[str, str | None]]:
         """(value, directory) of each partition of a table partitioned by one column, from the session's catalog in
-        one call (SHOW PARTITIONS gives no directories). Where the JVM is out of reach (Spark Connect), SHOW
-        PARTITIONS, with no directories."""
+        one call (SHOW PARTITIONS gives no directories). Where the JVM is out of reach (Spark Connect),
+        ``_described_partitions``."""
         with self._errors():
             found = self._jvm_catalog(table)
             if found is None:
-                return [(row[0].split("=", 1)[1], None)
-                        for row in self.fetchall(f"SHOW PARTITIONS {self.sql(table)}")]
+                return self._described_partitions(table)
             catalog, name = found
             listed = catalog.listPartitions(name, self.spark._jvm.scala.Option.empty())
             return _listed_partitions(listed.mkString("\n"), listed.size())
+
+    def _described_partitions(self, table: exp.Table) -> list[tuple[str, str | None]]:
+        """Spark Connect: the values SHOW PARTITIONS lists, each with the directory a DESCRIBE of it gives, a round
+        trip each, so kept: a directory changes only when a compaction merges partitions, which then drops some.
+        When a partition this session knew is gone, every directory is described again (another driver's
+        compaction; until its drop, this session may take its merged partition for one commit, and read the
+        entries of the commits merged into it twice, as any plain read does then)."""
+        values = [row[0].split("=", 1)[1] for row in self.fetchall(f"SHOW PARTITIONS {self.sql(table)}")]
+        known = self._directories.setdefault(self.sql(table), {})
+        if not known.keys() <= set(values):
+            known.clear()
+        for value in values:
+            if value not in known:      # (a partition another tool made with no number has no spec to describe)
+                known[value] = self._directory_of(table, int(value)) if value.isdigit() else None
+        return [(value, known[value]) for value in values]
+
+    def _directory_of(self, table: exp.Table, number: int) -> str:
+        describe = exp.Describe(this=table.copy(), style="EXTENDED", kind="TABLE", partition=self._partition_spec(number))
+        return next(row[1] for row in self.fetchall(describe) if row[0] == "Location")
 
     def _jvm_catalog(self, table: exp.Table) -> tuple | None:
         """(the session's catalog in the JVM, ``table``'s identifier there); None where the JVM is out of reach
@@ -832,12 +876,8 @@ class SparkAdapter(EngineAdapter):
 
     def _partition_attempt(self, topic, number: int, location: str | None) -> str:
         """The attempt whose staging directory (``<commit>-<attempt>-<n>``) the partition of commit ``number`` is;
-        its location read from the metastore if not given (Spark Connect lists partitions without them)."""
-        if location is None:
-            describe = exp.Describe(this=topic.table.copy(), style="EXTENDED", kind="TABLE", partition=exp.Partition(
-                expressions=[exp.EQ(this=exp.column("_commit"), expression=exp.convert(number))]))
-            location = next(row[1] for row in self.fetchall(describe) if row[0] == "Location")
-        return _staging_name(location)[1]
+        its location read from the metastore if not given."""
+        return _staging_name(location or self._directory_of(topic.table, number))[1]
 
     @property
     def contended(self) -> bool:
@@ -859,16 +899,17 @@ class SparkAdapter(EngineAdapter):
         self._check_writable(None, f"a commit of {topic.key}")     # refused before the statement does any work
         self._open[topic.key] = _OpenCommit(commit, None)
 
-    def write_topic(self, topic, insert: exp.Insert) -> int | None:
+    def write_topic(self, topic, insert: exp.Insert, *, counted: bool = True) -> int | None:
+        """Stage the rows ``insert`` writes as the open commit's; their count when ``counted`` (else None)."""
         current = self._open[topic.key]
         names = [column.name for column in insert.this.expressions]
-        current.directory, written = self._stage(topic, insert.expression, names, current.number)
+        current.directory, written = self._stage(topic, insert.expression, names, current.number, counted=counted)
         return written
 
     def write_decided(self, topic, decided, keep, insert_for, metrics, outcome, last, proceed):
         """One job: the decided rows are observed (the metrics, and the outcome of each producer's last row, as a
         list) on their way to the commit's directory, whatever the metrics say (the caller discards them)."""
-        from pyspark.sql import functions as F
+        F = self.F
 
         named = exp.func("named_struct", *[part for e in outcome
                                             for part in (exp.Literal.string(e.alias_or_name), e.unalias())])
@@ -877,12 +918,20 @@ class SparkAdapter(EngineAdapter):
         with self._errors():
             observed = _Observed(self._sql(decided), **{k: F.expr(self.sql(e)) for k, e in metrics.items()},
                                  __sd_outcome=F.expr(self.sql(rows)))
-            observed.frame.where(F.col(keep)).createOrReplaceTempView(view)
-            try:
-                self.write_topic(topic, insert_for(exp.table_(view)))
+            kept = observed.frame.where(F.col(keep))
+            if self.remote:     # a Connect client reads an observation only from the very plan it sent
+                insert = insert_for(exp.table_(view))
+                current = self._open[topic.key]
+                current.directory = self._stage(topic, insert.expression, [c.name for c in insert.this.expressions],
+                                                current.number, counted=False, frame=kept)[0]
                 got = observed.values()
-            finally:
-                self.spark.catalog.dropTempView(view)
+            else:
+                kept.createOrReplaceTempView(view)
+                try:
+                    self.write_topic(topic, insert_for(exp.table_(view)), counted=False)    # counted above
+                    got = observed.values()
+                finally:
+                    self.spark.catalog.dropTempView(view)
         outcome_rows = [row.asDict() for row in got.pop("__sd_outcome")]
         return Decided(got, outcome_rows)
 
@@ -911,6 +960,8 @@ class SparkAdapter(EngineAdapter):
                 raise CommitConflict(f"another writer published commit {current.number} of {topic.key} first; "
                                      "this attempt is not published (decide again on the new state)") from error
             raise
+        if self.remote:
+            self._directories.setdefault(self.sql(topic.table), {})[str(current.number)] = current.directory
         if not self.exclusive:       # the winner says so (visible_commits reads the partition if it never does)
             known = self._winners.get(topic.key)
             if known is not None and current.published is not None and known.published == current.published:
@@ -923,11 +974,14 @@ class SparkAdapter(EngineAdapter):
     def close_commit(self, topic) -> None:
         self._open.pop(topic.key, None)
 
-    def _stage(self, topic, rows: exp.Select, names: list[str], commit: int) -> tuple[str, int]:
+    def _stage(self, topic, rows: exp.Select, names: list[str], commit: int, *, counted: bool = True,
+               frame=None) -> tuple[str, int | None]:
         """Write ``rows``, whose columns are ``names``, to a new directory as the topic's Parquet files, every
-        column cast to the table's type (``_commit`` left out: it is the partition's value); returns the path and
-        the number of rows written (observed on the way: no second job)."""
-        from pyspark.sql import functions as F
+        column cast to the table's type (``_commit`` left out: it is the partition's value); returns the path and,
+        when ``counted``, the number of rows written (observed on the way: no second job; an observation costs
+        some 40 ms, paid only where the count is used). With a ``frame``, ``rows`` are its projections (their FROM
+        is not read): the write stays one plan with the frame's."""
+        F = self.F
 
         inner = rows.copy()
         inner.set("expressions", [exp.alias_(e.unalias(), f"_c{i}") for i, e in enumerate(inner.expressions)])
@@ -940,9 +994,27 @@ class SparkAdapter(EngineAdapter):
         directory = self._staging_directory(topic, commit)
         self._check_writable(exp.insert(typed, topic.table.copy()))     # the topic rows, written below
         with self._errors():
-            observed = _Observed(self._sql(typed), rows=F.count(F.lit(1)))
-            observed.frame.write.mode("errorifexists").parquet(directory)
+            if frame is None:
+                frame = self._sql(typed)
+            else:
+                frame = self._projected(self._projected(frame, inner.expressions), typed.expressions)
+            if not counted:
+                frame.write.mode("error").parquet(directory)
+                return directory, None
+            observed = _Observed(frame, rows=F.count(F.lit(1)))
+            observed.frame.write.mode("error").parquet(directory)
             return directory, observed.values()["rows"]
+
+    def _projected(self, frame, expressions: list[exp.Expression]):
+        """``SELECT expressions FROM frame`` as DataFrame operations, the parameters bound now given as columns of
+        literals (as ``spark.sql`` binds them)."""
+        bound = self.bound(" ".join(self.sql(e) for e in expressions), ":") or {}
+        inlined = [e.transform(lambda node: exp.column(f"__sd_parameter_{node.name}")
+                               if isinstance(node, exp.Placeholder) and node.name in bound else node)
+                   for e in expressions]
+        if bound:
+            frame = frame.withColumns({f"__sd_parameter_{k}": self.F.lit(v) for k, v in bound.items()})
+        return frame.selectExpr(*[self.sql(e) for e in inlined])
 
     def _staging_directory(self, topic, commit: int) -> str:
         """A new directory for the rows of ``commit`` (this attempt's), named as ``_staging_name`` reads it."""
@@ -955,7 +1027,7 @@ class SparkAdapter(EngineAdapter):
         if _local(directory):
             os.makedirs(_local(directory))
             return directory
-        return self._stage(topic, exp.select(exp.null()).where(exp.false()), [], commit)[0]
+        return self._stage(topic, exp.select(exp.null()).where(exp.false()), [], commit, counted=False)[0]
 
     def _columns_of(self, topic) -> list[tuple[str, str]]:
         if topic.key not in self._table_columns:
@@ -983,13 +1055,12 @@ class SparkAdapter(EngineAdapter):
                 return
             old = self._table_location(table)
             directory = f"{old.rsplit('/', 1)[0]}/{table.name}-{uuid.uuid4().hex}"
-            frame.where(f"NOT ({doomed})").write.mode("errorifexists").parquet(directory)
+            frame.where(f"NOT ({doomed})").write.mode("error").parquet(directory)
         self.execute(exp.Alter(this=table.copy(), kind="TABLE",
                                actions=[exp.AlterSet(location=exp.Literal.string(directory))]))
         with self._errors():
             self.spark.catalog.refreshTable(name)
-            path = self.spark._jvm.org.apache.hadoop.fs.Path(old)
-            path.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(path, True)
+            self._delete(old, directory=True)
 
     def partition_ranges(self, topic) -> list[tuple[int, int]]:
         return [(unit.first, unit.last) for unit in self._layout(topic).units]
@@ -1013,7 +1084,7 @@ class SparkAdapter(EngineAdapter):
         is an orphan nobody reads; after it, the next writer to open the topic drops what is left and removes the
         directories nobody reads (``drop_merged``). Where several drivers write, the winners of the commits merged
         are first added to COMMITS: their partitions, which named them, are going."""
-        from pyspark.sql import functions as F
+        F = self.F
 
         self._check_writable(None, f"a compaction of {topic.key}")
         listed = {(unit.first, unit.last): unit for unit in self._layout(topic).units}
@@ -1030,7 +1101,7 @@ class SparkAdapter(EngineAdapter):
         foreign = F.expr(self.sql(exp.not_(written_by_seqdedup()))).cast("int")
         with self._errors():
             observed = _Observed(self._sql(rows), rows=F.count(F.lit(1)), foreign=F.sum(foreign))
-            observed.frame.drop("_commit").orderBy("_position").write.mode("errorifexists").parquet(directory)
+            observed.frame.drop("_commit").orderBy("_position").write.mode("error").parquet(directory)
             got = observed.values()
         count, stray = got["rows"], got["foreign"]
         if stray:       # merged, they would share files with seqdedup's rows, which a quarantine moves whole
@@ -1069,11 +1140,14 @@ class SparkAdapter(EngineAdapter):
         with self._errors():
             found = self._jvm_catalog(table)
             if found is None:
+                known = self._directories.setdefault(self.sql(table), {})
                 for number, location in sorted(locations.items(), reverse=True):
                     switch = table.copy()
                     switch.set("partition", self._partition_spec(number))
+                    known.pop(str(number), None)
                     self.execute(exp.Alter(this=switch, kind="TABLE", actions=[
                         exp.AlterSet(location=exp.Literal.string(location))]))
+                    known[str(number)] = location
                 return
             catalog, name = found
             jvm = self.spark._jvm
@@ -1095,6 +1169,9 @@ class SparkAdapter(EngineAdapter):
     def _drop_partitions(self, topic, numbers: list[int]) -> None:
         if numbers:
             self._listing_changed(topic)
+            known = self._directories.get(self.sql(topic.table), {})
+            for number in numbers:
+                known.pop(str(number), None)
             self.execute(exp.Alter(this=topic.table.copy(), kind="TABLE", actions=[exp.DropPartition(
                 exists=True, expressions=[self._partition_spec(number) for number in numbers])]))
 
@@ -1118,7 +1195,7 @@ class SparkAdapter(EngineAdapter):
         partitions are dropped, their directories with them; (3) the foreign files left in seqdedup's partitions
         (an INSERT into one adds files to its directory) are deleted. Run again after a crash, it finishes the work
         and copies no file twice. (Parquet tables enforce no NOT NULL: a topic cannot refuse such rows.)"""
-        from pyspark.sql import functions as F
+        F = self.F
 
         self._check_writable(None, f"a move of the foreign rows of {topic.key}")
         partitions = self.foreign_partitions(topic)
@@ -1140,12 +1217,24 @@ class SparkAdapter(EngineAdapter):
                 for v in partitions])
             self.execute(exp.Alter(this=topic.table.copy(), kind="TABLE", actions=[drop]))
         with self._errors():
-            hadoop = self.spark._jvm.org.apache.hadoop.fs.Path
             for name in files:
-                path = hadoop(self.spark._jvm.java.net.URI(name))
-                path.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(path, False)
+                self._delete(name, directory=False)
             self.spark.catalog.refreshTable(self.sql(topic.table))
         return moved
+
+    def _delete(self, uri: str, *, directory: bool) -> None:
+        """Delete a file or a directory (and what it holds) of the warehouse: directly on a local file system, else
+        through Hadoop's file system in the JVM, which a Spark Connect client cannot reach."""
+        local = _local(urllib.parse.unquote(urllib.parse.urlsplit(uri).path) if uri.startswith("file:") else uri)
+        if local:
+            shutil.rmtree(local, ignore_errors=True) if directory else Path(local).unlink(missing_ok=True)
+        elif self.remote:
+            raise EngineError(f"seqdedup cannot delete {uri} from a Spark Connect session (no access to Hadoop's file "
+                              "system): on a warehouse that is not on a local disk, run this with a classic "
+                              "SparkSession; what it did so far stays correct, and running it again finishes it")
+        else:
+            path = self.spark._jvm.org.apache.hadoop.fs.Path(self.spark._jvm.java.net.URI(uri))
+            path.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(path, directory)
 
     def _create_side_table(self, topic, side: exp.Table) -> None:
         """``side``: the topic's columns and FOREIGN_COLUMNS, partitioned by ``_move``."""
@@ -1159,7 +1248,7 @@ class SparkAdapter(EngineAdapter):
 
     def _copy_files(self, rows, files: list[str], side: exp.Table, now) -> int:
         """Copy the rows of ``files`` (of the frame ``rows``) into a new partition of ``side``; how many."""
-        from pyspark.sql import functions as F
+        F = self.F
 
         if not files:
             return 0
@@ -1168,7 +1257,7 @@ class SparkAdapter(EngineAdapter):
         file = F.col("_metadata.file_path")
         observed = _Observed(rows.where(file.isin(files)).select(
             "*", file.alias("_moved_from"), F.expr(self.sql(literal(now))).alias("_moved_at")), rows=F.count(F.lit(1)))
-        observed.frame.write.mode("errorifexists").parquet(directory)
+        observed.frame.write.mode("error").parquet(directory)
         self.execute(exp.Alter(this=side.copy(), kind="TABLE", actions=[exp.AddPartition(
             this=exp.Partition(expressions=[exp.column("_move").eq(exp.convert(move))]),
             location=exp.LocationProperty(this=exp.Literal.string(directory)))]))

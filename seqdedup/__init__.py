@@ -21,8 +21,8 @@ def connect(database=None, *, engine: str = "duckdb", read_only: bool = False, c
     """A seqdedup session on an engine.
 
     ``database`` is a DuckDB file path (default ``seqdedup.duckdb`` in the working folder), ``":memory:"``, an
-    open ``duckdb`` connection, or a ``SparkSession`` (then the engine is Spark; with ``engine="spark"`` and no
-    session, a local one with a Hive catalog in ``seqdedup-spark/``). Statements are read as Spark SQL unless
+    open ``duckdb`` connection, or a ``SparkSession``, classic or Spark Connect (then the engine is Spark; with
+    ``engine="spark"`` and no session, a local one with a Hive catalog in ``seqdedup-spark/``). Statements are read as Spark SQL unless
     ``dialect`` says otherwise. One write runs at a time per database: a writer waits at most ``lock_timeout``
     seconds for another (a thread of this process, or another process holding the DuckDB file or the Spark home),
     then gets an EngineError; ``None`` waits as long as it takes (see ``seqdedup.locks``).
@@ -30,11 +30,7 @@ def connect(database=None, *, engine: str = "duckdb", read_only: bool = False, c
     from seqdedup.extensions import create_adapter
     from seqdedup.session import Session, utcnow
 
-    if type(database).__module__.startswith("pyspark.sql.connect"):
-        raise EngineError("a Spark Connect session (SparkSession.builder.remote) is not supported yet: seqdedup's "
-                          "Spark engine needs a classic SparkSession (SparkSession.builder.master(...)); see "
-                          "docs/engines/spark.md")
-    if hasattr(database, "sparkContext"):      # a SparkSession: the Spark engine, whatever engine says
+    if type(database).__module__.startswith("pyspark.sql"):     # a SparkSession, classic or Spark Connect
         engine = "spark"
     adapter = create_adapter(engine, database, read_only=read_only, lock_timeout=lock_timeout)
     try:

@@ -20,15 +20,40 @@ from .engines import ENGINES, Harness
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
+#: Spark Connect ("connect") runs the behaviour suite (tests/behaviour) whole when SEQDEDUP_CONNECT=all (about
+#: three times Spark's time: more than CI's budget on 2 cores); otherwise only its tests marked ``connect_ci``. The
+#: others on it are deselected (pytest counts them, and the header says how to run them). Tests outside the behaviour
+#: suite (crashes, processes, faults) start engines in child processes of their own: classic sessions only.
+CONNECT_ALL = os.environ.get("SEQDEDUP_CONNECT") == "all"
+
+
 def pytest_report_header(config):
     return [f"seqdedup engines: {', '.join(e.name for e in ENGINES)}; duckdb {duckdb.__version__}, "
-            f"sqlglot {sqlglot.__version__}"]
+            f"sqlglot {sqlglot.__version__}",
+            "Spark Connect: " + ("the whole behaviour suite" if CONNECT_ALL else
+                                 "the tests marked connect_ci (SEQDEDUP_CONNECT=all runs the behaviour suite on it)")]
+
+
+def _runs(item) -> bool:
+    engine = getattr(getattr(item, "callspec", None), "params", {}).get("engine")
+    if getattr(engine, "name", None) != "connect":
+        return True
+    if "behaviour" not in item.path.parts:
+        return False
+    return CONNECT_ALL or item.get_closest_marker("connect_ci") is not None
+
+
+def pytest_collection_modifyitems(config, items):
+    left = [item for item in items if not _runs(item)]
+    if left:
+        config.hook.pytest_deselected(items=left)
+        items[:] = [item for item in items if _runs(item)]
 
 
 @pytest.fixture(params=[pytest.param(e, marks=getattr(pytest.mark, e.name), id=e.name) for e in ENGINES])
 def engine(request):
     marker = request.node.get_closest_marker("notyet")
-    if marker is not None and request.param.name in marker.args[0]:
+    if marker is not None and {request.param.name, request.param.family} & set(marker.args[0]):
         request.applymarker(pytest.mark.xfail(reason=marker.kwargs.get("reason", "known gap"), strict=True,
                                               raises=marker.kwargs.get("raises")))
     return request.param
@@ -37,6 +62,6 @@ def engine(request):
 @pytest.fixture
 def dedup(engine, tmp_path, tmp_path_factory):
     home = tmp_path_factory.getbasetemp() / "spark-home"
-    harness = Harness(engine, str(home if engine.name == "spark" else tmp_path / "seqdedup.duckdb"))
+    harness = Harness(engine, str(home if engine.family == "spark" else tmp_path / "seqdedup.duckdb"))
     yield harness
     harness.close()

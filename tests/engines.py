@@ -1,6 +1,7 @@
 """The engines the behaviour suite runs on: the only place in the tests that names them."""
 from __future__ import annotations
 
+import atexit
 import contextlib
 import datetime as dt
 import os
@@ -18,11 +19,16 @@ from .positions import position_problem
 
 @dataclass(frozen=True)
 class EngineUnderTest:
-    name: str                       # the engine's name for seqdedup.connect and the pytest marker
+    name: str                       # the pytest marker and id
+    family: str                     # the engine's name for seqdedup.connect: "duckdb" or "spark"
 
 
-ENGINES = [EngineUnderTest("duckdb"), EngineUnderTest("spark")]
+#: Spark Connect ("connect") is Spark through a Connect session: a server of the test process's own
+#: (``connect_session``), reached over gRPC as a client with no JVM of its own.
+ENGINES = [EngineUnderTest("duckdb", "duckdb"), EngineUnderTest("spark", "spark"),
+           EngineUnderTest("connect", "spark")]
 _spark = None
+_connect = None
 _databases = iter(range(1, 10**9))
 
 
@@ -42,6 +48,25 @@ def spark_session(home: str):
                 os.environ["JAVA_TOOL_OPTIONS"] = options
         _spark.conf.set("spark.sql.shuffle.partitions", "1")
     return _spark
+
+
+def connect_session(home: str):
+    """One Spark Connect session per test process, on a server of its own with a Hive catalog beside ``home`` (a
+    home of its own: the server is another process, and embedded Derby admits one)."""
+    global _connect
+    if _connect is None:
+        from seqdedup.extensions.connect_server import start_local_server
+
+        server = start_local_server(f"{home}-connect")
+        _connect = server.session()
+        atexit.register(_connect.stop)     # before the server stops (atexit runs last in, first out)
+        _connect.conf.set("spark.sql.shuffle.partitions", "1")
+    return _connect
+
+
+def engine_session(engine: EngineUnderTest, home: str):
+    """The test process's session on a Spark engine (classic or Connect)."""
+    return connect_session(home) if engine.name == "connect" else spark_session(home)
 
 
 class Clock:
@@ -66,9 +91,9 @@ class Harness:
     clock: Clock = field(default_factory=Clock)
 
     def __post_init__(self) -> None:
-        if self.engine.name == "spark":
+        if self.engine.family == "spark":
             # a database of its own per test: its own catalog tables and topics
-            spark = spark_session(self.database)
+            spark = engine_session(self.engine, self.database)
             self.namespace = f"test_{next(_databases)}"
             spark.sql(f"CREATE DATABASE {self.namespace}")
             spark.sql(f"USE {self.namespace}")
@@ -77,8 +102,8 @@ class Harness:
         self.session = self.connect()
 
     def connect(self, **options):
-        target = spark_session(self.database) if self.engine.name == "spark" else self.database
-        return seqdedup.connect(target, engine=self.engine.name, clock=self.clock, **options)
+        target = engine_session(self.engine, self.database) if self.engine.family == "spark" else self.database
+        return seqdedup.connect(target, engine=self.engine.family, clock=self.clock, **options)
 
     def key(self, topic: str = "events") -> str:
         """The topic's name in the catalog tables: namespace.name."""
@@ -134,7 +159,7 @@ class Harness:
     def unread_directories(self, topic: str = "events") -> list[str]:
         """The directories seqdedup staged for the topic's commits that no partition reads (Spark; a DuckDB topic
         is one table, with none)."""
-        if self.engine.name != "spark":
+        if self.engine.family != "spark":
             return []
         from seqdedup.extensions.spark import STAGING
 
@@ -156,8 +181,8 @@ class Harness:
 
     def around(self, sql: str) -> None:
         """Run SQL on the engine itself, as a tool other than seqdedup would: no rewrite, no checks."""
-        if self.engine.name == "spark":
-            spark_session(self.database).sql(sql)
+        if self.engine.family == "spark":
+            engine_session(self.engine, self.database).sql(sql)
         else:
             self.session.adapter.connection.execute(sql)
 
@@ -174,12 +199,12 @@ class Harness:
         seqdedup needs (``SparkAdapter.SETTINGS``: a user's ``enableHiveSupport()`` session has Spark's defaults, so
         not the partition pruning fallback ``local_session`` sets), and with ANSI mode off if not ``ansi``; yields
         a function that reads those settings now; as it was, after."""
-        if self.engine.name != "spark":
+        if self.engine.family != "spark":
             yield dict
             return
         from seqdedup.extensions.spark import SparkAdapter
 
-        conf = spark_session(self.database).conf
+        conf = engine_session(self.engine, self.database).conf
         saved = {key: conf.get(key) for key in [*SparkAdapter.SETTINGS, "spark.sql.ansi.enabled"]}
         try:
             for key in SparkAdapter.SETTINGS:

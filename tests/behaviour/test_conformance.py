@@ -9,6 +9,7 @@ import pytest
 from seqdedup import DupStatus, InvalidEntryError
 
 
+@pytest.mark.connect_ci
 def test_c01_independent_producers_holes_and_a_late_duplicate(dedup):
     dedup.topic()
     results = [dedup.send([row]) for row in [("p1", 0), ("p2", 1), ("p1", 1), ("p1", 5), ("p1", 0)]]
@@ -87,6 +88,7 @@ def test_c07_resume_before_any_snapshot_is_recovered_by_replay_alone(dedup):
     assert dedup.send([("n", 10)]).written == 1
 
 
+@pytest.mark.connect_ci
 def test_c08_snapshot_every_three_entries_and_recovery_replays_only_the_rest(dedup):
     # snapshots kept an hour, to read them all (by default the increment at 3 goes once the full one at 6 is
     # written; C08 with increments and retention: tests/behaviour/test_snapshot_chain.py)

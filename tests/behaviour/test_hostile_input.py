@@ -83,7 +83,7 @@ def prepared():
 def db(engine, prepared, tmp_path_factory) -> Prepared:
     """The engine's prepared database, built on first use (see ``Prepared``)."""
     if engine.name not in prepared:
-        where = (tmp_path_factory.getbasetemp() / "spark-home" if engine.name == "spark"
+        where = (tmp_path_factory.getbasetemp() / "spark-home" if engine.family == "spark"
                  else tmp_path_factory.mktemp("hostile") / "hostile.duckdb")
         prepared[engine.name] = Prepared(Harness(engine, str(where)))
     return prepared[engine.name]
@@ -268,7 +268,7 @@ def test_an_empty_batch_writes_nothing_and_changes_nothing(db):
 def test_an_empty_table_as_the_source_writes_nothing_and_changes_nothing(db):
     """A table with no rows (on Spark, a Parquet table with no file: a read that may run no task, after which Spark
     records none of the aggregates a write observes; see ``_Observed``)."""
-    using = " USING parquet" if db.harness.engine.name == "spark" else ""
+    using = " USING parquet" if db.harness.engine.family == "spark" else ""
     db.harness.around(f"CREATE TABLE IF NOT EXISTS empty_source (producer STRING, seq BIGINT, payload STRING){using}")
     with db.unchanged():
         result = db.session.sql("INSERT INTO events SELECT payload FROM empty_source WHERE is_not_dup(producer, seq)")

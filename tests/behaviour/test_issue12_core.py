@@ -61,7 +61,7 @@ def test_collations_producer_names_compare_byte_for_byte(dedup, engine):
     """A staging column declared case-insensitive must not make CaseP and casep one producer."""
     dedup.topic()
     dedup.stage([("CaseP", 1), ("casep", 1), ("CASEP", 2)])
-    dedup.session.adapter.execute(f"CREATE OR REPLACE TEMPORARY VIEW folded AS SELECT {CASE_INSENSITIVE[engine.name]} "
+    dedup.session.adapter.execute(f"CREATE OR REPLACE TEMPORARY VIEW folded AS SELECT {CASE_INSENSITIVE[engine.family]} "
                                   "AS producer, seq, payload FROM staging")
     result = dedup.session.sql("INSERT INTO events SELECT payload FROM folded WHERE is_not_dup(producer, seq)")
     assert (result.written, result.duplicates) == (3, 0)

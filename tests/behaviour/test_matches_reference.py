@@ -56,15 +56,15 @@ def _model_counts(result, rows, marks: dict[str, int] | None) -> dict[str, tuple
 
 
 #: Examples per run: Spark runs each statement as a handful of jobs, so it gets fewer.
-EXAMPLES = {"duckdb": 120, "spark": 8}
+EXAMPLES = {"duckdb": 120, "spark": 8, "connect": 8}
 
 
 def test_engine_matches_the_reference_model(engine, tmp_path_factory):
     @settings(max_examples=EXAMPLES[engine.name], deadline=None,
-              suppress_health_check=[HealthCheck.too_slow], derandomize=engine.name == "spark")
+              suppress_health_check=[HealthCheck.too_slow], derandomize=engine.family == "spark")
     @given(steps=steps, interval=st.sampled_from([1, 2, 3, 1000]))
     def check(steps, interval):
-        where = tmp_path_factory.getbasetemp() / "spark-home" if engine.name == "spark" else \
+        where = tmp_path_factory.getbasetemp() / "spark-home" if engine.family == "spark" else \
             tmp_path_factory.mktemp("prop") / "p.duckdb"
         harness = Harness(engine, str(where))
         try:

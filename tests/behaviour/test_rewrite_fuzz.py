@@ -35,7 +35,7 @@ from ..engines import Harness
 
 #: Examples per run: a statement on Spark is a handful of jobs, so it gets few. SEQDEDUP_FUZZ_EXAMPLES=n runs n on
 #: DuckDB, for a longer hunt.
-EXAMPLES = {"duckdb": int(os.environ.get("SEQDEDUP_FUZZ_EXAMPLES", 150)), "spark": 8}
+EXAMPLES = {"duckdb": int(os.environ.get("SEQDEDUP_FUZZ_EXAMPLES", 150)), "spark": 8, "connect": 8}
 _examples = itertools.count()
 
 
@@ -359,13 +359,13 @@ def _everything(harness) -> tuple:
 
 
 def test_the_rewriter_does_what_the_model_says_or_fails_cleanly(engine, tmp_path_factory):
-    where = (tmp_path_factory.getbasetemp() / "spark-home" if engine.name == "spark"
+    where = (tmp_path_factory.getbasetemp() / "spark-home" if engine.family == "spark"
              else tmp_path_factory.mktemp("fuzz") / "fuzz.duckdb")
     harness = Harness(engine, str(where))
     harness.topic(snapshot_interval_entries=2)
     topic = harness.key("events")
 
-    @settings(max_examples=EXAMPLES[engine.name], deadline=None, derandomize=engine.name == "spark",
+    @settings(max_examples=EXAMPLES[engine.name], deadline=None, derandomize=engine.family == "spark",
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
     @given(statement=statements(), staged=rows, before=prefixes)
     def check(statement, staged, before):

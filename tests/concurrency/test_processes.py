@@ -56,7 +56,7 @@ class Writer:
 
 
 def test_c17_writer_processes_take_turns_and_each_entry_lands_once(engine, tmp_path):
-    database = str(tmp_path / ("home" if engine.name == "spark" else "seqdedup.duckdb"))
+    database = str(tmp_path / ("home" if engine.family == "spark" else "seqdedup.duckdb"))
     a = Writer(engine.name, database, "a", lock_timeout=600, hold=3)      # keeps the database 3 s, then writes
     a.wait_for("opened")
     # a writer that will not wait long enough fails clearly, naming the process in the way, and writes nothing

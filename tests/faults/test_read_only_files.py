@@ -24,7 +24,7 @@ FIX = {"file": "connect without read_only=True", "folder": "make the file and it
 
 
 def test_read_only_files_fail_clearly_and_lose_nothing(engine, tmp_path, capsys):
-    database = tmp_path / ("home" if engine.name == "spark" else "db/seqdedup.duckdb")
+    database = tmp_path / ("home" if engine.family == "spark" else "db/seqdedup.duckdb")
     database.parent.mkdir(parents=True, exist_ok=True)
     child = subprocess.run([sys.executable, str(CHILD), engine.name, str(database)], capture_output=True, text=True,
                            timeout=900)
@@ -33,7 +33,7 @@ def test_read_only_files_fail_clearly_and_lose_nothing(engine, tmp_path, capsys)
     how, reports = lines[0]["how"], lines[1:]
     with capsys.disabled():
         print(f"\n[{engine.name}] read-only files by {how}")
-    assert [r["way"] for r in reports] == (["warehouse"] if engine.name == "spark" else ["file", "folder"])
+    assert [r["way"] for r in reports] == (["warehouse"] if engine.family == "spark" else ["file", "folder"])
 
     for i, report in enumerate(reports):
         way = report["way"]
