@@ -88,7 +88,6 @@ def test_c07_resume_before_any_snapshot_is_recovered_by_replay_alone(dedup):
     assert dedup.send([("n", 10)]).written == 1
 
 
-@pytest.mark.connect_ci
 def test_c08_snapshot_every_three_entries_and_recovery_replays_only_the_rest(dedup):
     # snapshots kept an hour, to read them all (by default the increment at 3 goes once the full one at 6 is
     # written; C08 with increments and retention: tests/behaviour/test_snapshot_chain.py)

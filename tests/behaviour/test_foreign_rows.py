@@ -22,7 +22,6 @@ def payloads(dedup, table: str = "events") -> list[str]:
     return [row[0] for row in dedup.session.sql(f"SELECT payload FROM {table} ORDER BY payload").rows]
 
 
-@pytest.mark.connect_ci
 def test_rows_written_around_seqdedup_are_left_out_reported_and_moved_aside(dedup):
     dedup.topic()
     dedup.send([("p", 1), ("p", 2)])                  # commits 1 (the topic's creation) and 2
