@@ -474,16 +474,16 @@ class _Observed:
     def values(self) -> dict:
         """Spark records no row when the write ran no task: a read of partitions or tables that hold no file
         (a compaction of commits without entries, a statement over an empty Parquet table), and pyspark's ``get``
-        then fails an assertion. The aggregates of no rows are then computed over an empty relation (no scan)."""
-        if not self._recorded():
-            return self._source.where("false").agg(*self._columns).first().asDict()
-        return dict(self._observation.get)
-
-    def _recorded(self) -> bool:
+        then fails an assertion. The aggregates of no rows are then computed over an empty relation (no scan).
+        A Spark Connect client cannot tell that case from aggregates the server did not send (a plan it did not
+        see whole): there they are computed over the frame itself, a second job, right in both cases."""
         held = getattr(self._observation, "_jo", None)
         if held is not None:
-            return held.getRow().length() > 0     # (waits for the write, as ``get`` does)
-        return bool(self._observation.get)        # Spark Connect: {} unless the server sent the aggregates
+            if held.getRow().length() == 0:       # (waits for the write, as ``get`` does)
+                return self._source.where("false").agg(*self._columns).first().asDict()
+        elif not self._observation.get:           # Spark Connect: {} unless the server sent the aggregates
+            return self._source.agg(*self._columns).first().asDict()
+        return dict(self._observation.get)
 
 
 @dataclass
