@@ -456,6 +456,16 @@ def _functions(spark):
     return functions
 
 
+def _schema_of(arrow_schema):
+    """Spark's schema for an Arrow table's, as a classic ``createDataFrame`` of it infers (a timestamp without a
+    time zone is a TIMESTAMP, not a TIMESTAMP_NTZ)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+    from pyspark.sql.types import StructField, StructType, TimestampNTZType, TimestampType
+
+    return StructType([StructField(f.name, TimestampType(), f.nullable) if isinstance(f.dataType, TimestampNTZType)
+                       else f for f in from_arrow_schema(arrow_schema).fields])
+
+
 class _Observed:
     """Aggregates of a frame observed on its way to a write: one job, no second read of the source. ``frame`` is
     the frame to write; ``values()`` gives the aggregates once it is written."""
@@ -596,8 +606,9 @@ class SparkAdapter(EngineAdapter):
                 rows = [tuple(literal(v) for v in row.values()) for row in table.to_pylist()]
                 inline = exp.select("*").from_(exp.values(rows, alias="t", columns=table.column_names))
                 self._sql(inline).createOrReplaceTempView(name)
-            else:
-                self.spark.createDataFrame(table).createOrReplaceTempView(name)
+            else:       # (a Connect client infers no schema from no rows: it is given)
+                schema = _schema_of(table.schema) if self.remote and not table.num_rows else None
+                self.spark.createDataFrame(table, schema=schema).createOrReplaceTempView(name)
         return self.temp_table(name)
 
     def _file_relation(self, name: str, table):
