@@ -446,6 +446,16 @@ def _remote(thing) -> bool:
     return type(thing).__module__.startswith("pyspark.sql.connect")
 
 
+def _same_session(one, other) -> bool:
+    """Whether two SparkSessions are one: the same Connect session, or the same session of one JVM (two Python
+    objects may wrap it)."""
+    if _remote(one) != _remote(other):
+        return False
+    if _remote(one):
+        return one.session_id == other.session_id
+    return one is other or one._jsparkSession.equals(other._jsparkSession)
+
+
 def _functions(spark):
     """pyspark's functions for this kind of session: in a process that holds no classic SparkContext, the classic
     module's functions fail (and a process may hold both kinds)."""
@@ -691,6 +701,14 @@ class SparkAdapter(EngineAdapter):
         return self.temp_table(name)
 
     def load_dataframe(self, name: str, frame, *, numbered: bool = True) -> exp.Table:
+        # By name, its temporary view would be registered in its own session, where seqdedup's statements never
+        # look; numbered, it is written to the warehouse, which any session of the same JVM can do (a foreachBatch
+        # frame's session is a clone), but not one of the other kind.
+        if not _same_session(frame.sparkSession, self.spark) and (not numbered or _remote(frame) != self.remote):
+            kind = "a Spark Connect" if _remote(frame) else "a classic"
+            given = "" if numbered else f" as {name!r}"
+            raise TopicError(f"the DataFrame given{given} belongs to another SparkSession ({kind} one); create it "
+                             "with the session seqdedup.connect was given")
         if not numbered:      # a frame used by name: a view of it, read as the user's own query would read it
             with self._errors():
                 frame.createOrReplaceTempView(name)

@@ -80,6 +80,9 @@ def test_commits_without_entries_merge_like_any_other(dedup):
     assert dedup.send([("a", 0), ("a", 1)]).written == 1
 
 
+@pytest.mark.notyet(["connect"], raises=AssertionError, reason="a Spark Connect server may serve other clients, so "
+                    "seqdedup writes there as one of several drivers and never removes a directory another driver "
+                    "might still read: those a compaction cut short stay (docs/engines/spark.md, Spark Connect)")
 def test_a_compaction_cut_short_at_any_step_leaves_each_entry_once_and_the_next_one_finishes_it(dedup):
     history(dedup, 4)
     entries = dedup.session.sql(ENTRIES).rows

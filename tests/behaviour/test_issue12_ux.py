@@ -144,15 +144,13 @@ def test_producer_past_the_top_of_int64_is_refused_clearly_and_stays_usable(dedu
 # --- 16. DataFrames in and out ---------------------------------------------------------------------------------------
 
 
-def _frames(kind: str, columns: dict, tmp_path_factory) -> tuple:
-    """Two frames of the same rows: pandas and pyarrow, or two Spark DataFrames."""
+def _frames(kind: str, columns: dict, spark) -> tuple:
+    """Two frames of the same rows: pandas and pyarrow, or two Spark DataFrames of ``spark``."""
     import pyarrow as pa
 
     table = pa.table(columns)
     if kind == "spark":
-        from tests.engines import spark_session
-
-        frame = spark_session(str(tmp_path_factory.getbasetemp() / "spark-home")).createDataFrame(table.to_pandas())
+        frame = spark.createDataFrame(table.to_pandas())
         return frame, frame
     return table.to_pandas(), table
 
@@ -160,8 +158,12 @@ def _frames(kind: str, columns: dict, tmp_path_factory) -> tuple:
 @pytest.mark.parametrize("kind", ["pandas_and_arrow", pytest.param("spark", marks=pytest.mark.spark)])
 def test_dataframes_in_by_name_and_results_out(dedup, kind, tmp_path_factory):
     dedup.topic()
-    frame, other = _frames(kind, {"producer": ["p", "p", "q"], "seq": [1, 1, 2], "payload": ["a", "b", "c"]},
-                           tmp_path_factory)
+    from tests.engines import spark_session
+
+    # A DuckDB session takes a Spark DataFrame too (read through Arrow); a Spark one takes its own session's frames.
+    spark = getattr(dedup.session.adapter, "spark", None) or spark_session(
+        str(tmp_path_factory.getbasetemp() / "spark-home"))
+    frame, other = _frames(kind, {"producer": ["p", "p", "q"], "seq": [1, 1, 2], "payload": ["a", "b", "c"]}, spark)
     insert = "INSERT INTO events SELECT payload FROM {} WHERE is_not_dup(producer, seq) ORDER BY producer, payload"
     result = dedup.session.sql(insert.format("staging"), staging=frame)
     assert (result.written, result.duplicates) == (2, 1)
@@ -175,6 +177,10 @@ def test_dataframes_in_by_name_and_results_out(dedup, kind, tmp_path_factory):
     assert query.to_pandas().values.tolist() == [["p", 1, "a"], ["q", 2, "c"]]
     with pytest.raises(TopicError, match="'events' is a topic"):
         dedup.session.register("events", frame)
+    if kind == "spark" and dedup.engine.name == "connect":     # a classic session's frame, in a process with both kinds
+        classic = spark_session(str(tmp_path_factory.getbasetemp() / "spark-home")).createDataFrame(other.toPandas())
+        with pytest.raises(TopicError, match="'mine' belongs to another SparkSession .a classic one.; create it with"):
+            dedup.session.register("mine", classic)
 
 
 def test_receipts_can_be_sliced(dedup):

@@ -4,6 +4,7 @@ snapshots recovery no longer needs are removed with the full one that replaces t
 state whatever the chain looks like. On every engine."""
 from __future__ import annotations
 
+import pytest
 from sqlglot import exp
 
 from seqdedup.catalog.state import literal
@@ -31,6 +32,9 @@ def tear(dedup, snapshot_id: int, producer: str) -> None:
         exp.column("producer").eq(literal(producer))))
 
 
+@pytest.mark.notyet(["connect"], raises=AssertionError, reason="a Spark Connect server may serve other clients, so "
+                    "seqdedup writes there as one of several drivers, which prune no snapshot: removing catalog rows "
+                    "rewrites the table under the others' appends (docs/engines/spark.md, Spark Connect)")
 def test_c08_increments_hold_what_changed_and_a_full_snapshot_replaces_them(dedup):
     # C08 restated: a snapshot after every 3 entries, a full one every 3 snapshots, retention 0
     dedup.topic(snapshot_interval_entries=3, full_snapshot_interval=3)
