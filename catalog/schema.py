@@ -158,6 +158,20 @@ def foreign_commits(partitions: Iterable[str]) -> frozenset[int]:
     return frozenset(int(value) for value in partitions if value.isdigit())
 
 
+def arrow_schema(columns: dict[str, exp.DataType]):
+    """The ``pyarrow`` schema of a catalog table's rows built in Python (a statement's run log).
+
+    Example:
+        >>> arrow_schema(COMMITS).types
+        [DataType(string), DataType(int64), DataType(string), TimestampType(timestamp[us])]
+    """
+    import pyarrow as pa
+
+    types = {exp.DataType.Type.TEXT: pa.string(), exp.DataType.Type.BIGINT: pa.int64(),
+             exp.DataType.Type.TIMESTAMP: pa.timestamp("us")}
+    return pa.schema([(name, types[kind.this]) for name, kind in columns.items()])
+
+
 def catalog_table(name: str) -> exp.Table:
     """The table of a catalog table, by its name in CATALOG_TABLES.
 

@@ -56,6 +56,13 @@ class EngineAdapter:
     #: only their marks (a semi-join, seqdedup/marks.py finds them without a pass over every mark), rather than
     #: giving every mark to the engine (None: never).
     SEMI_JOIN_ABOVE: int | None = None
+    #: At most this many marks enter the window plan as one map, a parameter looked up per entry, rather than as a
+    #: relation joined (``sql.plan.marks_lookup``; None: always a relation). Spark broadcasts a joined relation in a
+    #: job of its own, however small; a map lookup scans the map's keys, so it pays only for a few marks.
+    MARKS_AS_MAP: int | None = None
+    #: A statement the engine estimates at most this large is decided in one task, without a shuffle (``gather``
+    #: in ``sql.plan.window_decisions``; None: never).
+    ONE_TASK_BYTES: int | None = None
     #: The engine publishes commits itself and says which are published (Spark: the topic's partitions); where it
     #: does not, every commit that ended is published (a transaction).
     TRACKS_COMMITS: bool = False
@@ -107,6 +114,26 @@ class EngineAdapter:
         """A pyarrow Table readable by name (``name``, dropped with ``drop_temp_table``) without copying it row by
         row through Python: the producers' marks enter a statement this way."""
         raise NotImplementedError
+
+    def append_rows(self, table: exp.Table, rows) -> None:
+        """Append the rows of a ``pyarrow.Table`` (columns named as ``table``'s) to a catalog table, as part of the
+        open commit (a statement's run log)."""
+        name = f"__sd_append_{uuid.uuid4().hex[:12]}"
+        relation = self.relation(name, rows)
+        try:
+            self.execute(exp.insert(exp.select(*rows.column_names).from_(relation), table.copy(),
+                                    columns=rows.column_names))
+        finally:
+            self.drop_temp_table(name)
+
+    def marks_map(self, table):
+        """The marks of an Arrow table ``(producer, sequence_id)`` as a map to bind to a parameter
+        (``MARKS_AS_MAP``): producer -> its mark as a string (``-1`` where it has none)."""
+        raise NotImplementedError
+
+    def fits_one_task(self, query: exp.Expression) -> bool:
+        """Whether the engine estimates ``query``'s rows at most ``ONE_TASK_BYTES``."""
+        return False
 
     def binary(self, text: exp.Expression) -> exp.Expression:
         """``text`` compared byte for byte, whatever collation it carries (a producer name is its bytes)."""

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
@@ -466,6 +467,23 @@ def _functions(spark):
     return functions
 
 
+def _as_spark_binds(rows):
+    """An Arrow table whose naive timestamps are instants read as pyspark reads a naive ``datetime`` it binds to a
+    parameter: in this process's local time (``datetime.astimezone``), whatever the session's time zone."""
+    import datetime as dt
+
+    import pyarrow.compute as pc
+
+    for i, field in enumerate(rows.schema):
+        if pa.types.is_timestamp(field.type) and field.type.tz is None:
+            column = rows.column(i)
+            distinct = pc.unique(column)          # (a catalog row's times: one per statement)
+            instants = pa.array([v and v.astimezone(dt.timezone.utc) for v in distinct.to_pylist()],
+                                pa.timestamp("us", tz="UTC"))
+            rows = rows.set_column(i, field.name, pc.take(instants, pc.index_in(column, value_set=distinct)))
+    return rows
+
+
 def _schema_of(arrow_schema):
     """Spark's schema for an Arrow table's, as a classic ``createDataFrame`` of it infers (a timestamp without a
     time zone is a TIMESTAMP, not a TIMESTAMP_NTZ)."""
@@ -537,6 +555,8 @@ class SparkAdapter(EngineAdapter):
     #: million producers' marks, made that way, exhausted a default 1 GB driver heap).
     FILE_ROWS = 100_000
     TRACKS_COMMITS = True    # a commit is published by registering its partition
+    MARKS_AS_MAP = INLINE_ROWS
+    ONE_TASK_BYTES = 4 << 20     # a shuffle's stage costs a small statement more than one task's work on 4 MB
     SETTINGS = SETTINGS
     READS_SPARK_FILE_SOURCES = True
 
@@ -556,7 +576,7 @@ class SparkAdapter(EngineAdapter):
         self.read_only = read_only
         self.DEFAULT_NAMESPACE = spark.catalog.currentDatabase()
         self._open: dict[str, _OpenCommit] = {}     # topic key -> its commit in progress
-        self._locations: dict[str, str] = {}        # topic key -> its table's directory
+        self._locations: dict[str, str] = {}        # table -> its directory
         self._table_columns: dict[str, list[tuple[str, str]]] = {}   # topic key -> its table's columns
         self._scratch: dict[str, str] = {}          # temporary table -> the directory that holds its rows
         self._winners: dict[str, _Winners] = {}     # topic key -> its commits' winners (several drivers)
@@ -636,6 +656,46 @@ class SparkAdapter(EngineAdapter):
         frame = self.spark.read.parquet(directory)
         return frame.select(*[F.col(f.name).cast("timestamp") if isinstance(f.dataType, TimestampNTZType)
                               else F.col(f.name) for f in frame.schema.fields])
+
+    def marks_map(self, table):
+        # (a map parameter must be a map() of literals of one type, or Spark refuses it: INVALID_SQL_ARG)
+        F = self.F
+        marks = table.column("sequence_id").fill_null(-1).cast(pa.string()).to_pylist()
+        return F.create_map(*[F.lit(value) for pair in zip(table.column("producer").to_pylist(), marks)
+                              for value in pair])
+
+    def fits_one_task(self, query: exp.Expression) -> bool:
+        """From the size Spark's optimizer estimates for the rows (a classic session's; a Connect client cannot
+        ask, and distributes them)."""
+        if self.remote or self.ONE_TASK_BYTES is None:
+            return False
+        with self._errors():
+            size = self._sql(query)._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()
+        return int(str(size)) <= self.ONE_TASK_BYTES     # (a Scala BigInt, or an int when py4j converts it)
+
+    def append_rows(self, table: exp.Table, rows) -> None:
+        """Where the warehouse is on the local disk, the rows become one Parquet file in the table's directory,
+        written from here: a Spark job would cost a small statement a fifth of its time. The file is written under
+        a hidden name (Spark lists no file whose name starts with a dot) and renamed into place, so a read sees all
+        of it or none of it; then Spark's listing of the table is refreshed. Elsewhere (HDFS, an object store), an
+        INSERT."""
+        directory = _local(self._directory(table))
+        if directory is None:
+            return super().append_rows(table, rows)
+        import pyarrow.parquet as pq
+
+        self._check_writable(None, f"an append to {table.name}")
+        name = f"part-{uuid.uuid4().hex}-seqdedup.parquet"
+        try:
+            # (INT96 timestamps, as Spark's own Parquet writer stores them by default)
+            pq.write_table(_as_spark_binds(rows), f"{directory}/.{name}", use_deprecated_int96_timestamps=True)
+            os.rename(f"{directory}/.{name}", f"{directory}/{name}")
+        except OSError as error:
+            with contextlib.suppress(OSError):
+                os.remove(f"{directory}/.{name}")
+            raise _engine_error(error) from error
+        with self._errors():
+            self.spark.catalog.refreshTable(self.sql(table))
 
     def binary(self, text: exp.Expression) -> exp.Expression:
         return exp.Collate(this=exp.cast(text, "string"), expression=exp.Var(this="UTF8_BINARY"))
@@ -1064,9 +1124,14 @@ class SparkAdapter(EngineAdapter):
         return self._table_columns[topic.key]
 
     def _location(self, topic) -> str:
-        if topic.key not in self._locations:
-            self._locations[topic.key] = self._table_location(topic.table)
-        return self._locations[topic.key]
+        return self._directory(topic.table)
+
+    def _directory(self, table: exp.Table) -> str:
+        """A table's directory, read once (``delete_rows`` and dropping a topic forget it)."""
+        key = self.sql(table)
+        if key not in self._locations:
+            self._locations[key] = self._table_location(table)
+        return self._locations[key]
 
     def _table_location(self, table: exp.Table) -> str:
         rows = self.fetchall(exp.Describe(this=table.copy(), style="EXTENDED"))
@@ -1087,6 +1152,7 @@ class SparkAdapter(EngineAdapter):
             frame.where(f"NOT ({doomed})").write.mode("error").parquet(directory)
         self.execute(exp.Alter(this=table.copy(), kind="TABLE",
                                actions=[exp.AlterSet(location=exp.Literal.string(directory))]))
+        self._locations.pop(name, None)
         with self._errors():
             self.spark.catalog.refreshTable(name)
             self._delete(old, directory=True)
@@ -1294,7 +1360,7 @@ class SparkAdapter(EngineAdapter):
 
     def drop_topic_table(self, topic) -> None:
         super().drop_topic_table(topic)
-        self._locations.pop(topic.key, None)
+        self._locations.pop(self.sql(topic.table), None)
         self._open.pop(topic.key, None)
 
     def register_functions(self) -> None:

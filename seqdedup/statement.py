@@ -22,8 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from seqdedup.catalog.schema import ATTEMPT, STATEMENTS, SYSTEM_COLUMNS, catalog_table
-from seqdedup.catalog.state import SnapshotHeader, literal
+from seqdedup.catalog.schema import STATEMENTS, SYSTEM_COLUMNS, arrow_schema, catalog_table
+from seqdedup.catalog.state import SnapshotHeader
 from seqdedup.errors import (CommitConflict, EngineError, InvalidEntryError, RewriteError, SeqdedupError, TopicError,
                              at)
 from seqdedup.sql import plan, rewrite
@@ -38,8 +38,10 @@ from .writer import Commit, Scratch, Writer
 
 #: The values that differ from one statement to the next are parameters (``EngineAdapter.parameters``), so that a
 #: statement's SQL is built and generated once per shape: the base position, the commit, the time, the id.
-BASE, COMMIT, STATEMENT_ID = (exp.Placeholder(this=name) for name in ("__sd_base", "__sd_commit", "__sd_statement"))
+BASE, COMMIT = (exp.Placeholder(this=name) for name in ("__sd_base", "__sd_commit"))
 NOW = exp.cast(exp.Placeholder(this="__sd_now"), "timestamp")
+#: The marks as a map, where a plan takes them so (``EngineAdapter.MARKS_AS_MAP``).
+MARKS = exp.Placeholder(this="__sd_marks")
 #: The trees of statements' steps, by (shape, step), kept from one statement to the next (at most KEPT of them).
 _KEPT: OrderedDict[tuple, exp.Expression] = OrderedDict()
 _KEPT_LOCK = threading.Lock()
@@ -75,6 +77,7 @@ class Run:
         self.ref = session.ref(statement.target)
         self.shape: tuple = ()      # what the steps' SQL depends on besides the parameters (see ``kept``)
         self.scratch: Scratch | None = None
+        self.bound: dict = {}       # parameters a plan's steps bind besides the statement's (the marks as a map)
 
     def kept(self, step: str, build) -> exp.Expression:
         """The tree of a step, built once per shape of statement and kept: a producer sending one entry after
@@ -202,21 +205,24 @@ class Run:
         """The window plan (see sql/plan.py): one pass. None when a batch entry straddles (undecided)."""
         adapter, statement = self.adapter, self.statement
         checked = state.enabled
-        marks, seen = self.marks(state, scratch, checked)
+        marks, seen = self.marks(state, scratch, checked, inline=True)
         late = checked and statement.ordered     # (unordered, arrival is id order: nothing comes late)
+        gather = adapter.fits_one_task(statement.values)
 
         def insert_for(rows: exp.Expression) -> exp.Insert:
             return plan.insert_rows(self.ref.table, targets, values, rows, NOW, COMMIT)
 
         def decide_and_write(source: exp.Select):
-            decided = self.kept(f"window {source is statement.values}", lambda: plan.window_decisions(
-                source, marks, statement.order, base=BASE, partitions=adapter.PARTITIONS,
-                number=adapter.row_number(), checked=checked, late=late, seen=seen))
+            decided = self.kept(f"window {source is statement.values} {gather} {marks is MARKS}", lambda:
+                                plan.window_decisions(source, marks, statement.order, base=BASE,
+                                                      partitions=adapter.PARTITIONS, number=adapter.row_number(),
+                                                      checked=checked, late=late, seen=seen, gather=gather))
             return adapter.write_decided(self.ref, decided, plan.ACCEPTED, insert_for, plan.window_metrics(seen),
                                          plan.window_outcome(late=late), plan.LAST, proceed=_settled)
 
         try:
-            written = decide_and_write(statement.values)
+            with adapter.parameters(self.bound):
+                written = decide_and_write(statement.values)
         except EngineError:
             # Spark 4.3 fails to run some plans whole (a window over a cross join with a UNION ALL: "cannot assign
             # instance of DefaultSerializationProxy"): the statement's rows are read once into a scratch table and
@@ -224,7 +230,8 @@ class Run:
             adapter.discard_commit_rows(self.ref)
             try:
                 rows = scratch.table("__sd_values", statement.values)
-                written = decide_and_write(exp.select("*").from_(rows))
+                with adapter.parameters(self.bound):
+                    written = decide_and_write(exp.select("*").from_(rows))
             except EngineError as error:
                 raise self.failing(error) from error
         metrics = written.metrics
@@ -241,15 +248,22 @@ class Run:
         end = max(state.end, metrics["end"] or 0)
         return Outcome(producers, end, 1)
 
-    def marks(self, state: TopicState, scratch: Scratch, checked: bool) -> tuple[exp.Table | None, bool]:
+    def marks(self, state: TopicState, scratch: Scratch, checked: bool, *,
+              inline: bool = False) -> tuple[exp.Expression | None, bool]:
         """The marks a plan joins as a relation (None: no producer has one), and whether they are only those of
         the producers a first read of the statement carried (``seen``: a semi-join of a large state; then a
-        relation even when empty, so that an entry of a producer that read did not carry is caught)."""
-        above = self.adapter.SEMI_JOIN_ABOVE
+        relation even when empty, so that an entry of a producer that read did not carry is caught). ``inline``
+        (the window plan): a few marks come as a map, bound to the parameter ``__sd_marks`` (``MARKS_AS_MAP``)."""
+        adapter = self.adapter
+        above = adapter.SEMI_JOIN_ABOVE
         seen = checked and above is not None and state.marks.num_rows > above
         if not seen and not (checked and state.marks.num_rows):
             return None, False
-        return scratch.relation("__sd_marks", self.carried_marks(state) if seen else state.marks.table), seen
+        table = self.carried_marks(state) if seen else state.marks.table
+        if inline and 0 < table.num_rows <= (adapter.MARKS_AS_MAP or 0):
+            self.bound[MARKS.name] = adapter.marks_map(table)
+            return MARKS, seen
+        return scratch.relation("__sd_marks", table), seen
 
     def carried_marks(self, state: TopicState) -> pa.Table:
         """The marks of the producers the statement carries, and a row with no mark for each that has none: a
@@ -359,14 +373,13 @@ class Run:
                     state = follow_policies(self.session, state, commit, now, scratch)
                     self.shape += (scratch.depth, state.enabled, state.marks.num_rows > 0)
                     outcome = None
-                    with adapter.parameters({"__sd_base": state.end, "__sd_commit": commit.number, "__sd_now": now,
-                                             "__sd_statement": statement_id}):
+                    with adapter.parameters({"__sd_base": state.end, "__sd_commit": commit.number, "__sd_now": now}):
                         if adapter.PLAN == "window" or not state.enabled:
                             outcome = self.window(state, commit, targets, values, scratch)
                         if outcome is None:
                             outcome = self.exceptions(state, commit, targets, values, scratch)
                         failpoint("after_topic_rows")
-                        self.run_log(outcome, scratch)
+                        self.run_log(outcome, statement_id, now, commit)
                     written = pc.sum(outcome.producers.column("written")).as_py() or 0
                     delta = _delta(outcome.producers, now) if state.enabled else None
                     if state.enabled:       # R6: pushed, not yet persisted, until the commit is published
@@ -400,13 +413,15 @@ class Run:
                                                   "finishes it): %s", self.ref.key, commit, error)
             return None
 
-    def run_log(self, outcome: Outcome, scratch: Scratch) -> None:
-        """R5: the per-producer counts, in the run log, in the statement's commit."""
-        source = outcome.table if outcome.table is not None else scratch.relation("__sd_outcome", outcome.producers)
-        self.adapter.execute(self.kept(f"run log {outcome.table is not None}", lambda: exp.insert(
-            exp.select(STATEMENT_ID, literal(self.ref.key), "producer", "written", "duplicates",
-                       "first_position", "last_position", NOW, "highest", COMMIT, "out_of_order", ATTEMPT)
-            .from_(source.copy()), catalog_table("seqdedup_statements"), columns=list(STATEMENTS))))
+    def run_log(self, outcome: Outcome, statement_id: str, now: dt.datetime, commit: Commit) -> None:
+        """R5: the per-producer counts, in the run log, in the statement's commit (from the outcome in memory: on
+        Spark, with no job of its own)."""
+        producers, schema = outcome.producers, arrow_schema(STATEMENTS)
+        once = {"statement_id": statement_id, "topic": self.ref.key, "executed_at": now, "commit_id": commit.number,
+                "attempt": self.adapter.attempt(self.ref)}
+        rows = pa.table([pa.repeat(pa.scalar(once[f.name], f.type), producers.num_rows) if f.name in once
+                         else producers.column(f.name) for f in schema], schema=schema)
+        self.adapter.append_rows(catalog_table("seqdedup_statements"), rows)
 
     def snapshot_if_due(self, state: TopicState, commit: Commit, now: dt.datetime,
                         scratch: Scratch) -> tuple[int | None, TopicState]:

@@ -121,9 +121,22 @@ def invalid(p: exp.Expression, s: exp.Expression, h: exp.Expression) -> exp.Expr
 
 # --- the window plan ------------------------------------------------------------------------------------------------
 
-def window_decisions(values: exp.Select, marks: exp.Table | None, order: list[exp.Ordered], *, base: int,
+def marks_lookup(marks: exp.Expression, producer: exp.Expression) -> tuple[exp.Expression, exp.Expression]:
+    """A producer's mark in a map of marks (producer -> mark as a string, ``-1``: none), and whether the map holds
+    the producer, in Spark's functions (a missing key is NULL, not an error, in ANSI mode too).
+
+    Example:
+        >>> mark, known = marks_lookup(exp.Placeholder(this="m"), exp.column("p"))
+        >>> mark.sql("spark"), known.sql("spark")
+        ('CAST(TRY_ELEMENT_AT(:m, p) AS BIGINT)', 'MAP_CONTAINS_KEY(:m, p)')
+    """
+    return (exp.cast(exp.func("try_element_at", marks.copy(), producer.copy()), "bigint"),
+            exp.func("map_contains_key", marks.copy(), producer.copy()))
+
+
+def window_decisions(values: exp.Select, marks: exp.Expression | None, order: list[exp.Ordered], *, base: int,
                      partitions: int | None, number: exp.Expression, checked: bool = True,
-                     late: bool = False, seen: bool = False) -> exp.Select:
+                     late: bool = False, seen: bool = False, gather: bool = False) -> exp.Select:
     """Every entry with its decision, position and its producer's running counts (the window plan).
 
     ``values``' rows are joined to ``marks`` and distributed over ``partitions`` by producer (a hint, for engines
@@ -140,6 +153,11 @@ def window_decisions(values: exp.Select, marks: exp.Table | None, order: list[ex
     ``seen``: ``marks`` holds a row for every producer the statement carried when it was read first (a semi-join
     of the state: ``carried_producers``), NULL where it has no mark; ``SEEN`` says whether the entry's producer is
     among them (an entry whose producer is not came from a source that changed between the reads).
+
+    ``marks`` is a table ``(producer, sequence_id)``, joined; or an expression of a map from producer to mark (a
+    string: map literals take one type), looked up per entry with no join (``marks_lookup``: Spark's functions).
+    ``gather``: the statement is small enough for one task; its rows are gathered into one partition (a COALESCE
+    hint: no shuffle, so the whole statement runs as one stage) rather than distributed over ``partitions``.
 
     ``late`` (an ordered statement) also counts ``out_of_order`` in the same pass: the producer's distinct lowest
     ids above the mark, less the entries written (each written entry has its own lowest id). The distinct ids are
@@ -165,14 +183,21 @@ def window_decisions(values: exp.Select, marks: exp.Table | None, order: list[ex
     (p's (4..8) straddles: one pass leaves it and what follows it undecided; the exceptions plan settles them.)
     """
     p, s, h, mark, accepted = (exp.column(c) for c in (PRODUCER, SEQUENCE_ID, HIGHEST, MARK, ACCEPTED))
-    joined = exp.select("v.*", exp.alias_(exp.column("sequence_id", table="m"), MARK) if marks is not None
-                        else exp.alias_(exp.cast(exp.null(), "bigint"), MARK)).from_(_source(values, "v"))
-    if marks is not None:
-        joined = joined.join(marks.as_("m"), join_type="left",
-                             on=exp.column("producer", table="m").eq(exp.column(PRODUCER, table="v")))
-        if seen:
-            joined = joined.select(exp.alias_(exp.not_(exp.column("producer", table="m").is_(exp.null())), SEEN))
-    if partitions is not None:
+    if isinstance(marks, exp.Table):
+        joined = exp.select("v.*", exp.alias_(exp.column("sequence_id", table="m"), MARK)).from_(
+            _source(values, "v")).join(marks.as_("m"), join_type="left",
+                                       on=exp.column("producer", table="m").eq(exp.column(PRODUCER, table="v")))
+        known = exp.not_(exp.column("producer", table="m").is_(exp.null()))
+    elif marks is not None:
+        mark_of, known = marks_lookup(marks, exp.column(PRODUCER, table="v"))
+        joined = exp.select("v.*", exp.alias_(mark_of, MARK)).from_(_source(values, "v"))
+    else:
+        joined = exp.select("v.*", exp.alias_(exp.cast(exp.null(), "bigint"), MARK)).from_(_source(values, "v"))
+    if seen:
+        joined = joined.select(exp.alias_(known, SEEN))
+    if gather:
+        joined.set("hint", exp.Hint(expressions=[exp.Anonymous(this="COALESCE", expressions=[exp.convert(1)])]))
+    elif partitions is not None:
         joined.set("hint", exp.Hint(expressions=[exp.Anonymous(this="REPARTITION", expressions=[
             exp.convert(partitions), exp.column(PRODUCER)])]))
 
@@ -547,6 +572,9 @@ def describe(statement, *, kind: str, base: int, commit: int, publish_time: exp.
             "decide, number and count, in one pass": window_decisions(
                 statement.values, marks, statement.order, base=base, partitions=partitions, number=number,
                 late=statement.ordered),
+            "the same for a small statement: a few marks as a map, the rows in one task (no shuffle)":
+                window_decisions(statement.values, exp.Placeholder(this="__sd_marks"), statement.order, base=base,
+                                 partitions=partitions, number=number, late=statement.ordered, gather=True),
             "metrics, checked before publishing": exp.select(
                 *[exp.alias_(e, k) for k, e in window_metrics().items()]).from_(decided.copy()),
             "outcome per producer (its last row)": exp.select(*window_outcome(statement.ordered)).from_(

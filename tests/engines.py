@@ -69,6 +69,11 @@ def engine_session(engine: EngineUnderTest, home: str):
     return connect_session(home) if engine.name == "connect" else spark_session(home)
 
 
+#: Adapter settings under which every statement takes the window plan's way for large statements (Spark: the marks
+#: joined as a relation, the rows distributed by producer), whatever its size.
+DISTRIBUTED = {"MARKS_AS_MAP": None, "ONE_TASK_BYTES": None}
+
+
 class Clock:
     """A clock tests move by hand (purges and time-based snapshots)."""
 
@@ -89,6 +94,7 @@ class Harness:
     engine: EngineUnderTest
     database: str                   # DuckDB: the database file; Spark: the home of the test process's session
     clock: Clock = field(default_factory=Clock)
+    adapter: dict = field(default_factory=dict)     # adapter settings of every session opened (e.g. DISTRIBUTED)
 
     def __post_init__(self) -> None:
         if self.engine.family == "spark":
@@ -103,7 +109,10 @@ class Harness:
 
     def connect(self, **options):
         target = engine_session(self.engine, self.database) if self.engine.family == "spark" else self.database
-        return seqdedup.connect(target, engine=self.engine.family, clock=self.clock, **options)
+        session = seqdedup.connect(target, engine=self.engine.family, clock=self.clock, **options)
+        for name, value in self.adapter.items():
+            setattr(session.adapter, name, value)
+        return session
 
     def key(self, topic: str = "events") -> str:
         """The topic's name in the catalog tables: namespace.name."""

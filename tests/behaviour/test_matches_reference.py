@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 
 from seqdedup.udfs import Entry, Policies, SequenceTracker
 
-from ..engines import Harness
+from ..engines import DISTRIBUTED, Harness
 
 PRODUCERS = ["a", "b", "c"]
 
@@ -62,11 +62,12 @@ EXAMPLES = {"duckdb": 120, "spark": 8, "connect": 8}
 def test_engine_matches_the_reference_model(engine, tmp_path_factory):
     @settings(max_examples=EXAMPLES[engine.name], deadline=None,
               suppress_health_check=[HealthCheck.too_slow], derandomize=engine.family == "spark")
-    @given(steps=steps, interval=st.sampled_from([1, 2, 3, 1000]))
-    def check(steps, interval):
+    @given(steps=steps, interval=st.sampled_from([1, 2, 3, 1000]), distributed=st.booleans())
+    def check(steps, interval, distributed):
         where = tmp_path_factory.getbasetemp() / "spark-home" if engine.family == "spark" else \
             tmp_path_factory.mktemp("prop") / "p.duckdb"
-        harness = Harness(engine, str(where))
+        # (distributed: the way a large statement is decided, which these small ones would not take otherwise)
+        harness = Harness(engine, str(where), adapter=DISTRIBUTED if distributed else {})
         try:
             run(harness, steps, interval)
         finally:

@@ -121,6 +121,10 @@ def test_a_large_state_joins_only_the_marks_of_the_producers_a_statement_carries
     result = dedup.send([("a", 5), ("a", 6), ("d", 0), ("b", 4)])
     assert (result.written, result.duplicates) == (2, 2)
     assert [dedup.last(p) for p in "abcd"] == [6, 5, 5, 0]
+    dedup.session.adapter.MARKS_AS_MAP = None           # the carried marks joined as a relation (Spark: not a map)
+    result = dedup.send([("a", 6), ("e", 1), ("c", 6), ("c", 5)])
+    assert (result.written, result.duplicates) == (2, 2)
+    assert [dedup.last(p) for p in "abcde"] == [6, 5, 6, 0, 1]
 
 
 def test_a_large_snapshot_is_written_whole_with_its_times(dedup):

@@ -99,6 +99,105 @@ FROM (
   ) AS d
 ) AS n;
 
+-- window plan: the same for a small statement: a few marks as a map, the rows in one task (no shuffle)
+SELECT
+  *,
+  COUNT_IF(__sd_accepted) OVER (
+    PARTITION BY __sd_producer
+    ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+  ) AS __sd_written,
+  MIN(CASE WHEN __sd_accepted THEN __sd_position END) OVER (
+    PARTITION BY __sd_producer
+    ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+  ) AS __sd_first_position,
+  MAX(CASE WHEN __sd_accepted THEN __sd_position END) OVER (
+    PARTITION BY __sd_producer
+    ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+  ) AS __sd_last_position,
+  MAX(CASE WHEN __sd_accepted THEN __sd_highest END) OVER (
+    PARTITION BY __sd_producer
+    ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+  ) AS __sd_top
+FROM (
+  SELECT
+    *,
+    41 + (
+      MONOTONICALLY_INCREASING_ID() - SHIFTLEFT(CAST(SPARK_PARTITION_ID() AS BIGINT), 33)
+    ) * 2 + CAST(SPARK_PARTITION_ID() AS BIGINT) + 1 AS __sd_position
+  FROM (
+    SELECT
+      *,
+      __sd_producer IS NULL
+      OR __sd_sequence_id IS NULL
+      OR __sd_sequence_id < 0
+      OR __sd_sequence_id > 9223372036854775807
+      OR __sd_highest > 9223372036854775807
+      OR __sd_highest < __sd_sequence_id AS __sd_invalid,
+      CASE
+        WHEN __sd_producer IS NULL
+        OR __sd_sequence_id IS NULL
+        OR __sd_sequence_id < 0
+        OR __sd_sequence_id > 9223372036854775807
+        OR __sd_highest > 9223372036854775807
+        OR __sd_highest < __sd_sequence_id
+        THEN FALSE
+        WHEN __sd_sequence_id > GREATEST(
+          COALESCE(__sd_mark, -1),
+          COALESCE(
+            MAX(__sd_highest) OVER (
+              PARTITION BY __sd_producer
+              ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+            ),
+            -1
+          )
+        )
+        THEN TRUE
+        WHEN __sd_sequence_id <= GREATEST(
+          COALESCE(__sd_mark, -1),
+          COALESCE(
+            MAX(__sd_sequence_id) OVER (
+              PARTITION BY __sd_producer
+              ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+            ),
+            -1
+          )
+        )
+        THEN FALSE
+      END AS __sd_accepted,
+      LEAD(1) OVER (PARTITION BY __sd_producer ORDER BY __sd_o0, __sd_sequence_id, __sd_highest) IS NULL AS __sd_last,
+      COUNT(*) OVER (
+        PARTITION BY __sd_producer
+        ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+        ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+      ) AS __sd_sent,
+      SIZE(
+        COLLECT_SET(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN __sd_sequence_id END) OVER (PARTITION BY __sd_producer)
+      ) AS __sd_ids
+    FROM (
+      SELECT /*+ COALESCE(1) */
+        v.*,
+        CAST(TRY_ELEMENT_AT(:__sd_marks, v.__sd_producer) AS BIGINT) AS __sd_mark
+      FROM (
+        SELECT
+          payload AS __sd_v0,
+          producer AS __sd_producer,
+          seq AS __sd_sequence_id,
+          COALESCE(highest, seq) AS __sd_highest,
+          arrival AS __sd_o0
+        FROM staging
+        WHERE
+          NOT payload IS NULL
+      ) AS v
+    ) AS c
+  ) AS d
+) AS n;
+
 -- window plan: metrics, checked before publishing
 SELECT
   COUNT_IF(__sd_invalid) AS invalid,
