@@ -118,6 +118,8 @@ class EngineAdapter:
     def append_rows(self, table: exp.Table, rows) -> None:
         """Append the rows of a ``pyarrow.Table`` (columns named as ``table``'s) to a catalog table, as part of the
         open commit (a statement's run log)."""
+        if not rows.num_rows:
+            return
         name = f"__sd_append_{uuid.uuid4().hex[:12]}"
         relation = self.relation(name, rows)
         try:
@@ -130,6 +132,11 @@ class EngineAdapter:
         """The marks of an Arrow table ``(producer, sequence_id)`` as a map to bind to a parameter
         (``MARKS_AS_MAP``): producer -> its mark as a string (``-1`` where it has none)."""
         raise NotImplementedError
+
+    def constant(self, value: exp.Expression) -> exp.Expression:
+        """A value that changes from one statement to the next (a parameter), as the engine best takes it in a
+        small statement it runs often (where the fixed costs of a statement are most of its cost)."""
+        return value
 
     def fits_one_task(self, query: exp.Expression) -> bool:
         """Whether the engine estimates ``query``'s rows at most ``ONE_TASK_BYTES``."""
@@ -236,15 +243,16 @@ class EngineAdapter:
 
     def write_decided(self, topic, decided: exp.Select, keep: str, insert_for: Callable[[exp.Expression], exp.Insert],
                       metrics: dict[str, exp.Expression], outcome: list[exp.Expression], last: str,
-                      proceed: Callable[[dict], bool]) -> "Decided":
+                      proceed: Callable[[dict], bool], name: str) -> "Decided":
         """The window plan's write: the rows of ``decided`` whose column ``keep`` is true, through the INSERT that
         ``insert_for`` makes of them; the ``metrics`` (aggregates over every row of ``decided``) and the
-        ``outcome`` columns of its ``last`` rows (one per producer).
+        ``outcome`` columns of its ``last`` rows (one per producer). ``name``: a temporary name free for the decided
+        rows, the same from one statement of this shape to the next (so is the SQL that reads them).
 
         Here the decided rows are materialized once, the metrics read first, and nothing is written unless
         ``proceed(metrics)``. An engine that can observe a job (Spark) does it all in one pass and writes anyway:
         the caller then discards the commit's rows (``discard_commit_rows``)."""
-        table = self.create_temp_table(f"__sd_decided_{uuid.uuid4().hex[:12]}", decided)
+        table = self.create_temp_table(name, decided)
         try:
             values = self.fetchall(exp.select(*[exp.alias_(e.copy(), k) for k, e in metrics.items()]).from_(
                 table.copy()))[0]

@@ -81,12 +81,18 @@ def register_functions(cursor: duckdb.DuckDBPyConnection) -> None:
     cursor.execute("CREATE OR REPLACE TEMPORARY MACRO raise_error(message) AS error(message)")
 
 
+#: The most statements ``_around`` keeps around one query.
+AROUND = 4
+
+
 def _around(query: exp.Expression, what: str, build) -> exp.Expression:
     """The statement ``build`` makes around ``query`` (a DESCRIBE, a CREATE ... AS): made once and kept with the
     query when the query is one the statement path keeps (``EngineAdapter.sql``), so its SQL is generated once."""
-    if not query.meta.get("kept"):
+    around = query.meta.setdefault("around", {}) if query.meta.get("kept") else None
+    # (a few statements per query, never one per name that changes: each is built from a copy of the query, the
+    # statements made before it included, so kept ones must stay few)
+    if around is None or (what not in around and len(around) >= AROUND):
         return build()
-    around = query.meta.setdefault("around", {})
     if what not in around:
         around[what] = build()
         around[what].meta["kept"] = True

@@ -19,6 +19,7 @@ published commit, its number never taken, its rows left out of every read (``_st
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import fcntl
 import functools
 import logging
@@ -38,8 +39,8 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
-from seqdedup.catalog.schema import (COMMITS, FOREIGN_COLUMNS, catalog_table, create_table, foreign_commits,
-                                     written_by_seqdedup)
+from seqdedup.catalog.schema import (COMMITS, FOREIGN_COLUMNS, arrow_schema, catalog_table, create_table,
+                                     foreign_commits, written_by_seqdedup)
 from seqdedup.catalog.state import literal
 
 from seqdedup.errors import CommitConflict, EngineError, TopicError, already_exists
@@ -285,14 +286,17 @@ def _storage_fields(storage) -> int:
     return _STORAGE_FIELDS
 
 
+def _storage_at(jvm, storage, location: str):
+    """A copy of Spark's storage format of a table or partition, at another directory (the other fields, whatever
+    this Spark version has, kept as they are)."""
+    return storage.copy(jvm.scala.Option.apply(jvm.java.net.URI(location)),
+                        *[getattr(storage, f"copy$default${i}")() for i in range(2, _storage_fields(storage) + 1)])
+
+
 def _with_location(jvm, partition, location: str):
-    """A copy of Spark's catalog entry for a partition, with another directory (the other fields, whatever this
-    Spark version has, kept as they are)."""
-    storage = partition.storage()
-    storage = storage.copy(jvm.scala.Option.apply(jvm.java.net.URI(location)),
-                           *[getattr(storage, f"copy$default${i}")() for i in range(2, _storage_fields(storage) + 1)])
-    return partition.copy(partition.spec(), storage, partition.parameters(), partition.createTime(),
-                          partition.lastAccessTime(), partition.stats())
+    """A copy of Spark's catalog entry for a partition, with another directory."""
+    return partition.copy(partition.spec(), _storage_at(jvm, partition.storage(), location), partition.parameters(),
+                          partition.createTime(), partition.lastAccessTime(), partition.stats())
 
 
 def _remove_unread(table_location: str, layout: "_Layout") -> None:
@@ -577,6 +581,8 @@ class SparkAdapter(EngineAdapter):
         self.DEFAULT_NAMESPACE = spark.catalog.currentDatabase()
         self._open: dict[str, _OpenCommit] = {}     # topic key -> its commit in progress
         self._locations: dict[str, str] = {}        # table -> its directory
+        self._storage: dict[str, object] = {}       # table -> its storage format in the JVM (``_add_partition``)
+        self._analyzed: tuple | None = None         # (SQL, its frame): the query ``query_columns`` read last
         self._table_columns: dict[str, list[tuple[str, str]]] = {}   # topic key -> its table's columns
         self._scratch: dict[str, str] = {}          # temporary table -> the directory that holds its rows
         self._winners: dict[str, _Winners] = {}     # topic key -> its commits' winners (several drivers)
@@ -664,13 +670,24 @@ class SparkAdapter(EngineAdapter):
         return F.create_map(*[F.lit(value) for pair in zip(table.column("producer").to_pylist(), marks)
                               for value in pair])
 
+    def constant(self, value: exp.Expression) -> exp.Expression:
+        """A DECIMAL: Spark compiles the code of a query with its BIGINT constants written into it, so a new value
+        costs a new compilation (some 15 to 40 ms a class), where a DECIMAL constant is referenced from the code.
+        (Arithmetic on a DECIMAL this wide is slower per row: for small statements only.)"""
+        return exp.cast(value, exp.DataType.build("DECIMAL(20, 0)"))
+
     def fits_one_task(self, query: exp.Expression) -> bool:
         """From the size Spark's optimizer estimates for the rows (a classic session's; a Connect client cannot
         ask, and distributes them)."""
         if self.remote or self.ONE_TASK_BYTES is None:
             return False
-        with self._errors():
-            size = self._sql(query)._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()
+        text, analyzed = self._analyzed or (None, None)
+        try:
+            with self._errors():
+                frame = analyzed if text == self.sql(query) else self._sql(query)
+                size = frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()
+        except EngineError:     # (an expression that fails when folded, 2^63 - 1 + 1: the statement reports it)
+            return False
         return int(str(size)) <= self.ONE_TASK_BYTES     # (a Scala BigInt, or an int when py4j converts it)
 
     def append_rows(self, table: exp.Table, rows) -> None:
@@ -680,7 +697,7 @@ class SparkAdapter(EngineAdapter):
         of it or none of it; then Spark's listing of the table is refreshed. Elsewhere (HDFS, an object store), an
         INSERT."""
         directory = _local(self._directory(table))
-        if directory is None:
+        if directory is None or not rows.num_rows:
             return super().append_rows(table, rows)
         import pyarrow.parquet as pq
 
@@ -694,8 +711,20 @@ class SparkAdapter(EngineAdapter):
             with contextlib.suppress(OSError):
                 os.remove(f"{directory}/.{name}")
             raise _engine_error(error) from error
+        self._forget_files(table)
+
+    def _forget_files(self, table: exp.Table) -> None:
+        """Spark keeps a table's file listing once read: files added other than by Spark stay unseen until the
+        listing is dropped. In reach of the JVM, the table's entry and the listings are dropped (the next read lists
+        again); else ``REFRESH TABLE``, which also resolves the table again (some 30 ms)."""
+        found = self._jvm_catalog(table)
         with self._errors():
-            self.spark.catalog.refreshTable(self.sql(table))
+            if found is None:
+                return self.spark.catalog.refreshTable(self.sql(table))
+            catalog, name = found
+            catalog.invalidateCachedTable(name)
+            self.spark._jvm.org.apache.spark.sql.execution.datasources.FileStatusCache.getOrCreate(
+                self.spark._jsparkSession).invalidateAll()
 
     def binary(self, text: exp.Expression) -> exp.Expression:
         return exp.Collate(this=exp.cast(text, "string"), expression=exp.Var(this="UTF8_BINARY"))
@@ -727,7 +756,10 @@ class SparkAdapter(EngineAdapter):
             return list(frame.columns), [tuple(row) for row in frame.collect()]
 
     def query_columns(self, query: exp.Expression) -> list[tuple[str, str]]:
-        return [(f.name, f.dataType.simpleString()) for f in self._sql(query).schema.fields]
+        self._analyzed = None
+        frame = self._sql(query)
+        self._analyzed = (self.sql(query), frame)      # analyzed once: ``fits_one_task`` may ask of it next
+        return [(f.name, f.dataType.simpleString()) for f in frame.schema.fields]
 
     def columns(self, table: exp.Table, *, committed: bool = False) -> list[tuple[str, str]]:
         name = table.sql(dialect=self.DIALECT)
@@ -995,7 +1027,7 @@ class SparkAdapter(EngineAdapter):
         current.directory, written = self._stage(topic, insert.expression, names, current.number, counted=counted)
         return written
 
-    def write_decided(self, topic, decided, keep, insert_for, metrics, outcome, last, proceed):
+    def write_decided(self, topic, decided, keep, insert_for, metrics, outcome, last, proceed, name):
         """One job: the decided rows are observed (the metrics, and the outcome of each producer's last row, as a
         list) on their way to the commit's directory, whatever the metrics say (the caller discards them)."""
         F = self.F
@@ -1003,7 +1035,7 @@ class SparkAdapter(EngineAdapter):
         named = exp.func("named_struct", *[part for e in outcome
                                             for part in (exp.Literal.string(e.alias_or_name), e.unalias())])
         rows = exp.func("collect_list", exp.Case(ifs=[exp.If(this=exp.column(last), true=named)]))
-        view = f"__sd_decided_{uuid.uuid4().hex[:12]}"
+        view = name
         with self._errors():
             observed = _Observed(self._sql(decided), **{k: F.expr(self.sql(e)) for k, e in metrics.items()},
                                  __sd_outcome=F.expr(self.sql(rows)))
@@ -1038,12 +1070,8 @@ class SparkAdapter(EngineAdapter):
         current = self._open[topic.key]
         if current.directory is None:    # nothing staged (a snapshot, a policy change): an empty directory
             current.directory = self._empty_directory(topic, current.number)
-        alter = sqlglot.parse_one("ALTER TABLE t ADD PARTITION (_commit = 0) LOCATION ''", read="spark")
-        alter.set("this", topic.table.copy())
-        alter.find(exp.EQ).set("expression", exp.convert(current.number))
-        alter.find(exp.LocationProperty).set("this", exp.Literal.string(current.directory))
         try:
-            self.execute(alter)      # the metastore registers one partition per number: a compare-and-set
+            self._add_partition(topic.table, current.number, current.directory)
         except EngineError as error:
             if already_exists(" / ".join(_causes(error.__cause__ or error))):
                 raise CommitConflict(f"another writer published commit {current.number} of {topic.key} first; "
@@ -1055,10 +1083,33 @@ class SparkAdapter(EngineAdapter):
             known = self._winners.get(topic.key)
             if known is not None and current.published is not None and known.published == current.published:
                 known.published = known.published | {current.number}
-            self.execute(exp.insert(exp.select(
-                exp.Literal.string(topic.key), exp.convert(current.number), exp.Literal.string(current.attempt),
-                exp.cast(exp.func("current_timestamp"), "timestamp")), catalog_table("seqdedup_commits"),
-                columns=list(COMMITS)))
+            self.append_rows(catalog_table("seqdedup_commits"), pa.Table.from_pylist(
+                [{"topic": topic.key, "commit_id": current.number, "attempt": current.attempt,
+                  "published_at": dt.datetime.now()}], schema=arrow_schema(COMMITS)))
+
+    def _add_partition(self, table: exp.Table, number: int, directory: str) -> None:
+        """Register ``directory`` as the partition ``_commit = number``: the metastore registers one partition per
+        number, a compare-and-set. Through the session's catalog in the JVM where it is in reach (about a third of
+        an ``ALTER TABLE ... ADD PARTITION``, which also parses, resolves and refreshes the table; a topic's
+        partitions are listed from the metastore by every read, so no refresh is needed), else that statement."""
+        self._check_writable(None, f"a commit of {table.name}")
+        found = self._jvm_catalog(table)
+        if found is None:
+            alter = sqlglot.parse_one("ALTER TABLE t ADD PARTITION (_commit = 0) LOCATION ''", read="spark")
+            alter.set("this", table.copy())
+            alter.find(exp.EQ).set("expression", exp.convert(number))
+            alter.find(exp.LocationProperty).set("this", exp.Literal.string(directory))
+            return self.execute(alter)
+        catalog, name = found
+        jvm, convert = self.spark._jvm, self.spark._jvm.org.apache.spark.api.python.PythonUtils
+        with self._errors():
+            key = self.sql(table)
+            if key not in self._storage:        # the table's storage format, which a new partition's copies
+                self._storage[key] = catalog.getTableMetadata(name).storage()
+            partition = jvm.org.apache.spark.sql.catalyst.catalog.CatalogTablePartition(
+                convert.toScalaMap({"_commit": str(number)}), _storage_at(jvm, self._storage[key], directory),
+                convert.toScalaMap({}), int(time.time() * 1000), -1, jvm.scala.Option.empty())
+            catalog.createPartitions(name, convert.toSeq([partition]), False)
 
     def close_commit(self, topic) -> None:
         self._open.pop(topic.key, None)
@@ -1361,6 +1412,7 @@ class SparkAdapter(EngineAdapter):
     def drop_topic_table(self, topic) -> None:
         super().drop_topic_table(topic)
         self._locations.pop(self.sql(topic.table), None)
+        self._storage.pop(self.sql(topic.table), None)
         self._open.pop(topic.key, None)
 
     def register_functions(self) -> None:

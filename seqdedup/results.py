@@ -50,7 +50,8 @@ class StatementResult(_Frames):
     producers: list[ProducerCount] = field(default_factory=list)
     snapshot_id: int | None = None    # the snapshot the statement took, if one was due (R8)
     rounds: int = 0                   # decision rounds it needed (1 unless batch entries straddled a mark)
-    commit: int | None = None         # the topic commit that wrote its entries (their ``_commit``)
+    commit: int | None = None         # the topic commit that wrote its entries (their ``_commit``); None: the
+                                      # statement had no entries, and published no commit
     conflicts: int = 0                # times another driver published the commit number first: decided again
     compaction: object = None         # the topic's compaction, when its commit was one to compact after
                                       # (seqdedup.compaction.Compaction; compact_every_commits)

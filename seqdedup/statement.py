@@ -104,7 +104,12 @@ class Run:
         """Types and shape, read from the SELECT without running it: the producer a string, ids integers, the
         values fitting the topic's columns, no column named like seqdedup's own. Returns (targets, value columns)."""
         statement, adapter = self.statement, self.adapter
-        types = dict(self.describe(self.kept("arguments", lambda: statement.arguments)))   # before any COALESCE
+        try:     # one look at the SELECT: the values, then is_not_dup's arguments as written (before any COALESCE)
+            both = adapter.query_columns(self.described())
+            count = len(statement.arguments.expressions)
+            columns, types = both[:-count], dict(both[-count:])
+        except EngineError:     # one part at a time, for the error about the part that fails
+            columns, types = None, dict(self.describe(self.kept("arguments", lambda: statement.arguments)))
         ids = "an integer: CAST it to BIGINT (sequence ids are signed 64-bit, 0 to 9223372036854775807)"
         checks = ((rewrite.ARGUMENTS[0], "producer", adapter.STRING_TYPES, "a string: CAST it to STRING"),
                   (rewrite.ARGUMENTS[1], "sequence_id", adapter.INTEGER_TYPES, ids),
@@ -116,7 +121,8 @@ class Run:
             base = re.split(r"[( ]", kind.strip('"'), maxsplit=1)[0].upper()    # STRING COLLATE UTF8_LCASE: STRING
             if base not in allowed | adapter.NULL_TYPES:
                 raise InvalidEntryError(f"is_not_dup's {role} argument has type {kind.upper()}; it must be {fix}")
-        columns = self.describe(self.kept("values", lambda: statement.values))
+        if columns is None:
+            columns = self.describe(self.kept("values", lambda: statement.values))
         names = [name for name, _ in columns]
         ours = {e.alias for e in statement.values.expressions if isinstance(e, exp.Alias)}
         clash = [n for n in names if (n.lower().startswith(rewrite.RESERVED) and n not in ours) or names.count(n) > 1]
@@ -125,6 +131,10 @@ class Run:
                                "seqdedup's own: rename it (AS ...)")
         values = [n for n in names if n not in statement.key_columns]
         return self._targets(state, values), values
+
+    def described(self) -> exp.Select:
+        """The statement's values, then is_not_dup's arguments as written: what ``check`` reads the types of."""
+        return self.kept("described", lambda: self.statement.values.select(*self.statement.arguments.expressions))
 
     def describe(self, query: exp.Select) -> list[tuple[str, str]]:
         """The columns of a part of the statement, read without running it. The engine's error about it (a typo in
@@ -207,18 +217,21 @@ class Run:
         checked = state.enabled
         marks, seen = self.marks(state, scratch, checked, inline=True)
         late = checked and statement.ordered     # (unordered, arrival is id order: nothing comes late)
-        gather = adapter.fits_one_task(statement.values)
+        gather = adapter.fits_one_task(self.described())     # (its size: that of the values, a little more)
+        # (a small statement's cost is its fixed costs, a large one's is per row: see EngineAdapter.constant)
+        base = adapter.constant(BASE) if gather else BASE
 
         def insert_for(rows: exp.Expression) -> exp.Insert:
             return plan.insert_rows(self.ref.table, targets, values, rows, NOW, COMMIT)
 
         def decide_and_write(source: exp.Select):
             decided = self.kept(f"window {source is statement.values} {gather} {marks is MARKS}", lambda:
-                                plan.window_decisions(source, marks, statement.order, base=BASE,
+                                plan.window_decisions(source, marks, statement.order, base=base,
                                                       partitions=adapter.PARTITIONS, number=adapter.row_number(),
                                                       checked=checked, late=late, seen=seen, gather=gather))
             return adapter.write_decided(self.ref, decided, plan.ACCEPTED, insert_for, plan.window_metrics(seen),
-                                         plan.window_outcome(late=late), plan.LAST, proceed=_settled)
+                                         plan.window_outcome(late=late), plan.LAST, proceed=_settled,
+                                         name=scratch.name("__sd_decided"))
 
         try:
             with adapter.parameters(self.bound):
@@ -370,6 +383,7 @@ class Run:
                 now, statement_id = session.clock(), str(uuid.uuid4())
                 with writer.commit(ref, state.commit + 1) as commit, writer.scratch() as scratch:
                     self.scratch = scratch
+                    before = state
                     state = follow_policies(self.session, state, commit, now, scratch)
                     self.shape += (scratch.depth, state.enabled, state.marks.num_rows > 0)
                     outcome = None
@@ -377,6 +391,10 @@ class Run:
                         if adapter.PLAN == "window" or not state.enabled:
                             outcome = self.window(state, commit, targets, values, scratch)
                         if outcome is None:
+                            if adapter.PLAN == "window":    # a pass read the SELECT already: every read of
+                                # the plan sees the entries of one more (a micro-batch is not cached, say)
+                                rows = scratch.table("__sd_values", self.statement.values)
+                                self.statement = self.statement.over(rows)
                             outcome = self.exceptions(state, commit, targets, values, scratch)
                         failpoint("after_topic_rows")
                         self.run_log(outcome, statement_id, now, commit)
@@ -389,13 +407,17 @@ class Run:
                     state = state.after(commit=commit.number, end=outcome.end, delta=delta,
                                         since_snapshot=state.since_snapshot + written)
                     snapshot_id, state = self.snapshot_if_due(state, commit, now, scratch)
-                writer.keep(ref, state)
-                compacted = self.compact_if_due(state, commit.number)
+                    if not outcome.producers.num_rows and state.header is before.header:
+                        commit.abandon()        # no entry, no snapshot: nothing to publish (no empty commit)
+                        state = before
+                if not commit.abandoned:
+                    writer.keep(ref, state)
+                compacted = None if commit.abandoned else self.compact_if_due(state, commit.number)
             finally:
                 writer.pushed.release(ref.key)
         return StatementResult(
             topic=ref.key, statement_id=statement_id, snapshot_id=snapshot_id, rounds=outcome.rounds,
-            commit=commit.number, compaction=compacted,
+            commit=None if commit.abandoned else commit.number, compaction=compacted,
             producers=[ProducerCount(r["producer"], r["written"], r["duplicates"], r["first_position"],
                                      r["last_position"], r["out_of_order"]) for r in outcome.producers.to_pylist()])
 

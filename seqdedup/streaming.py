@@ -90,8 +90,6 @@ class BatchSink:
     def __call__(self, batch_df, batch_id: int) -> None:
         self._check_frame(batch_df.columns)
         self.last_batch_id, self.last_result = batch_id, None
-        if batch_df.isEmpty():
-            return
         spark = batch_df.sparkSession
         # foreachBatch hands over a frame of a clone of the stream's SparkSession, so a plain temp view would be
         # invisible to the session seqdedup runs on ([TABLE_OR_VIEW_NOT_FOUND]); a global temp view is shared by
@@ -99,16 +97,15 @@ class BatchSink:
         name = f"__sd_batch_{batch_id}_{uuid.uuid4().hex[:12]}"
         view = exp.table_(exp.to_identifier(name, quoted=True),
                           db=exp.to_identifier(spark.conf.get("spark.sql.globalTempDatabase"), quoted=True))
-        # Cached: a statement the window plan cannot settle in one pass (a straddling batch entry) reads its input
-        # again, and every read must see the same rows, even when a column is not deterministic.
-        frame = batch_df.persist()
+        # Not cached: the statement reads the batch once (a statement that must read it again, after a straddling
+        # batch entry, reads it once more into a table of its own first), and an empty batch publishes nothing.
+        batch_df.createOrReplaceGlobalTempView(name)
         try:
-            frame.createOrReplaceGlobalTempView(name)
-            self.last_result = self.session.run(batch_statement(
+            result = self.session.run(batch_statement(
                 self.ref.table, view, self.values, **self.keys, order_by=self.order_by, columns=self.columns))
         finally:
             spark.catalog.dropGlobalTempView(name)
-            frame.unpersist()
+        self.last_result = result if result.commit is not None else None
 
 
 def foreach_batch(session: Session, topic: str, *, producer: str, sequence_id: str,

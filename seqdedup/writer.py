@@ -91,6 +91,13 @@ class Commit:
     ref: TopicRef
     number: int
     cleanups: list = field(default_factory=list)   # what the commit makes unneeded, removed with it (``removes``)
+    abandoned: bool = False                         # nothing is published (``abandon``)
+
+    def abandon(self) -> None:
+        """Publish nothing: the commit wrote nothing a reader could tell (a statement without entries, which took no
+        snapshot). Its topic rows are discarded and its number stays free for the next commit (a number left
+        unpublished below a published one would count as a failed commit forever)."""
+        self.abandoned = True
 
     def removes(self, cleanup) -> None:
         """Run ``cleanup`` (a function) with the commit: on an engine with transactions inside it, so that what
@@ -211,6 +218,10 @@ class Writer:
                     commit = Commit(ref, number)
                     with adapter.parameters({"__sd_attempt": adapter.attempt(ref)}):   # catalog.schema.ATTEMPT
                         yield commit
+                    if commit.abandoned:
+                        adapter.discard_commit_rows(ref)
+                        self.attempted[ref.key] = number - 1
+                        return
                     failpoint("before_publish")
                     if adapter.SUPPORTS_TRANSACTIONS:
                         for cleanup in commit.cleanups:

@@ -159,6 +159,9 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
     ``gather``: the statement is small enough for one task; its rows are gathered into one partition (a COALESCE
     hint: no shuffle, so the whole statement runs as one stage) rather than distributed over ``partitions``.
 
+    ``base`` may be an expression of another numeric type than BIGINT (``EngineAdapter.constant``): positions are
+    cast to BIGINT.
+
     ``late`` (an ordered statement) also counts ``out_of_order`` in the same pass: the producer's distinct lowest
     ids above the mark, less the entries written (each written entry has its own lowest id). The distinct ids are
     a set per producer over the whole partition (Spark has no DISTINCT window function), which the sort by
@@ -227,7 +230,8 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
         above = exp.Case(ifs=[exp.If(this=s.copy() > floor.copy(), true=s.copy())])
         first = first.select(exp.alias_(exp.func("size", exp.Window(this=exp.func("collect_set", above),
                                                                     partition_by=[p.copy()])), IDS))
-    numbered = exp.select("*", exp.alias_(exp.Add(this=exp.convert(base), expression=number), POSITION)).from_(
+    numbered = exp.select("*", exp.alias_(exp.cast(exp.Add(this=exp.convert(base), expression=number), "bigint"),
+                                          POSITION)).from_(
         first.subquery("d"))
     def when_new(value: exp.Expression) -> exp.Case:
         return exp.Case(ifs=[exp.If(this=accepted.copy(), true=value)])
@@ -549,12 +553,14 @@ def check_written(written: exp.Expression, outcome_table: exp.Table, hash_of: ex
 
 def describe(statement, *, kind: str, base: int, commit: int, publish_time: exp.Expression, hash_function: str,
              partitions: int | None, number: exp.Expression, topic: exp.Table, targets: list[str],
-             values: list[str]) -> dict[str, exp.Expression]:
+             values: list[str],
+             small_base: exp.Expression | None = None) -> dict[str, exp.Expression]:
     """The steps of a plan for a statement, named, each reading the tables the steps before it make (named after
     them): what the runner executes, for people to read (tests/golden holds them per engine).
 
     ``kind`` is "window" or "exceptions". For the exceptions plan both ways to the exceptions are given: the hash
-    aggregate (no ORDER BY, no batch entries) and the windowed decision (the others).
+    aggregate (no ORDER BY, no batch entries) and the windowed decision (the others). ``small_base``: the base a
+    small statement's window plan is given (``EngineAdapter.constant``), if not ``base``.
 
     Example:
         >>> from seqdedup.sql.rewrite import expand_is_not_dup
@@ -573,7 +579,8 @@ def describe(statement, *, kind: str, base: int, commit: int, publish_time: exp.
                 statement.values, marks, statement.order, base=base, partitions=partitions, number=number,
                 late=statement.ordered),
             "the same for a small statement: a few marks as a map, the rows in one task (no shuffle)":
-                window_decisions(statement.values, exp.Placeholder(this="__sd_marks"), statement.order, base=base,
+                window_decisions(statement.values, exp.Placeholder(this="__sd_marks"), statement.order,
+                                 base=base if small_base is None else small_base,
                                  partitions=partitions, number=number, late=statement.ordered, gather=True),
             "metrics, checked before publishing": exp.select(
                 *[exp.alias_(e, k) for k, e in window_metrics().items()]).from_(decided.copy()),

@@ -11,6 +11,7 @@ The steps that decide and write are in ``sql.plan``.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
@@ -53,6 +54,19 @@ class DedupInsert:
     def ordered(self) -> bool:
         """The statement says its arrival order (ORDER BY); else entries arrive in (producer, id) order."""
         return len(self.order) > 2
+
+    def over(self, rows: exp.Table) -> "DedupInsert":
+        """The same statement over ``rows``, a table of its ``values`` read once: every later read sees the same
+        entries, whatever its SELECT does when read again.
+
+        Example:
+            >>> d = expand_is_not_dup(sqlglot.parse_one("INSERT INTO t SELECT x FROM s WHERE is_not_dup(p, q)"))
+            >>> once = d.over(exp.table_("v"))
+            >>> once.keys.sql(), once.values.sql()
+            ('SELECT __sd_producer, __sd_sequence_id, __sd_highest FROM v', 'SELECT * FROM v')
+        """
+        return dataclasses.replace(self, keys=exp.select(*self.key_columns).from_(rows.copy()),
+                                   values=exp.select("*").from_(rows.copy()))
 
 
 #: What an INSERT with is_not_dup may have besides its target and SELECT. Anything else sqlglot parsed (OVERWRITE,

@@ -28,10 +28,12 @@ STATEMENTS = {
 SPARK_NUMBER = sqlglot.parse_one(
     "(MONOTONICALLY_INCREASING_ID() - SHIFTLEFT(CAST(SPARK_PARTITION_ID() AS BIGINT), 33)) * 2 "
     "+ CAST(SPARK_PARTITION_ID() AS BIGINT) + 1", read="spark")
+#: (Spark gives a small statement's window plan its base position as a DECIMAL: ``SparkAdapter.constant``)
 ENGINES = {
     "duckdb": [dict(kind="exceptions", hash_function="hash", partitions=None,
                     number=EngineAdapter().row_number())],
-    "spark": [dict(kind="window", hash_function="xxhash64", partitions=2, number=SPARK_NUMBER),
+    "spark": [dict(kind="window", hash_function="xxhash64", partitions=2, number=SPARK_NUMBER,
+                   small_base=exp.cast(exp.convert(41), exp.DataType.build("DECIMAL(20, 0)"))),
               dict(kind="exceptions", hash_function="xxhash64", partitions=2, number=SPARK_NUMBER)],
 }
 DIALECT = {"duckdb": "duckdb", "spark": SparkAnsi}
@@ -41,9 +43,9 @@ def plan_sql(statement: str, engine: str) -> str:
     insert = rewrite.expand_is_not_dup(sqlglot.parse_one(statement, read="spark"))
     parts = []
     for options in ENGINES[engine]:
-        steps = plan.describe(insert, base=41, commit=7, publish_time=exp.Literal.string("2026-01-01"),
+        steps = plan.describe(insert, commit=7, publish_time=exp.Literal.string("2026-01-01"),
                               topic=exp.table_("events", db="main"), targets=["payload"], values=["__sd_v0"],
-                              **options)
+                              base=41, **options)
         parts += [f"-- {options['kind']} plan: {name}\n{tree.sql(DIALECT[engine], pretty=True)};"
                   for name, tree in steps.items()]
     return "\n\n".join(parts) + "\n"

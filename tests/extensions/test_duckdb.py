@@ -49,3 +49,26 @@ def test_connect_refuses_an_object_it_cannot_use_and_makes_no_file(tmp_path, mon
     with pytest.raises(seqdedup.EngineError, match="takes a DuckDB file path.*not a builtins.object"):
         seqdedup.connect(object())
     assert list(tmp_path.iterdir()) == []
+
+
+def test_statements_on_a_disabled_topic_cost_the_same_each_time(duckdb_dedup):
+    """A disabled topic's statements take the window plan. Its decided rows once went to a temporary table of a new
+    name per statement, and the statement DuckDB built around the kept plan was kept for each name, every one a copy
+    of the plan with those before it: the kept trees doubled with each statement (the tenth took seconds, the
+    twelfth a minute and gigabytes). Measured here by their size, not by a clock."""
+    from seqdedup import statement
+
+    duckdb_dedup.topic()
+    duckdb_dedup.session.alter_topic("events", deduplication_enabled=False)
+
+    def kept_nodes() -> int:
+        trees = list(statement._KEPT.values())
+        trees += [around for tree in trees for around in tree.meta.get("around", {}).values()]
+        return sum(1 for tree in trees for _ in tree.walk())
+
+    sizes = []
+    for i in range(8):
+        result = duckdb_dedup.send([("p", i), ("p", i)])
+        assert (result.written, result.duplicates) == (2, 0)        # unchecked: every entry is written
+        sizes.append(kept_nodes())
+    assert sizes[3:] == [sizes[3]] * 5, sizes

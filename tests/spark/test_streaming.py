@@ -159,3 +159,16 @@ def test_bad_arguments_name_the_problem_and_the_fix(spark_dedup):
     with pytest.raises(TopicError, match=r"lacks \['payload'\]"):
         sink(spark.createDataFrame([("p1", 0, 0)], "producer STRING, seq BIGINT, line BIGINT"), 0)
     assert topic_rows(dedup) == []
+
+
+def test_an_empty_micro_batch_publishes_nothing(spark_dedup):
+    dedup = spark_dedup
+    spark = dedup.session.adapter.spark
+    sink = foreach_batch(dedup.session, "events", producer="producer", sequence_id="seq", order_by=["line"])
+    sink(spark.createDataFrame([("p1", 0, 0, "a")], SCHEMA), 1)
+    commit = sink.last_result.commit
+    sink(spark.createDataFrame([], SCHEMA), 2)         # (a no-data micro-batch: Spark may call foreachBatch so)
+    assert sink.last_result is None and sink.last_batch_id == 2
+    assert dedup.session.adapter.last_published_commit(dedup.session.ref("events")) == commit   # no empty commit
+    sink(spark.createDataFrame([("p1", 1, 0, "b")], SCHEMA), 3)
+    assert sink.last_result.commit == commit + 1 and topic_rows(dedup) == [("p1", 0, "a"), ("p1", 1, "b")]
