@@ -14,7 +14,8 @@ from seqdedup.udfs import Policies
 
 from . import policies as policy
 from .schema import ADDED_COLUMNS, ADDED_TABLES, CATALOG_TABLES, CATALOG_VERSION, SYSTEM_COLUMNS, catalog_table
-from .state import SnapshotHeader, chain_of, last_position_query, literal, snapshot_headers_query, snapshot_insert
+from .state import (SnapshotHeader, chain_of, last_position_query, literal, snapshot_headers_query, snapshot_insert,
+                    snapshot_rows)
 
 
 class Executor(Protocol):
@@ -356,11 +357,16 @@ class Catalog:
     def write_snapshot(self, ref: TopicRef, marks: exp.Expression | None, *, header: SnapshotHeader | None,
                        position: int, kind: str, now: dt.datetime, commit: int,
                        max_producers: int | None = None, parent: int | None = None) -> int:
-        """Write a snapshot of ``marks`` (None: an empty one) at ``position``, an increment of ``parent`` if given;
-        returns its id."""
+        """Write a snapshot of ``marks`` (None: an empty one; a query or table; or a ``pyarrow.Table`` of marks in
+        memory, appended as rows) at ``position``, an increment of ``parent`` if given; returns its id."""
         snapshot_id = header.next_snapshot_id if header else self._next_snapshot_id(ref)
-        self.executor.execute(snapshot_insert(ref.key, marks, snapshot_id=snapshot_id, position=position, kind=kind,
-                                              now=now, commit=commit, max_producers=max_producers, parent=parent))
+        options = dict(snapshot_id=snapshot_id, position=position, kind=kind, now=now, commit=commit,
+                       max_producers=max_producers, parent=parent)
+        if isinstance(marks, exp.Expression):
+            self.executor.execute(snapshot_insert(ref.key, marks, **options))
+        else:
+            self.executor.append_rows(catalog_table("producer_sequences"), snapshot_rows(
+                ref.key, marks, attempt=self.executor.attempt(ref), **options))
         return snapshot_id
 
     def size(self, ref: TopicRef) -> dict[str, int]:

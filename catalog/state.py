@@ -131,6 +131,40 @@ def last_position_query(topic_table: exp.Table, after: int, own: exp.Expression 
     )
 
 
+def snapshot_rows(topic: str, marks, *, snapshot_id: int, position: int, kind: str, now: dt.datetime, commit: int,
+                  attempt: str | None, max_producers: int | None = None, parent: int | None = None):
+    """The rows ``snapshot_insert`` writes, built from marks in memory (a ``pyarrow.Table`` with producer,
+    sequence_id, last_publish_time; None: none): the producer rows, then the header counting them. Appended as they are
+    (``EngineAdapter.append_rows``): on Spark, with no job.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> marks = pa.table({"producer": ["p", "q"], "sequence_id": [4, 9],
+        ...                   "last_publish_time": pa.array([dt.datetime(2026, 1, 1)] * 2, pa.timestamp("us"))})
+        >>> rows = snapshot_rows("main.t", marks, snapshot_id=2, position=7, kind="snapshot",
+        ...                      now=dt.datetime(2026, 1, 2), commit=3, attempt=None, max_producers=1)
+        >>> rows.select(["producer", "sequence_id", "producers"]).to_pylist()
+        [{'producer': 'p', 'sequence_id': 4, 'producers': None}, {'producer': None, 'sequence_id': None, 'producers': 1}]
+    """
+    import pyarrow as pa
+
+    from .schema import arrow_schema
+
+    schema = arrow_schema(PRODUCER_SEQUENCES)
+    if marks is None:                  # a snapshot of no producer: its header alone
+        marks = schema.empty_table()
+    if max_producers is not None:      # R12: the most recently active producers
+        marks = marks.sort_by([("last_publish_time", "descending"), ("producer", "ascending")]).slice(
+            0, max_producers)
+    n = marks.num_rows
+    once = {"topic": topic, "snapshot_id": snapshot_id, "position": position, "kind": kind, "taken_at": now,
+            "commit_id": commit, "parent_id": parent, "attempt": attempt}
+    producers = pa.table([marks.column(f.name).cast(f.type) if f.name in marks.column_names else
+                          pa.repeat(pa.scalar(once.get(f.name), f.type), n) for f in schema], schema=schema)
+    header = pa.Table.from_pylist([{**once, "producers": n}], schema=schema)
+    return pa.concat_tables([producers, header])
+
+
 def snapshot_insert(
     topic: str,
     marks: exp.Expression | None,

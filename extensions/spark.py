@@ -1035,24 +1035,23 @@ class SparkAdapter(EngineAdapter):
         named = exp.func("named_struct", *[part for e in outcome
                                             for part in (exp.Literal.string(e.alias_or_name), e.unalias())])
         rows = exp.func("collect_list", exp.Case(ifs=[exp.If(this=exp.column(last), true=named)]))
-        view = name
         with self._errors():
             observed = _Observed(self._sql(decided), **{k: F.expr(self.sql(e)) for k, e in metrics.items()},
                                  __sd_outcome=F.expr(self.sql(rows)))
             kept = observed.frame.where(F.col(keep))
             if self.remote:     # a Connect client reads an observation only from the very plan it sent
-                insert = insert_for(exp.table_(view))
+                insert = insert_for(exp.table_(name))
                 current = self._open[topic.key]
                 current.directory = self._stage(topic, insert.expression, [c.name for c in insert.this.expressions],
                                                 current.number, counted=False, frame=kept)[0]
                 got = observed.values()
             else:
-                kept.createOrReplaceTempView(view)
+                kept.createOrReplaceTempView(name)     # (a view and SQL over it: cheaper than two selectExpr)
                 try:
-                    self.write_topic(topic, insert_for(exp.table_(view)), counted=False)    # counted above
+                    self.write_topic(topic, insert_for(exp.table_(name)), counted=False)    # counted above
                     got = observed.values()
                 finally:
-                    self.spark.catalog.dropTempView(view)
+                    self.spark.catalog.dropTempView(name)
         outcome_rows = [row.asDict() for row in got.pop("__sd_outcome")]
         return Decided(got, outcome_rows)
 
@@ -1193,14 +1192,16 @@ class SparkAdapter(EngineAdapter):
         replaces it in one metastore operation (``ALTER TABLE SET LOCATION``); the old directory is removed after."""
         self._check_writable(None, f"a delete from {table.name}")
         name = self.sql(table)
-        doomed = self.sql(exp.func("coalesce", condition.copy(), exp.false()))
-        with self._errors():
-            frame = self.spark.table(name)
-            if not frame.where(doomed).limit(1).count():
+        doomed = self.F.expr(self.sql(exp.func("coalesce", condition.copy(), exp.false())))
+        old = self._directory(table)
+        directory = f"{old.rsplit('/', 1)[0]}/{table.name}-{uuid.uuid4().hex}"
+        with self._errors():       # one job: the rows kept are written, the rows deleted counted on the way
+            observed = _Observed(self.spark.table(name).withColumn("__sd_doomed", doomed),
+                                 doomed=self.F.count_if(self.F.col("__sd_doomed")))
+            observed.frame.where("NOT __sd_doomed").drop("__sd_doomed").write.mode("error").parquet(directory)
+            if not observed.values()["doomed"]:
+                _remove(directory)      # nothing to delete: the table stays where it is
                 return
-            old = self._table_location(table)
-            directory = f"{old.rsplit('/', 1)[0]}/{table.name}-{uuid.uuid4().hex}"
-            frame.where(f"NOT ({doomed})").write.mode("error").parquet(directory)
         self.execute(exp.Alter(this=table.copy(), kind="TABLE",
                                actions=[exp.AlterSet(location=exp.Literal.string(directory))]))
         self._locations.pop(name, None)

@@ -182,9 +182,8 @@ class Session:
                         if scope == "global" or (scope == "namespace" and ref.namespace == target) or \
                                 ref.key == target:
                             state = replace(writer.state(ref), topic=catalog.topic(ref))
-                            with writer.commit(ref, state.commit + 1) as commit, writer.scratch() as scratch:
-                                state = statement_path.follow_policies(self, state, commit, now, scratch,
-                                                                       purge=False)
+                            with writer.commit(ref, state.commit + 1) as commit:
+                                state = statement_path.follow_policies(self, state, commit, now, purge=False)
                             kept[ref] = state.after(commit=commit.number)
             except BaseException:
                 writer.forget()
@@ -325,14 +324,13 @@ class Session:
         with writer:
             state = writer.state(ref)
             taken = None
-            with writer.commit(ref, state.commit + 1) as commit, writer.scratch() as scratch:
+            with writer.commit(ref, state.commit + 1) as commit:
                 before = state.header
-                state = statement_path.follow_policies(self, state, commit, self.clock(), scratch)
+                state = statement_path.follow_policies(self, state, commit, self.clock())
                 if state.header is not before:
                     taken = state.header.snapshot_id
                 if state.enabled and state.since_snapshot:
-                    state = statement_path.take_snapshot(self, state, commit, kind="snapshot", now=self.clock(),
-                                                         scratch=scratch)
+                    state = statement_path.take_snapshot(self, state, commit, kind="snapshot", now=self.clock())
                     taken = state.header.snapshot_id
             writer.keep(ref, state.after(commit=commit.number))
         return taken

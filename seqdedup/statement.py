@@ -384,7 +384,7 @@ class Run:
                 with writer.commit(ref, state.commit + 1) as commit, writer.scratch() as scratch:
                     self.scratch = scratch
                     before = state
-                    state = follow_policies(self.session, state, commit, now, scratch)
+                    state = follow_policies(self.session, state, commit, now)
                     self.shape += (scratch.depth, state.enabled, state.marks.num_rows > 0)
                     outcome = None
                     with adapter.parameters({"__sd_base": state.end, "__sd_commit": commit.number, "__sd_now": now}):
@@ -406,7 +406,7 @@ class Run:
                     failpoint("after_run_log")
                     state = state.after(commit=commit.number, end=outcome.end, delta=delta,
                                         since_snapshot=state.since_snapshot + written)
-                    snapshot_id, state = self.snapshot_if_due(state, commit, now, scratch)
+                    snapshot_id, state = self.snapshot_if_due(state, commit, now)
                     if not outcome.producers.num_rows and state.header is before.header:
                         commit.abandon()        # no entry, no snapshot: nothing to publish (no empty commit)
                         state = before
@@ -445,8 +445,7 @@ class Run:
                          else producers.column(f.name) for f in schema], schema=schema)
         self.adapter.append_rows(catalog_table("seqdedup_statements"), rows)
 
-    def snapshot_if_due(self, state: TopicState, commit: Commit, now: dt.datetime,
-                        scratch: Scratch) -> tuple[int | None, TopicState]:
+    def snapshot_if_due(self, state: TopicState, commit: Commit, now: dt.datetime) -> tuple[int | None, TopicState]:
         """R8: every snapshot_interval_entries entries, or snapshot_interval_seconds after the last snapshot."""
         policies = state.topic.applied
         since = state.since_snapshot
@@ -456,11 +455,11 @@ class Run:
         if not due:
             return None, state
         state = take_snapshot(self.session, state, commit, kind="snapshot" if state.enabled else "disabled", now=now,
-                              scratch=scratch, empty=not state.enabled)
+                              empty=not state.enabled)
         return state.header.snapshot_id, state
 
 
-def take_snapshot(session, state: TopicState, commit: Commit, *, kind: str, now: dt.datetime, scratch: Scratch,
+def take_snapshot(session, state: TopicState, commit: Commit, *, kind: str, now: dt.datetime,
                   empty: bool = False) -> TopicState:
     """Record ``state`` (``empty``: no producers, R10) in a snapshot at its end, in the open commit; the state
     with that snapshot as its last.
@@ -482,9 +481,8 @@ def take_snapshot(session, state: TopicState, commit: Commit, *, kind: str, now:
     elif not full and kind == "snapshot":
         kind = "increment"
     rows = None if empty else state.marks.table if full else increment
-    relation = scratch.relation("__sd_snapshot", rows) if rows is not None and rows.num_rows else None
     snapshot_id = session.catalog.write_snapshot(
-        state.topic.ref, relation, header=header, position=state.end, kind=kind, now=now, commit=commit.number,
+        state.topic.ref, rows, header=header, position=state.end, kind=kind, now=now, commit=commit.number,
         max_producers=policies.max_producers_in_snapshot if full and kind in ("snapshot", "purge") else None,
         parent=None if full else header.snapshot_id)
     failpoint("after_snapshot_rows")
@@ -505,11 +503,16 @@ def prune(session, ref, header: SnapshotHeader, policies, now: dt.datetime) -> N
     failpoint("before_prune")
     session.catalog.prune_snapshots(ref, header, now - dt.timedelta(minutes=policies.snapshot_retention_minutes))
     failpoint("during_prune")
-    if policies.run_log_retention_minutes is not None:
-        session.catalog.prune_run_log(ref, now - dt.timedelta(minutes=policies.run_log_retention_minutes))
+    retention = policies.run_log_retention_minutes
+    pruned = session.writer.database.run_log_pruned      # (topic -> when this process last pruned its run log)
+    # at most once per tenth of the retention: the run log then holds at most 1.1 times it, and an engine whose
+    # delete rewrites the table (Spark) does not rewrite it at every full snapshot
+    if retention is not None and now - pruned.get(ref.key, dt.datetime.min) >= dt.timedelta(minutes=retention / 10):
+        session.catalog.prune_run_log(ref, now - dt.timedelta(minutes=retention))
+        pruned[ref.key] = now
 
 
-def follow_policies(session, state: TopicState, commit: Commit, now: dt.datetime, scratch: Scratch, *,
+def follow_policies(session, state: TopicState, commit: Commit, now: dt.datetime, *,
                     purge: bool = True) -> TopicState:
     """The state follows its policies, in the open commit. R10: disabling forgets, enabling starts empty at the
     log's end. R11 (with ``purge``): producers idle longer than the timeout leave the state, and a snapshot
@@ -517,7 +520,7 @@ def follow_policies(session, state: TopicState, commit: Commit, now: dt.datetime
     enabled = state.topic.applied.deduplication_enabled
     if state.header.enabled != enabled:
         state = take_snapshot(session, state, commit, kind="enabled" if enabled else "disabled", now=now,
-                              scratch=scratch, empty=True)
+                              empty=True)
     timeout = state.topic.applied.producer_inactivity_timeout      # None: never expire
     if purge and state.enabled and timeout is not None:
         cutoff = now - dt.timedelta(minutes=timeout)
@@ -527,7 +530,7 @@ def follow_policies(session, state: TopicState, commit: Commit, now: dt.datetime
             kept = marks.filter(pc.greater_equal(marks.column("last_publish_time"),
                                                  pa.scalar(cutoff, pa.timestamp("us"))))
             state = take_snapshot(session, state.after(commit=commit.number, marks=kept), commit, kind="purge",
-                                  now=now, scratch=scratch)
+                                  now=now)
     return state
 
 
