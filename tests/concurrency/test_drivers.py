@@ -32,7 +32,8 @@ from .test_processes import Writer
 DRIVER = Path(__file__).with_name("driver.py")
 #: The topic's producer_lease_seconds in the R14 tests: renewed every 3.3 s, so a lease lapses 6.7 to 10 s after its
 #: holder stops: short enough to wait for, long enough for a renewal on a loaded machine (on 2 cores, with another
-#: Spark at work, a renewal took over 4 s: a lease of 6 s lapsed, and its holder claimed it again).
+#: Spark at work, a Spark Connect client's renewal came over 4 s late: its lease of 6 s lapsed, and it claimed it
+#: again, a new epoch).
 LEASE = 10
 
 
