@@ -81,7 +81,7 @@ class Producer:
         if send_timeout is not None and send_timeout <= 0:
             raise ProducerError("send_timeout must be positive, or None to retry until each entry is settled")
         self.session = session
-        self.topic = session.topic(topic)
+        self.topic = session.topic(topic, fresh=True)      # (its lease time as set last, by any driver)
         self.name = name or generated_name()
         self.send_timeout = send_timeout
         self._key = (session.adapter.identity, self.topic.ref.key, self.name)
