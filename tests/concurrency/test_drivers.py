@@ -141,7 +141,7 @@ def open_once_expired(driver: Driver, name: str, holder: Driver) -> tuple[int, i
 def refused_by(driver: Driver, name: str, holder: Driver) -> str:
     """Open ``name`` in ``driver``: refused as already connected, naming ``holder``; the message."""
     refused = driver.ask(open=name)["refused"]
-    assert f"{name!r} is already connected to topic default.events" in refused and holder.named_in(refused), refused
+    assert f"{name!r} is already connected to topic default.r14" in refused and holder.named_in(refused), refused
     return refused
 
 
@@ -173,7 +173,7 @@ def test_r14_one_live_producer_per_name_across_drivers(metastore, tmp_path):
             os.kill(b.process.pid, signal.SIGCONT)
         assert last == 1 and third > second
         fenced = b.ask(send="n", rows=1)["refused"]
-        assert "'n' lost its name on topic default.events" in fenced and a.named_in(fenced), fenced
+        assert "'n' lost its name on topic default.r14" in fenced and a.named_in(fenced), fenced
         assert b.ask(close="n") == {"closed": "n"}
         # A is killed holding n (no close): B is refused until A's lease has expired, then takes the name
         a.kill()
