@@ -28,6 +28,8 @@ def _boolean(text: str) -> bool:
 MAX_PRODUCERS = 2**31 - 1
 MAX_MINUTES = 1000 * 365 * 24 * 60
 MAX_ENTRIES = 2**63 - 1
+#: The longest lease a producer may hold on its name (R14 across drivers): a driver that died keeps the name that long.
+MAX_LEASE_SECONDS = 24 * 60 * 60
 
 
 def _whole(minimum: int, maximum: int = MAX_ENTRIES) -> Callable[[str], int]:
@@ -89,6 +91,9 @@ DEFINITIONS = {
         PolicyDefinition("compact_every_commits", _or_unlimited(("never",), 1, MAX_ENTRIES),
                          f"a whole number of commits from 1 to {MAX_ENTRIES}, or never to compact only on demand "
                          "(seqdedup compact TOPIC)", none="never"),
+        # at least 3: its holder renews it every third of it, with two metastore calls (about 0.3 s)
+        PolicyDefinition("producer_lease_seconds", _whole(3, MAX_LEASE_SECONDS),
+                         f"a whole number of seconds from 3 to {MAX_LEASE_SECONDS} (a day)"),
     )
 }
 assert set(DEFINITIONS) == {f.name for f in fields(Policies)}, "every applied policy has a definition"

@@ -100,6 +100,17 @@ CATALOG_TABLES = {
     "seqdedup_commits": COMMITS,
 }
 
+#: Producer leases: which driver holds a producer name on a topic, where several Spark drivers share a metastore
+#: (R14; seqdedup/leases.py). Not among CATALOG_TABLES: only such sessions use it, and the first producer that needs
+#: it creates it. No row is ever written: a lease is a partition's entry in the metastore, registered once per
+#: (lease, epoch), which is the compare-and-set that admits one holder, and renewed in its storage properties.
+LEASES_TABLE = "seqdedup_leases"
+LEASE_COLUMNS = _types(unused="text")    # a table needs a column besides its partition columns; never written
+LEASE_PARTITIONS = _types(
+    lease="text",                 # a hex digest of (topic, producer name): a name may hold any character
+    epoch="bigint",               # 1, 2, 3 ... per lease, one per claim; never dropped, so never given twice
+)
+
 #: Tables added to the version-2 layout after catalogs of that version were first written: a catalog without them
 #: is still version 2, and ``Catalog.create()`` adds them when a writable session opens it.
 ADDED_TABLES = frozenset({"seqdedup_consumers", "seqdedup_commits"})

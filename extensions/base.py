@@ -79,6 +79,13 @@ class EngineAdapter:
         local Spark home is locked by its process), so a topic's state in memory stays true without a check."""
         return True
 
+    @property
+    def lease_store(self):
+        """Where the database's named producers hold leases on their names (R14 across processes:
+        ``seqdedup.leases.Store``); None where no other process can write the database while this adapter is open
+        (``exclusive``), so that refusing a second live producer inside the process is the whole of R14."""
+        return None
+
     @contextlib.contextmanager
     def parameters(self, values: dict) -> Iterator[None]:
         """Run the statements inside with these named parameters bound: a statement's varying values (its base

@@ -749,6 +749,16 @@ class SparkAdapter(EngineAdapter):
         warehouse = self.spark.conf.get("spark.sql.warehouse.dir").removeprefix("file:")
         return any(str(home / "warehouse") == warehouse.rstrip("/") for home in _homes)
 
+    @functools.cached_property
+    def lease_store(self):
+        """The metastore, where other drivers may write (a shared metastore, Spark Connect): extensions/hive_leases.py.
+        A read-only session's producers cannot send, and hold no name."""
+        if self.exclusive or self.read_only:
+            return None
+        from .hive_leases import HiveLeases
+
+        return HiveLeases(self)
+
     def fetch_with_columns(self, statement: exp.Expression | str) -> tuple[list[str], list[tuple]]:
         self._check_writable(statement)
         with self._errors():

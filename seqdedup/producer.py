@@ -29,6 +29,7 @@ from seqdedup.errors import (CatalogError, InvalidEntryError, NotRewrittenError,
 from seqdedup.extensions.base import ARRIVAL
 
 from .frames import load
+from .leases import Lease
 from .receipts import HIGHEST, PRODUCER, SEQUENCE_ID, Receipts, receipts as read_receipts
 
 log = logging.getLogger("seqdedup.producer")
@@ -42,8 +43,8 @@ FIRST_ID = exp.Placeholder(this="__sd_first_id")
 DEFINITE = (InvalidEntryError, TopicError, RewriteError, PolicyError, CatalogError, NotRewrittenError, ProducerError)
 
 
-# R14: the producers connected in this process, by (database, topic, name). Two processes cannot share a
-# writable database on either engine (DuckDB locks its file, embedded Derby its metastore).
+# R14: the producers connected in this process, by (database, topic, name). Where other processes may write the
+# database too (Spark drivers on a shared metastore), a named producer also holds a lease (seqdedup/leases.py).
 _live: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _live_lock = threading.Lock()
 _counter = itertools.count()
@@ -80,7 +81,7 @@ class Producer:
         if send_timeout is not None and send_timeout <= 0:
             raise ProducerError("send_timeout must be positive, or None to retry until each entry is settled")
         self.session = session
-        self.topic = session.topic(topic)
+        self.topic = session.topic(topic, fresh=True)      # (its lease time as set last, by any driver)
         self.name = name or generated_name()
         self.send_timeout = send_timeout
         self._key = (session.adapter.identity, self.topic.ref.key, self.name)
@@ -93,7 +94,14 @@ class Producer:
         self._tag = f"{session.writer.tag}_{next(_counter)}"
         self._pending: list[_Send] = []
         self._explicit: bool | None = None    # decided by the first send: explicit ids or automatic ones
-        mark = session.last_sequence_id(topic, self.name)
+        self._lease: Lease | None = None      # held where other processes may write the database (R14)
+        try:
+            if name is not None:              # (a generated name is this producer's alone)
+                self._lease = self._take_lease()
+            mark = session.last_sequence_id(topic, self.name)
+        except BaseException:
+            self.close()
+            raise
         self._last = mark
         self._next = mark + 1 if initial_sequence_id is None else initial_sequence_id + 1
         if initial_sequence_id is not None and initial_sequence_id < mark:   # stacklevel 3: session.producer's caller
@@ -134,7 +142,8 @@ class Producer:
         return [self._settle(send) for send in list(self._pending)]
 
     def close(self) -> None:
-        """Disconnect: the name can be used again. Pending entries are dropped (their ids stay theirs)."""
+        """Disconnect: the name can be used again, in any driver. Pending entries are dropped (their ids stay
+        theirs)."""
         with self.session.writer:
             for send in self._pending:
                 self.session.adapter.drop_temp_table(send.name)
@@ -143,6 +152,9 @@ class Producer:
         with _live_lock:
             if _live.get(self._key) is self:
                 del _live[self._key]
+        if self._lease is not None:
+            self._abandoned.detach()
+            self._lease.close()
 
     def __enter__(self) -> "Producer":
         return self
@@ -158,6 +170,20 @@ class Producer:
     def _check_open(self) -> None:
         if self._closed:
             raise ProducerError(f"producer {self.name!r} is closed; create a new one to send")
+        if self._lease is not None:
+            self._lease.check()
+
+    def _take_lease(self) -> Lease | None:
+        """The lease on the name, where the database has leases (``EngineAdapter.lease_store``); released when the
+        producer is closed, or dropped."""
+        store = self.session.adapter.lease_store
+        if store is None:
+            return None
+        lease = Lease(store, self.topic.ref.key, self.name, self.topic.applied.producer_lease_seconds)
+        lease.acquire()
+        self._abandoned = weakref.finalize(self, lease.abandon)
+        self._abandoned.atexit = False         # (at exit the lease expires by itself)
+        return lease
 
     def _stage(self, data, column: str | None) -> _Send | None:
         explicit = column is not None
@@ -245,6 +271,7 @@ class Producer:
         deadline = None if self.send_timeout is None else time.monotonic() + self.send_timeout
         delay = 0.05
         while True:
+            self._check_open()      # a retry may come long after the send began
             try:
                 with session.adapter.parameters(self._parameters(send)):
                     result = session.run(self._statement(send))

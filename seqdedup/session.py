@@ -78,7 +78,12 @@ class Session:
         committed (any thread may read while another writes)."""
         return self.catalog if self.writer.held() else self.committed
 
-    def topic(self, topic: str | TopicRef) -> Topic:
+    def topic(self, topic: str | TopicRef, *, fresh: bool = False) -> Topic:
+        """A registered topic, its columns and policies. ``fresh``: as other drivers left them, where they may write
+        (Spark keeps a catalog table's file listing once read: a topic another driver created since, or a policy it
+        set, would be unknown here), at the cost of a few metastore calls there."""
+        if fresh:
+            self.adapter.refresh(catalog_table("seqdedup_topics"), catalog_table("seqdedup_policies"))
         return self._reads().topic(topic if isinstance(topic, TopicRef) else self.ref(topic))
 
     def topics(self) -> list[str]:

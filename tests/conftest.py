@@ -23,7 +23,8 @@ os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSeri
 #: Spark Connect ("connect") runs the behaviour suite (tests/behaviour) whole when SEQDEDUP_CONNECT=all (about
 #: three times Spark's time: more than CI's budget on 2 cores); otherwise only its tests marked ``connect_ci``. The
 #: others on it are deselected (pytest counts them, and the header says how to run them). Tests outside the behaviour
-#: suite (crashes, processes, faults) start engines in child processes of their own: classic sessions only.
+#: suite (crashes, processes, faults) start engines in child processes of their own: classic sessions, but for the
+#: tests marked ``connect`` without the engine fixture, which start Spark Connect clients and run as the suite's do.
 CONNECT_ALL = os.environ.get("SEQDEDUP_CONNECT") == "all"
 
 
@@ -31,15 +32,19 @@ def pytest_report_header(config):
     return [f"seqdedup engines: {', '.join(e.name for e in ENGINES)}; duckdb {duckdb.__version__}, "
             f"sqlglot {sqlglot.__version__}",
             "Spark Connect: " + ("the whole behaviour suite" if CONNECT_ALL else
-                                 "the tests marked connect_ci (SEQDEDUP_CONNECT=all runs the behaviour suite on it)")]
+                                 "the tests marked connect_ci (SEQDEDUP_CONNECT=all runs the behaviour suite and "
+                                 "the tests marked connect on it)")]
 
 
 def _runs(item) -> bool:
     engine = getattr(getattr(item, "callspec", None), "params", {}).get("engine")
-    if getattr(engine, "name", None) != "connect":
+    if engine is not None:
+        if getattr(engine, "name", None) != "connect":
+            return True
+        if "behaviour" not in item.path.parts:
+            return False
+    elif item.get_closest_marker("connect") is None:
         return True
-    if "behaviour" not in item.path.parts:
-        return False
     return CONNECT_ALL or item.get_closest_marker("connect_ci") is not None
 
 

@@ -1,9 +1,26 @@
-"""Several Spark drivers on one shared metastore (PostgreSQL, started by the test), one topic, at once: C17 across
-processes. Nothing makes them take turns: each decides on the state it last saw and publishes its commit by
-registering the topic's next partition, which the metastore lets only one driver do; the others decide again
+"""Several Spark drivers on one shared metastore (PostgreSQL, started by the test), one topic, at once.
+
+C17 across processes: nothing makes them take turns: each decides on the state it last saw and publishes its commit
+by registering the topic's next partition, which the metastore lets only one driver do; the others decide again
 (docs/engines/spark.md). Every entry lands exactly once, and the writers' counts add up.
+
+R14 across processes: a producer name on a topic has one live writer among the drivers, through a lease in the
+metastore (seqdedup/leases.py), also between Spark Connect clients of one server.
 """
 from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +28,13 @@ from tests.metastore import PostgresServer
 
 from . import c17
 from .test_processes import Writer
+
+DRIVER = Path(__file__).with_name("driver.py")
+#: The topic's producer_lease_seconds in the R14 tests: renewed every 3.3 s, so a lease lapses 6.7 to 10 s after its
+#: holder stops: short enough to wait for, long enough for a renewal on a loaded machine (on 2 cores, with another
+#: Spark at work, a Spark Connect client's renewal came over 4 s late: its lease of 6 s lapsed, and it claimed it
+#: again, a new epoch).
+LEASE = 10
 
 
 @pytest.fixture(scope="module")
@@ -35,3 +59,152 @@ def test_c17_three_drivers_on_a_shared_metastore_write_each_entry_once(metastore
     written, duplicates, conflicts = (sum(s[i] for w in writers for s in w.sent) for i in (0, 1, 2))
     assert (written, duplicates) == (len(expected), 3000 - len(expected))
     assert conflicts > 0                # the metastore refused some commits, and their statements decided again
+
+
+class Driver:
+    """A driver process (driver.py) that opens, uses and closes producers when asked."""
+
+    def __init__(self, home: str, *, metastore: str | None = None, remote: str | None = None):
+        where = ["--metastore", metastore] if metastore else ["--remote", remote]
+        self.log = tempfile.TemporaryFile("w+")     # a pipe left unread fills, and the driver blocks on its logging
+        self.process = subprocess.Popen([sys.executable, str(DRIVER), home, str(LEASE), *where], text=True,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                        start_new_session=True)
+        self.lines: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+        self.me: dict = {}
+
+    def _read(self) -> None:
+        for line in self.process.stdout:
+            if line.startswith("{"):
+                self.lines.put(json.loads(line))
+        self.lines.put(None)
+
+    def answer(self, timeout: float = 300) -> dict:
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            line = None
+        if line is None:
+            self.log.seek(0)
+            raise AssertionError(f"the driver gave no answer ({self.process.poll()}): {self.log.read()[-3000:]}")
+        return line
+
+    def ready(self) -> "Driver":
+        self.me = self.answer()
+        return self
+
+    def ask(self, **command) -> dict:
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+        return self.answer()
+
+    def named_in(self, message: str) -> bool:
+        """Whether an error names this driver as a lease's holder: its host, process and Spark application."""
+        return (f"host {self.me['host']}, process {self.me['ready']}, Spark application {self.me['application']}"
+                in message)
+
+    def kill(self) -> None:
+        """kill -9, the Python driver and its JVM."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+def expires_at(refusal: str) -> float:
+    """When the lease a refusal names expires, as it says."""
+    when = re.search(r"expires at (\S+ \S+) UTC", refusal)[1]
+    return dt.datetime.strptime(when, "%Y-%m-%d %H:%M:%S.%f").replace(tzinfo=dt.timezone.utc).timestamp()
+
+
+def opened(driver: Driver, name: str) -> tuple[int, int]:
+    """Open ``name`` in ``driver``: the producer's last sequence id, and its lease's epoch."""
+    answer = driver.ask(open=name)
+    return answer["last"], answer["epoch"]
+
+
+def open_once_expired(driver: Driver, name: str, holder: Driver) -> tuple[int, int]:
+    """Open ``name`` in ``driver`` until it is opened: refused, naming ``holder`` and the same expiry, before the
+    holder's lease expires, and claimed once it has (the holder renews it no more), not before; ``opened``'s answer."""
+    answer = driver.ask(open=name)
+    assert holder.named_in(answer["refused"]), answer
+    expiry = expires_at(answer["refused"])
+    assert answer["at"] < expiry
+    while "refused" in answer:
+        assert holder.named_in(answer["refused"]) and expires_at(answer["refused"]) == expiry, answer
+        time.sleep(0.5)
+        answer = driver.ask(open=name)
+    assert expiry <= answer["claimed"] < expiry + LEASE, (answer, expiry)     # not before, and soon after
+    return answer["last"], answer["epoch"]
+
+
+def refused_by(driver: Driver, name: str, holder: Driver) -> str:
+    """Open ``name`` in ``driver``: refused as already connected, naming ``holder``; the message."""
+    refused = driver.ask(open=name)["refused"]
+    assert f"{name!r} is already connected to topic default.r14" in refused and holder.named_in(refused), refused
+    return refused
+
+
+@pytest.mark.spark
+def test_r14_one_live_producer_per_name_across_drivers(metastore, tmp_path):
+    """A second driver is refused a name another holds, until the holder closes it or its lease expires (killed,
+    or paused: the paused one is then fenced). Epochs only grow: a late renewal may claim the next one itself."""
+    home = str(tmp_path / "home")
+    a, b = Driver(home, metastore=metastore), Driver(home, metastore=metastore)   # (both create the topic)
+    try:
+        a.ready(), b.ready()
+        # A holds n: B is refused, told when A's lease expires; another name does not interfere
+        last, first = opened(a, "n")
+        assert last == -1
+        assert time.time() - 1 < expires_at(refused_by(b, "n", a)) <= time.time() + LEASE
+        assert opened(b, "m")[0] == -1
+        refused_by(a, "m", b)
+        assert a.ask(send="n", rows=2) == {"sent": [[0, False], [1, False]]}
+        # A closes n: B takes it at once, after A's mark
+        assert a.ask(close="n") == {"closed": "n"}
+        last, second = opened(b, "n")
+        assert last == 1 and second > first
+        # B pauses longer than its lease (SIGSTOP: it renews no more): A is refused until B's lease has expired, then
+        # takes the name; B, resumed, is fenced: its send is refused, before it runs anything
+        os.kill(b.process.pid, signal.SIGSTOP)     # (its JVM runs on: a call it has begun ends)
+        try:
+            last, third = open_once_expired(a, "n", b)
+        finally:
+            os.kill(b.process.pid, signal.SIGCONT)
+        assert last == 1 and third > second
+        fenced = b.ask(send="n", rows=1)["refused"]
+        assert "'n' lost its name on topic default.r14" in fenced and a.named_in(fenced), fenced
+        assert b.ask(close="n") == {"closed": "n"}
+        # A is killed holding n (no close): B is refused until A's lease has expired, then takes the name
+        a.kill()
+        last, fourth = open_once_expired(b, "n", a)
+        assert last == 1 and fourth > third
+        assert b.ask(send="n", rows=1) == {"sent": [[2, False]]}
+        entries = [(p, s, payload.split(":")[0]) for p, s, payload in b.ask(entries=True)["entries"]]
+        pa, pb = str(a.me["ready"]), str(b.me["ready"])
+        assert entries == [("n", 0, pa), ("n", 1, pa), ("n", 2, pb)]     # the fenced send wrote nothing
+    finally:
+        for driver in (a, b):
+            driver.kill()
+
+
+@pytest.mark.connect
+def test_r14_one_live_producer_per_name_across_spark_connect_clients(tmp_path):
+    """The leases are SQL only: two Spark Connect clients (no JVM of their own) of one server, in two processes.
+    About 100 s on 2 cores (a server, a catalog made through it), so it runs with SEQDEDUP_CONNECT=all (conftest)."""
+    from seqdedup.extensions.connect_server import start_local_server
+
+    server = start_local_server(tmp_path / "server")
+    a, b = Driver(str(tmp_path), remote=server.url), Driver(str(tmp_path), remote=server.url)
+    try:
+        a.ready(), b.ready()
+        last, first = opened(a, "n")
+        refused_by(b, "n", a)
+        assert a.ask(send="n", rows=1) == {"sent": [[0, False]]}
+        assert a.ask(close="n") == {"closed": "n"}
+        last, second = opened(b, "n")
+        assert last == 0 and second > first
+    finally:
+        for driver in (a, b):
+            driver.kill()
+        server.stop()

@@ -1,0 +1,80 @@
+"""A Spark driver process of test_drivers.py that opens, uses and closes producers when told (R14 across drivers).
+
+    python driver.py HOME LEASE_SECONDS (--metastore URL | --remote sc://HOST:PORT)
+
+It connects (a local session on the shared metastore, or a Spark Connect client), creates the topic ``r14``
+(``producer_lease_seconds`` = LEASE_SECONDS) unless it exists, prints {"ready": pid, "host": ..., "application": ...},
+then answers one JSON line per command line on stdin:
+
+    {"open": "n"}                -> {"opened": "n", "last": last_sequence_id, "epoch": its lease's epoch,
+                                     "claimed": when it claimed it}
+    {"send": "n", "rows": k}     -> {"sent": [[sequence_id, duplicate], ...]}
+    {"close": "n"}               -> {"closed": "n"}
+    {"entries": true}            -> {"entries": [[producer, sequence_id, payload], ...]}  (sorted)
+
+A ProducerError is answered {"refused": message, "at": time} ("at": this process's clock, after the call returned).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))     # the repository
+
+import seqdedup  # noqa: E402
+from seqdedup.errors import ProducerError  # noqa: E402
+
+#: Not C17's ``events``: the tests of a module share a metastore, and an existing topic keeps its policies.
+TOPIC = "r14"
+
+
+def say(**line) -> None:
+    print(json.dumps(line), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("home")
+    parser.add_argument("lease", type=int)
+    parser.add_argument("--metastore")
+    parser.add_argument("--remote")
+    args = parser.parse_args()
+    if args.remote:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.builder.remote(args.remote).getOrCreate()
+    else:
+        from seqdedup.extensions.spark import local_session
+
+        spark = local_session(args.home, metastore=args.metastore)
+    session = seqdedup.connect(spark)
+    session.create_topic(TOPIC, {"payload": "STRING"}, if_not_exists=True, producer_lease_seconds=args.lease)
+    say(ready=os.getpid(), host=socket.gethostname(), application=spark.conf.get("spark.app.id"))
+    producers, me = {}, f"{os.getpid()}"
+    for line in sys.stdin:
+        command = json.loads(line)
+        try:
+            if "open" in command:
+                name = command["open"]
+                producers[name] = producer = session.producer(TOPIC, name=name)
+                lease = producer._lease
+                say(opened=name, last=producer.last_sequence_id, epoch=lease.epoch, claimed=lease.claimed_at)
+            elif "send" in command:
+                receipts = producers[command["send"]].send([(f"{me}:{i}",) for i in range(command["rows"])])
+                say(sent=[[r.sequence_id, r.duplicate] for r in receipts])
+            elif "close" in command:
+                producers.pop(command["close"]).close()
+                say(closed=command["close"])
+            elif "entries" in command:
+                say(entries=sorted(session.sql(f"SELECT _producer, _sequence_id, payload FROM {TOPIC}").rows))
+        except ProducerError as error:
+            say(refused=str(error), at=time.time())
+
+
+if __name__ == "__main__":
+    main()
