@@ -488,6 +488,13 @@ def _as_spark_binds(rows):
     return rows
 
 
+def _frame_of(spark, table, schema=None):
+    """A DataFrame of an Arrow table's rows. Its chunks are combined first: pyspark 4.3's ``createDataFrame`` gives
+    no row at all for a table whose first record batches are empty (as marks folded from an empty state are): a
+    statement then joined no mark, and wrote every retransmitted id again."""
+    return spark.createDataFrame(table.combine_chunks(), schema=schema)
+
+
 def _schema_of(arrow_schema):
     """Spark's schema for an Arrow table's, as a classic ``createDataFrame`` of it infers (a timestamp without a
     time zone is a TIMESTAMP, not a TIMESTAMP_NTZ)."""
@@ -644,7 +651,7 @@ class SparkAdapter(EngineAdapter):
                 self._sql(inline).createOrReplaceTempView(name)
             else:       # (a Connect client infers no schema from no rows: it is given)
                 schema = _schema_of(table.schema) if self.remote and not table.num_rows else None
-                self.spark.createDataFrame(table, schema=schema).createOrReplaceTempView(name)
+                _frame_of(self.spark, table, schema).createOrReplaceTempView(name)
         return self.temp_table(name)
 
     def _file_relation(self, name: str, table):
@@ -799,7 +806,7 @@ class SparkAdapter(EngineAdapter):
     def load_arrow(self, name: str, table) -> exp.Table:
         # the rows travel inside the plan (a local relation): every read sees the same ones, with no job
         with self._errors():
-            self.spark.createDataFrame(table).createOrReplaceTempView(name)
+            _frame_of(self.spark, table).createOrReplaceTempView(name)
         return self.temp_table(name)
 
     def load_dataframe(self, name: str, frame, *, numbered: bool = True) -> exp.Table:

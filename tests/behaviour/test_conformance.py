@@ -190,3 +190,16 @@ def test_c16_initial_sequence_id_below_the_mark_drops_messages(dedup):
     result = dedup.send([("n", initial + 1 + i) for i in range(5)])
     assert (result.written, result.duplicates) == (0, 5)   # ... has ids 5..9 dropped as duplicates
     assert dedup.ids("n") == list(range(10))
+
+
+def test_c04_retransmits_of_a_hundred_producers_are_all_duplicates(dedup):
+    """C04 with more producers than a statement's small path takes as a map (Spark: MARKS_AS_MAP), so the marks
+    are joined as a relation made from the state in memory. On Spark 4.3 that relation once had no row (pyspark's
+    createDataFrame of an Arrow table whose first chunks are empty, as folded marks are): every retransmit was
+    written again, one per producer in the 5M-row benchmark."""
+    dedup.topic()
+    first = [(f"p{i}", s) for i in range(100) for s in (0, 1)]
+    assert dedup.send(first).written == 200
+    result = dedup.send([(f"p{i}", 1) for i in range(100)] + [("p0", 2)])
+    assert (result.written, result.duplicates) == (1, 100)
+    assert len(dedup.entries()) == 201
