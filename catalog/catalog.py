@@ -13,7 +13,8 @@ from seqdedup.errors import CatalogError, EngineError, TopicError, already_exist
 from seqdedup.udfs import Policies
 
 from . import policies as policy
-from .schema import ADDED_COLUMNS, ADDED_TABLES, CATALOG_TABLES, CATALOG_VERSION, SYSTEM_COLUMNS, catalog_table
+from .schema import (ADDED_COLUMNS, ADDED_TABLES, CATALOG_TABLES, CATALOG_VERSION, SYSTEM_COLUMNS, TOPICS, arrow_schema,
+                     catalog_table)
 from .state import (SnapshotHeader, chain_of, last_position_query, literal, snapshot_headers_query, snapshot_insert,
                     snapshot_rows)
 
@@ -25,6 +26,8 @@ class Executor(Protocol):
     read_only: bool
 
     def execute(self, statement: exp.Expression) -> None: ...
+    def append_rows(self, table: exp.Table, rows) -> None: ...
+    def attempt(self, topic: "TopicRef") -> str | None: ...
     def fetchall(self, query: exp.Expression) -> list[tuple]: ...
     def columns(self, table: exp.Table) -> list[tuple[str, str]]: ...
     def create_namespace(self, name: str) -> None: ...
@@ -258,10 +261,12 @@ class Catalog:
             self.executor.create_topic_table(ref.table, {**columns, **SYSTEM_COLUMNS})
 
     def register(self, ref: TopicRef, now: dt.datetime) -> None:
-        """Enter the topic in the registry: the last step of creating it."""
-        self.executor.execute(exp.insert(
-            exp.select(literal(ref.key), literal(ref.namespace), literal(ref.name), literal(now)),
-            catalog_table("seqdedup_topics")))
+        """Enter the topic in the registry: the last step of creating it (a row appended: on Spark, no job)."""
+        import pyarrow as pa
+
+        self.executor.append_rows(catalog_table("seqdedup_topics"), pa.Table.from_pylist(
+            [{"topic": ref.key, "namespace": ref.namespace, "name": ref.name, "created_at": now}],
+            schema=arrow_schema(TOPICS)))
 
     def _adoptable(self, ref: TopicRef, columns: dict[str, exp.DataType]) -> bool:
         """The table exists already: take it over if an interrupted ``create`` left it (the same columns, empty),
