@@ -279,7 +279,8 @@ class Fuzz:
         while len(self.operations) < self.acked + count:
             self.operations.append(self.planner.next())
             self.tied.update(ties(self.operations[-1]))
-        plan = {"first": self.acked, "operations": self.operations[self.acked:self.acked + count]}
+        plan = {"first": self.acked, "operations": self.operations[self.acked:self.acked + count],
+                "distributed": self.rng.random() < 0.5}     # half the writers decide as for large statements
         # Kills alternate between a failpoint and a random moment; every tenth writer is left to finish.
         mode = ("none" if self.stats.iterations % 10 == 9 else ("failpoint", "timer")[self.stats.iterations % 2]) \
             if kill else "none"
