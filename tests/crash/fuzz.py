@@ -45,6 +45,7 @@ from seqdedup.failpoints import NAMES, STATEMENT
 from seqdedup.udfs import Entry, Policies, SequenceTracker
 from seqdedup.udfs.reference import validate
 
+from ..engines import DISTRIBUTED
 from ..positions import position_problem
 
 CHILD = Path(__file__).with_name("fuzz_child.py")
@@ -280,7 +281,8 @@ class Fuzz:
             self.operations.append(self.planner.next())
             self.tied.update(ties(self.operations[-1]))
         plan = {"first": self.acked, "operations": self.operations[self.acked:self.acked + count],
-                "distributed": self.rng.random() < 0.5}     # half the writers decide as for large statements
+                # half the writers decide as Spark decides large statements (adapter settings the child applies)
+                "adapter": DISTRIBUTED if self.rng.random() < 0.5 else {}}
         # Kills alternate between a failpoint and a random moment; every tenth writer is left to finish.
         mode = ("none" if self.stats.iterations % 10 == 9 else ("failpoint", "timer")[self.stats.iterations % 2]) \
             if kill else "none"

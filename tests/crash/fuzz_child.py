@@ -103,8 +103,8 @@ def turn(engine: str, database: str, plan: dict) -> None:
         session = seqdedup.connect(local_session(database), clock=clock)
     else:
         session = seqdedup.connect(database, clock=clock)
-    if plan.get("distributed"):     # Spark: the way of a large statement (tests/engines.py, DISTRIBUTED)
-        session.adapter.MARKS_AS_MAP = session.adapter.ONE_TASK_BYTES = None
+    for name, value in plan.get("adapter", {}).items():     # e.g. tests/engines.py's DISTRIBUTED
+        setattr(session.adapter, name, value)
     say(state=state(session))
     for index, operation in enumerate(plan["operations"], start=plan["first"]):
         clock.now = EPOCH + dt.timedelta(seconds=operation["at"])
