@@ -13,8 +13,8 @@ from seqdedup.errors import CatalogError, EngineError, TopicError, already_exist
 from seqdedup.udfs import Policies
 
 from . import policies as policy
-from .schema import (ADDED_COLUMNS, ADDED_TABLES, CATALOG_TABLES, CATALOG_VERSION, SYSTEM_COLUMNS, TOPICS, arrow_schema,
-                     catalog_table)
+from .schema import (ADDED_COLUMNS, ADDED_TABLES, CATALOG_TABLES, CATALOG_VERSION, META, SYSTEM_COLUMNS, TOPICS,
+                     arrow_schema, catalog_table)
 from .state import (SnapshotHeader, chain_of, last_position_query, literal, snapshot_headers_query, snapshot_insert,
                     snapshot_rows)
 
@@ -33,7 +33,7 @@ class Executor(Protocol):
     def create_namespace(self, name: str) -> None: ...
     def check_name(self, part: str) -> None: ...
     def create_topic_table(self, table: exp.Table, columns: dict[str, exp.DataType]) -> None: ...
-    def create_catalog_table(self, table: exp.Table, columns: dict[str, exp.DataType]) -> None: ...
+    def create_catalog_table(self, table: exp.Table, columns: dict[str, exp.DataType]) -> bool: ...
     def visible_commits(self, topic: "TopicRef") -> exp.Expression: ...
     def last_published_commit(self, topic: "TopicRef") -> int: ...
     contended: bool
@@ -197,26 +197,34 @@ class Catalog:
         return True
 
     def create(self) -> None:
-        """Create the catalog tables (idempotent)."""
+        """Create the catalog tables (idempotent). A table that was there already (a creation cut short, an older
+        catalog, another driver first) gets the columns added since; one made now has them all."""
+        made = set()
         for name, columns in CATALOG_TABLES.items():
-            self._create_once(lambda: self.executor.create_catalog_table(catalog_table(name), columns))
+            if self._create_once(lambda: self.executor.create_catalog_table(catalog_table(name), columns)):
+                made.add(name)
+                continue
             present = {column.lower() for column, _ in self.executor.columns(catalog_table(name))}
             for column in ADDED_COLUMNS.get(name, ()):
                 if column not in present:     # a catalog written before the column was added: add it, NULL in old rows
                     self._create_once(lambda: self.executor.execute(exp.Alter(
                         this=catalog_table(name), kind="TABLE",
                         actions=[exp.ColumnDef(this=exp.to_identifier(column), kind=columns[column].copy())])))
-        if not self.executor.fetchall(exp.select("key").from_(catalog_table("seqdedup_meta"))):
-            self.executor.execute(exp.insert(
-                exp.select(literal("catalog_version"), literal(str(CATALOG_VERSION))), catalog_table("seqdedup_meta")))
+        if "seqdedup_meta" in made or not self.executor.fetchall(exp.select("key").from_(catalog_table("seqdedup_meta"))):
+            import pyarrow as pa
 
-    def _create_once(self, create) -> None:
-        """Create a table or column (``create()``), unless another process (a driver on the same metastore) just did."""
+            self.executor.append_rows(catalog_table("seqdedup_meta"), pa.Table.from_pylist(
+                [{"key": "catalog_version", "value": str(CATALOG_VERSION)}], schema=arrow_schema(META)))
+
+    def _create_once(self, create) -> bool:
+        """Create a table or column: ``create()``, which says whether it made one, unless another process (a driver
+        on the same metastore) just did: then False."""
         try:
-            create()
+            return bool(create())
         except EngineError as error:
             if not already_exists(error):
                 raise
+            return False
 
     # --- topics ----------------------------------------------------------------------------------------------
 

@@ -221,9 +221,12 @@ class EngineAdapter:
         # the engine itself refuses a row that leaves a system column out (a row written around seqdedup)
         self.execute(create_table(table, columns, exists=False, not_null=[n for n in columns if n in SYSTEM_COLUMNS]))
 
-    def create_catalog_table(self, table: exp.Table, columns: dict[str, exp.DataType]) -> None:
-        """Create a catalog table, if it does not exist."""
+    def create_catalog_table(self, table: exp.Table, columns: dict[str, exp.DataType]) -> bool:
+        """Create a catalog table if it does not exist; whether it did."""
+        if self.columns(table):
+            return False
         self.execute(create_table(table, columns))
+        return True
 
     def open_commit(self, topic, commit: int) -> None:
         """A commit of ``topic`` (a TopicRef) begins; this adapter's own reads see its rows until it ends."""

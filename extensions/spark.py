@@ -873,17 +873,19 @@ class SparkAdapter(EngineAdapter):
         if root is not None:
             os.makedirs(f"{root.rstrip('/')}/{table.name.lower()}", exist_ok=True)
 
-    def create_catalog_table(self, table: exp.Table, columns: dict[str, exp.DataType]) -> None:
+    def create_catalog_table(self, table: exp.Table, columns: dict[str, exp.DataType]) -> bool:
         """Where several drivers append to the catalog tables, they are Hive tables (``STORED AS PARQUET``): Spark
         writes a Hive table's rows through a staging folder of each write's own (``__init__`` keeps it from using
         its file source writer), where a data source table's writes share ``<table>/_temporary``, which the first
-        write to finish deletes under the others."""
-        create = create_table(table, columns)
+        write to finish deletes under the others. Without IF NOT EXISTS: the metastore's answer says whether the
+        table was there (an EngineError that ``already_exists`` recognizes), with no round trip to ask first."""
+        create = create_table(table, columns, exists=False)
         if not self.exclusive:
             create.set("properties", exp.Properties(expressions=[
                 exp.FileFormatProperty(this=exp.Var(this="PARQUET"), hive_format=True)]))
         self._precreate(table)
         self.execute(create)
+        return True
 
     def published_commits(self, topic) -> set[int]:
         """The commits seqdedup published: the partitions of the topic whose directory it staged (``_staged``), and

@@ -11,14 +11,8 @@ import duckdb
 import pytest
 import sqlglot
 
+from . import jvm
 from .engines import ENGINES, Harness
-
-# The tests start dozens of short-lived Spark JVMs (a driver per crash-test process) that run a few small queries: the
-# JIT's first tier alone starts them about a third faster (measured: 19 s -> 12 s for a process that opens a session
-# and writes one statement), and the serial collector suits a 2-core machine. Every JVM started from here inherits
-# it except the test process's own session (tests/engines.py), which runs hundreds of queries and is faster with C2.
-os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-
 
 #: Spark Connect ("connect") runs the behaviour suite (tests/behaviour) whole when SEQDEDUP_CONNECT=all (about
 #: three times Spark's time: more than CI's budget on 2 cores); otherwise only its tests marked ``connect_ci``. The
@@ -26,6 +20,14 @@ os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSeri
 #: suite (crashes, processes, faults) start engines in child processes of their own: classic sessions, but for the
 #: tests marked ``connect`` without the engine fixture, which start Spark Connect clients and run as the suite's do.
 CONNECT_ALL = os.environ.get("SEQDEDUP_CONNECT") == "all"
+
+
+def pytest_configure(config):
+    # Every JVM started from here inherits the short-lived drivers' settings (tests/jvm.py) except the test
+    # process's own session (tests/engines.py). The class-data archive is built once, before any worker starts.
+    if not hasattr(config, "workerinput"):
+        jvm.ensure_archive()
+    os.environ.setdefault("JAVA_TOOL_OPTIONS", jvm.options())
 
 
 def pytest_report_header(config):

@@ -14,6 +14,7 @@ import seqdedup
 from seqdedup.catalog.schema import SYSTEM_COLUMNS
 from seqdedup.catalog.state import literal
 
+from . import jvm
 from .positions import position_problem
 
 
@@ -38,13 +39,16 @@ def spark_session(home: str):
     if _spark is None:
         from seqdedup.extensions.spark import local_session
 
-        # This JVM runs the whole suite: the full JIT (tests/conftest.py gives the short-lived ones only its first
+        # This JVM runs the whole suite: the full JIT (tests/jvm.py gives the short-lived ones only its first
         # tier), read by the JVM from the environment when it starts.
-        options = os.environ.pop("JAVA_TOOL_OPTIONS", None)
+        options = os.environ.get("JAVA_TOOL_OPTIONS")
+        os.environ["JAVA_TOOL_OPTIONS"] = jvm.options(long_lived=True)
         try:
             _spark = local_session(home, master="local[2]")
         finally:
-            if options is not None:
+            if options is None:
+                os.environ.pop("JAVA_TOOL_OPTIONS")
+            else:
                 os.environ["JAVA_TOOL_OPTIONS"] = options
         _spark.conf.set("spark.sql.shuffle.partitions", "1")
     return _spark
