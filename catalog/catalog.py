@@ -255,8 +255,9 @@ class Catalog:
         return Topic(ref=ref, user_columns=[c for c in columns if c[0] not in SYSTEM_COLUMNS], settings=settings,
                      applied=policy.resolve(settings))
 
-    def create_table(self, ref: TopicRef, columns: dict[str, exp.DataType]) -> None:
-        """The topic's table, with the user's columns and the system columns (before ``register``)."""
+    def create_table(self, ref: TopicRef, columns: dict[str, exp.DataType]) -> bool:
+        """The topic's table, with the user's columns and the system columns (before ``register``); False when an
+        interrupted create had left it, empty, and it was taken over."""
         clash = sorted(set(columns) & set(SYSTEM_COLUMNS))
         if clash:
             raise TopicError(f"column names {clash} are reserved for seqdedup's system columns; rename them")
@@ -264,9 +265,11 @@ class Catalog:
             raise TopicError(f"topic {ref.key} needs at least one column of its own")
         for part in (ref.namespace, ref.name):
             self.executor.check_name(part)
-        if not self._adoptable(ref, columns):
-            self.executor.create_namespace(ref.namespace)
-            self.executor.create_topic_table(ref.table, {**columns, **SYSTEM_COLUMNS})
+        if self._adoptable(ref, columns):
+            return False
+        self.executor.create_namespace(ref.namespace)
+        self.executor.create_topic_table(ref.table, {**columns, **SYSTEM_COLUMNS})
+        return True
 
     def register(self, ref: TopicRef, now: dt.datetime) -> None:
         """Enter the topic in the registry: the last step of creating it (a row appended: on Spark, no job)."""

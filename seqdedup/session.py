@@ -34,7 +34,7 @@ from .failpoints import failpoint
 from .foreign import find as find_foreign
 from .frames import register, registered
 from .results import Done, QueryResult, StatementResult
-from .topic_state import TopicState, load
+from .topic_state import TopicState, created, load
 from .writer import PushedMarks, Writer
 
 
@@ -118,8 +118,11 @@ class Session:
                                      "or create it with if_not_exists=True (CREATE TABLE IF NOT EXISTS), which "
                                      "changes nothing")
                 try:
-                    settings = self._create_topic(ref, types, policies)
-                    return self.catalog.described(ref, settings)      # (its settings not read a second time)
+                    settings, first = self._create_topic(ref, types, policies)
+                    topic = self.catalog.described(ref, settings)      # (its settings not read a second time)
+                    if first is not None:       # its first statement needs no recovery
+                        self.writer.keep(ref, created(topic, **first))
+                    return topic
                 except EngineError as error:
                     # another driver on the same metastore is creating it: its registry row follows its commit
                     if tries == 2 or not (isinstance(error, CommitConflict) or already_exists(error)):
@@ -127,28 +130,30 @@ class Session:
                     self._wait_for_topic(ref, seconds=30)
 
     def _create_topic(self, ref: TopicRef, types: dict[str, exp.DataType],
-                      policies: dict[str, object]) -> dict[str, dict[str, str]]:
-        """The table, the first commit and the registry row; returns the topic's policy settings."""
+                      policies: dict[str, object]) -> tuple[dict[str, dict[str, str]], dict | None]:
+        """The table, the first commit and the registry row; returns the topic's policy settings, and what its
+        state is made of (``topic_state.created``) when the table is new (None: one taken over, recovered)."""
         writer, catalog = self.writer, self.catalog
         now = self.clock()
         # Table, then the first commit (policies, first snapshot), then the registry row: a crash before the
         # end leaves an unregistered table that the next create takes over.
         try:
             with self.adapter.transaction():
-                catalog.create_table(ref, types)
+                new = catalog.create_table(ref, types)
                 failpoint("after_topic_table")
                 with writer.commit(ref) as commit:
                     catalog.set_policies("topic", ref.key, policies, now)
                     settings = catalog.settings(ref)
-                    enabled = policy.resolve(settings).deduplication_enabled
-                    catalog.write_snapshot(ref, None, header=None, position=0,
-                                           kind="enabled" if enabled else "disabled", now=now,
-                                           commit=commit.number)
+                    kind = "enabled" if policy.resolve(settings).deduplication_enabled else "disabled"
+                    snapshot_id = catalog.write_snapshot(ref, None, header=None, position=0, kind=kind, now=now,
+                                                         commit=commit.number)
                     failpoint("after_snapshot_rows")
                 catalog.register(ref, now)
         finally:
             writer.forget(ref)
-        return settings
+        first = dict(commit=commit.number, snapshot_id=snapshot_id, kind=kind, taken_at=now,
+                     tracks_commits=self.adapter.TRACKS_COMMITS)
+        return settings, first if new else None
 
     def _wait_for_topic(self, ref: TopicRef, seconds: float) -> None:
         """Wait until ``ref`` is in the registry, at most ``seconds`` (then the next try takes the table over)."""

@@ -22,7 +22,7 @@ from sqlglot import exp
 
 from seqdedup.catalog.catalog import Catalog, Topic, TopicRef
 from seqdedup.catalog.schema import foreign_commits
-from seqdedup.catalog.state import SnapshotHeader, literal, producer_state_query
+from seqdedup.catalog.state import STARTS, SnapshotHeader, literal, producer_state_query
 from seqdedup.marks import MARKS, Marks, fold, marks_table, unmarked
 
 
@@ -128,6 +128,25 @@ def load(catalog: Catalog, adapter, ref: TopicRef) -> TopicState:
         return _load(catalog, adapter, ref, topic)
 
 
+def created(topic: Topic, *, commit: int, snapshot_id: int, kind: str, taken_at: dt.datetime,
+            tracks_commits: bool) -> TopicState:
+    """The state of a topic this process just created in a new table: what ``load`` would recover from its first
+    commit (one empty full snapshot at position 0, no entry), known without reading it back.
+
+    Example:
+        >>> from seqdedup.catalog.catalog import Topic, TopicRef
+        >>> topic = Topic(ref=TopicRef("main", "events", "main"), user_columns=[("payload", "VARCHAR")], settings={})
+        >>> state = created(topic, commit=1, snapshot_id=1, kind="enabled", taken_at=dt.datetime(2026, 1, 1),
+        ...                 tracks_commits=True)
+        >>> state.enabled, state.commit, state.published, state.header.chain, state.header.start_id, state.end
+        (True, 1, frozenset({1}), (1,), 1, 0)
+    """
+    header = SnapshotHeader(snapshot_id, 0, kind, taken_at, commit, snapshot_id + 1, (snapshot_id,),
+                            start_id=snapshot_id if kind in STARTS else None)
+    return TopicState(topic=topic, commit=commit, published=frozenset({commit}) if tracks_commits else None, end=0,
+                      header=header, since_snapshot=0, marks=Marks.of())
+
+
 def _load(catalog: Catalog, adapter, ref: TopicRef, topic) -> TopicState:
     if not adapter.read_only:
         adapter.drop_merged(ref)     # what a compaction cut short left for plain reads to count twice (compaction.py)
@@ -159,4 +178,4 @@ def _load(catalog: Catalog, adapter, ref: TopicRef, topic) -> TopicState:
                       end=end, header=header, since_snapshot=since, marks=marks, recent=recent, taken=taken)
 
 
-__all__ = ["TopicState", "MARKS", "marks_table", "unmarked", "load"]
+__all__ = ["TopicState", "MARKS", "marks_table", "unmarked", "load", "created"]
