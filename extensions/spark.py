@@ -125,6 +125,8 @@ def metastore_settings(metastore: str) -> dict[str, str]:
 
 #: The homes this process holds, path -> the open lock file (a lock lives as long as its file stays open).
 _homes: dict[Path, object] = {}
+#: (warehouse, default namespace) -> table -> its directory (``SparkAdapter._locations``)
+_LOCATIONS: dict[tuple[str, str], dict[str, str]] = {}
 
 
 def _lock_home(home: Path, timeout: float | None) -> None:
@@ -587,7 +589,11 @@ class SparkAdapter(EngineAdapter):
         self.read_only = read_only
         self.DEFAULT_NAMESPACE = spark.catalog.currentDatabase()
         self._open: dict[str, _OpenCommit] = {}     # topic key -> its commit in progress
-        self._locations: dict[str, str] = {}        # table -> its directory
+        # table -> its directory, shared with the other sessions of this process on the same warehouse and default
+        # namespace (where the catalog tables' names resolve): one that moves a table (``delete_rows``) makes them
+        # all read it again, where each kept its own before and appended into the directory the move had removed
+        # (the writer lock orders the sessions' writes)
+        self._locations: dict[str, str] = _LOCATIONS.setdefault((self.identity, self.DEFAULT_NAMESPACE), {})
         self._storage: dict[str, object] = {}       # table -> its storage format in the JVM (``_add_partition``)
         self._analyzed: tuple | None = None         # (SQL, its frame): the query ``query_columns`` read last
         self._table_columns: dict[str, list[tuple[str, str]]] = {}   # topic key -> its table's columns

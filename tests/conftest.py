@@ -25,9 +25,7 @@ CONNECT_ALL = os.environ.get("SEQDEDUP_CONNECT") == "all"
 def pytest_configure(config):
     # Every JVM started from here inherits the short-lived drivers' settings (tests/jvm.py) except the test
     # process's own session (tests/engines.py). The class-data archive is built once, before any worker starts.
-    if not hasattr(config, "workerinput"):
-        jvm.ensure_archive()
-    os.environ.setdefault("JAVA_TOOL_OPTIONS", jvm.options())
+    jvm.prepare(build=not hasattr(config, "workerinput"))
 
 
 def pytest_report_header(config):

@@ -8,7 +8,8 @@ Measured on 2 cores under load: 25 s of CPU for a process that opens a session o
 statement, against 37 s without it. A JVM whose class path differs from the archive's (spark-submit's launcher, a
 driver with PostgreSQL's JDBC driver in front) cannot use it and starts as before.
 
-    python tests/jvm.py ARCHIVE      builds the archive (tests/conftest.py does it when it is missing)
+    python tests/jvm.py ARCHIVE      builds the archive (tests/conftest.py, ./dev fuzz and ./dev fuzz-drivers do
+                                     it when it is missing)
 """
 from __future__ import annotations
 
@@ -39,6 +40,14 @@ def options(*, long_lived: bool = False) -> str:
     """JAVA_TOOL_OPTIONS for a driver: the short-lived settings unless ``long_lived``, and the archive if there."""
     sharing = f"-XX:SharedArchiveFile={archive()} -Xlog:disable" if archive().is_file() else ""
     return " ".join(part for part in ("" if long_lived else SHORT_LIVED, sharing) if part)
+
+
+def prepare(*, build: bool = True) -> None:
+    """Every JVM this process starts from now on gets the short-lived drivers' settings (``JAVA_TOOL_OPTIONS``,
+    unless set already), with the archive, built first unless ``build`` is false."""
+    if build:
+        ensure_archive()
+    os.environ.setdefault("JAVA_TOOL_OPTIONS", options())
 
 
 def ensure_archive() -> None:

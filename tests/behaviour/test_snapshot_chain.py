@@ -114,6 +114,25 @@ def test_retention_keeps_snapshots_for_the_minutes_asked_and_the_run_log_too(ded
     assert dedup.last("p") == 3
 
 
+def test_a_session_writes_on_after_another_session_of_the_process_pruned_the_snapshots(dedup):
+    """On Spark a prune rewrites producer_sequences into a new directory and removes the old one: the other session
+    knew the old one (from its own last snapshot) and appended its next snapshot there (found in CI by C17 of two
+    sessions in threads: "Failed to open local file")."""
+    dedup.topic(snapshot_interval_entries=1, full_snapshot_interval=1, snapshot_retention_minutes=10)
+    other = dedup.connect()
+    try:
+        other.sql("INSERT INTO events SELECT 'o' AS payload WHERE is_not_dup('o', 0)")   # full snapshot 2, nothing pruned
+        dedup.clock.advance(minutes=11)
+        dedup.send([("p", 0)])                  # a full snapshot: 2 goes, producer_sequences is rewritten
+        result = other.sql("INSERT INTO events SELECT 'o' AS payload WHERE is_not_dup('o', 1)")
+        assert result.written == 1
+        assert [h[0] for h in headers(dedup)] == [1, 3, 4]     # (1, where the state started, stays)
+    finally:
+        other.close()
+    dedup.restart()
+    assert (dedup.last("o"), dedup.last("p")) == (1, 0)
+
+
 def test_a_large_state_joins_only_the_marks_of_the_producers_a_statement_carries(dedup):
     dedup.topic()
     dedup.send([(p, 5) for p in "abc"])

@@ -29,6 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests import jvm
 from tests.metastore import PostgresServer
 
 CHILD = Path(__file__).with_name("driver_child.py")
@@ -160,6 +161,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--statements", type=int, default=12, help="statements per driver")
     args = parser.parse_args()
+    jvm.prepare()
     with tempfile.TemporaryDirectory(prefix="seqdedup-drivers-") as folder:
         result = run(args.drivers, args.kills, args.seed, args.statements, Path(folder))
     print(json.dumps(result, indent=1))

@@ -45,6 +45,7 @@ from seqdedup.failpoints import NAMES, STATEMENT
 from seqdedup.udfs import Entry, Policies, SequenceTracker
 from seqdedup.udfs.reference import validate
 
+from .. import jvm
 from ..engines import DISTRIBUTED
 from ..positions import position_problem
 
@@ -478,6 +479,8 @@ def main() -> None:
     seed = args.seed if args.seed is not None else random.randrange(2**32)
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="seqdedup-fuzz-"))
     workdir.mkdir(parents=True, exist_ok=True)
+    if args.engine == "spark":
+        jvm.prepare()
     print(f"crash fuzz: engine {args.engine}, {args.iterations} iterations, seed {seed}, in {workdir}"
           f"{', alternating with a long-lived writer' if args.alternate else ''}", flush=True)
     every = args.every or (50 if args.engine == "duckdb" else 5)
