@@ -27,6 +27,7 @@ CHILD = Path(__file__).with_name("child.py")
 PRODUCERS = ["p0", "p1", "p2", "p3"]
 NEW = 50                       # new ids per producer per statement
 TIMED = ["during_write", "during_job_commit"]
+TIMED_MISSES = 2               # statements a timed moment may finish in unseen before the test fails
 #: Where each kill leaves the statement: published (True) or as if never run (False).
 PUBLISHED = {"after_topic_rows": False, "after_run_log": False, "before_publish": False, "after_publish": True,
              "during_write": False, "during_job_commit": False}
@@ -98,8 +99,10 @@ class Child:
         os.killpg(self.process.pid, signal.SIGKILL)
 
 
-def watch_and_kill(child: Child, staging: Path, moment: str) -> str:
-    """Kill the child at ``moment`` of its next topic write; returns what the directory showed at the kill."""
+def watch_and_kill(child: Child, staging: Path, moment: str) -> str | None:
+    """Kill the child at ``moment`` of its next topic write; returns what the directory showed at the kill, or None
+    when the child finished the write without the watcher seeing the moment (a loaded machine can keep this process
+    off the CPU for the few milliseconds a job commit of a hundred renames takes)."""
     before = set(os.listdir(staging)) if staging.exists() else set()
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and child.process.poll() is None:
@@ -114,40 +117,52 @@ def watch_and_kill(child: Child, staging: Path, moment: str) -> str:
                 child.kill()
                 return "task files under _temporary only"
         time.sleep(0.001)
-    raise AssertionError(f"never saw the moment {moment} (the child ended with {child.process.poll()})")
+    assert child.process.poll() is not None, f"the child wrote nothing for 10 minutes (waiting for {moment})"
+    return None
 
 
 def test_kill_9_at_every_step_then_retry(engine, tmp_path):
     engine = engine.name
     database = str(tmp_path / ("home" if engine == "spark" else "seqdedup.duckdb"))
     staging = tmp_path / "home" / "warehouse" / "events" / "_seqdedup_commits"
-    chain = points(engine)
-    files = [statement(i, tmp_path) for i in range(len(chain) + 1)]
 
-    first = Child(engine, database, {}, None, files[0])
+    first = Child(engine, database, {}, None, statement(0, tmp_path))
     assert first.finish() == 0, first.stderr[-3000:]
     check(first.lines["sent"], 1, "statement 0")
-    applied = 1
+    applied = 1          # statements 0 .. applied-1 are in
+    killed = None        # the statement the last child was killed in: the next child retries it first
     caught = {}
-    for i, point in enumerate(chain, start=1):
-        retry = files[i - 1] if i > 1 else None
-        env = {"MANY_FILES": "1"} if point in TIMED else {
-            "SEQDEDUP_CRASH_AT": f"{point}:{2 if retry else 1}"}   # the retry passes the point once first
-        child = Child(engine, database, env, retry, files[i])
-        check(child.read_until("state"), applied, f"after the kill {chain[i - 2] if i > 1 else ''}")
-        if retry:
-            retried = child.read_until("retried")
-            applied = i
-            check(retried, applied, f"retry of statement {i - 1}")
-        if point in TIMED:
-            caught[point] = watch_and_kill(child, staging, point)
-        code = child.finish()
-        assert code == -signal.SIGKILL, f"{point}: the child was not killed ({code}): {child.stderr[-3000:]}"
-        assert "sent" not in child.lines
-        applied += PUBLISHED[point]
+    for point in points(engine):
+        # A timed moment the watcher misses lets the statement finish: it counts as sent, and the next child tries
+        # the same moment with the next statement.
+        for _ in range(1 + (TIMED_MISSES if point in TIMED else 0)):
+            retry = statement(killed, tmp_path) if killed is not None else None
+            env = {"MANY_FILES": "1"} if point in TIMED else {
+                "SEQDEDUP_CRASH_AT": f"{point}:{2 if retry else 1}"}   # the retry passes the point once first
+            sending = applied if killed is None else killed + 1
+            child = Child(engine, database, env, retry, statement(sending, tmp_path))
+            check(child.read_until("state"), applied, f"after the kill in statement {killed}")
+            if retry:
+                applied = sending
+                check(child.read_until("retried"), applied, f"retry of statement {killed}")
+            if point in TIMED:
+                caught[point] = watch_and_kill(child, staging, point)
+            code = child.finish()
+            if caught.get(point, True) is None:
+                assert code == 0, f"{point}: {child.stderr[-3000:]}"
+                applied, killed = sending + 1, None
+                check(child.lines["sent"], applied, f"statement {sending}, sent whole ({point} missed)")
+                continue
+            assert code == -signal.SIGKILL, f"{point}: the child was not killed ({code}): {child.stderr[-3000:]}"
+            assert "sent" not in child.lines
+            killed = sending
+            applied += PUBLISHED[point]
+            break
+        else:
+            raise AssertionError(f"never saw the moment {point} in {TIMED_MISSES + 1} statements")
 
-    last = Child(engine, database, {}, files[-1], None)
+    last = Child(engine, database, {}, statement(killed, tmp_path), None)
     assert last.finish() == 0, last.stderr[-3000:]
-    check(last.lines["state"], applied, f"after the kill {chain[-1]}")
-    check(last.lines["retried"], len(chain) + 1, "the last retry")
+    check(last.lines["state"], applied, f"after the kill {point} in statement {killed}")
+    check(last.lines["retried"], killed + 1, "the last retry")
     print(caught)
