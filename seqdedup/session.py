@@ -245,10 +245,11 @@ class Session:
         """A topic is written only through is_not_dup, and the catalog only by seqdedup: a statement that inserts
         into, updates, deletes from, replaces or drops one is refused (names matched as the engines match them, case
         and quotes aside). ``seqdedup topic drop`` deletes a topic on purpose."""
+        written = [table for table in statements.written_tables(tree) if table.name]
+        if not written:             # (a query: no read of the topic list, which costs Spark a job)
+            return
         topics = {key.lower() for key in self.topics()}
-        for table in statements.written_tables(tree):
-            if not table.name:
-                continue
+        for table in written:
             ref = self.ref(table)
             what = tree.key.upper() if not isinstance(tree, exp.Create) else f"CREATE {tree.kind}"
             if ref.key.lower() in topics:
