@@ -66,8 +66,8 @@ def stage(session, entries: list[list]) -> None:
     select = exp.select(exp.cast(exp.column("producer"), "string").as_("producer"),
                         exp.cast(exp.column("seq"), "bigint").as_("seq"),
                         exp.cast(exp.column("highest"), "bigint").as_("highest"), "payload", "arrival").from_(values)
-    session.run(exp.Create(this=exp.table_("staging"), kind="VIEW", replace=True, expression=select,
-                           properties=exp.Properties(expressions=[exp.TemporaryProperty()])))
+    session.adapter.execute(exp.Create(this=exp.table_("staging"), kind="VIEW", replace=True, expression=select,
+                                       properties=exp.Properties(expressions=[exp.TemporaryProperty()])))
 
 
 def run(session, operation: dict) -> dict:
