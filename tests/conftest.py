@@ -6,6 +6,7 @@ strict expected failure, so a gap that closes is noticed. Nothing here skips an 
 from __future__ import annotations
 
 import os
+import time
 
 import duckdb
 import pytest
@@ -26,6 +27,9 @@ def pytest_configure(config):
     # Every JVM started from here inherits the short-lived drivers' settings (tests/jvm.py) except the test
     # process's own session (tests/engines.py). The class-data archive is built once, before any worker starts.
     jvm.prepare(build=not hasattr(config, "workerinput"))
+    # pytest-xdist would hand out modules by their number of tests, most first: the crash modules, a test or two of
+    # minutes each, came last and ran alone at the end. The modules go in the order collected (MODULE_SECONDS).
+    config.option.loadscopereorder = False
 
 
 def pytest_report_header(config):
@@ -48,11 +52,61 @@ def _runs(item) -> bool:
     return CONNECT_ALL or item.get_closest_marker("connect_ci") is not None
 
 
+#: Seconds each of the longest modules took on CI (both engines, two workers on 2 cores, 2026-11-27). The modules
+#: run longest first: ``--dist loadfile`` hands modules to the workers in the order collected (pytest_configure),
+#: and one that starts last and runs for minutes keeps the other worker idle till it ends. A stale figure only
+#: makes the schedule worse.
+MODULE_SECONDS = {
+    "tests/behaviour/test_conformance.py": 500,
+    "tests/crash/test_kill.py": 360,
+    "tests/behaviour/test_hostile_input.py": 300,
+    "tests/crash/test_fuzz.py": 280,
+    "tests/crash/test_publish_file_kill.py": 235,
+    "tests/concurrency/test_drivers.py": 231,
+    "tests/behaviour/test_matches_reference.py": 200,
+    "tests/behaviour/test_issue12_ux.py": 185,
+    "tests/crash/test_consumer_kill.py": 180,
+    "tests/behaviour/test_issue12_core.py": 166,
+    "tests/crash/test_driver_kills.py": 163,
+    "tests/behaviour/test_compaction.py": 146,
+    "tests/behaviour/test_producer.py": 135,
+    "tests/concurrency/test_processes.py": 120,
+    "tests/test_cli.py": 105,
+    "tests/behaviour/test_consumer.py": 96,
+    "tests/behaviour/test_snapshot_chain.py": 95,
+    "tests/behaviour/test_foreign_rows.py": 84,
+    "tests/behaviour/test_kafka.py": 77,
+    "tests/faults/test_read_only_files.py": 63,
+}
+
+
 def pytest_collection_modifyitems(config, items):
     left = [item for item in items if not _runs(item)]
     if left:
         config.hook.pytest_deselected(items=left)
         items[:] = [item for item in items if _runs(item)]
+    items.sort(key=lambda item: -MODULE_SECONDS.get(item.nodeid.split("::")[0], 0))     # (stable: in a module, as written)
+
+
+_STARTED = time.monotonic()
+_busy: dict[str, list[float]] = {}      # worker -> [seconds in its tests, when its last test ended]
+
+
+def pytest_runtest_logreport(report):
+    worker = getattr(report, "worker_id", None)         # (set where pytest-xdist runs the tests)
+    if worker:
+        busy = _busy.setdefault(worker, [0.0, 0.0])
+        busy[0] += report.duration
+        busy[1] = time.monotonic()
+
+
+def pytest_terminal_summary(terminalreporter):
+    """How busy each worker was and when it ran out of work: a worker idle long before the other is a schedule
+    to fix (``MODULE_SECONDS``), not a slower test."""
+    if _busy:
+        terminalreporter.write_line("workers: " + "; ".join(
+            f"{worker} {busy:.0f} s in tests, done after {ended - _STARTED:.0f} s"
+            for worker, (busy, ended) in sorted(_busy.items())))
 
 
 @pytest.fixture(params=[pytest.param(e, marks=getattr(pytest.mark, e.name), id=e.name) for e in ENGINES])
