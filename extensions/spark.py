@@ -497,9 +497,14 @@ def _frame_of(spark, table, schema=None):
     return spark.createDataFrame(table.combine_chunks(), schema=schema)
 
 
-def _estimated_bytes(frame) -> int:
-    """The size of a (classic) frame's rows as Spark's optimizer estimates it."""
-    return int(str(frame._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))   # (a Scala BigInt)
+def _optimized(frame):
+    """A (classic) frame's optimized logical plan, in the JVM."""
+    return frame._jdf.queryExecution().optimizedPlan()
+
+
+def _estimated_bytes(plan) -> int:
+    """The size of an optimized plan's rows as Spark's optimizer estimates it."""
+    return int(str(plan.stats().sizeInBytes()))   # (a Scala BigInt)
 
 
 #: A generator or table function in a plan's tree (Spark estimates none of their rows beyond their input's)
@@ -708,7 +713,7 @@ class SparkAdapter(EngineAdapter):
         try:
             with self._errors():
                 frame = analyzed if text == self.sql(query) else self._sql(query)
-                return _estimated_bytes(frame) <= self.ONE_TASK_BYTES
+                return _estimated_bytes(_optimized(frame)) <= self.ONE_TASK_BYTES
         except EngineError:     # (an expression that fails when folded, 2^63 - 1 + 1: the statement reports it)
             return False
 
@@ -867,13 +872,16 @@ class SparkAdapter(EngineAdapter):
         from pyspark.errors import PySparkException
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        if self.remote or _GENERATOR.search(frame._jdf.queryExecution().optimizedPlan().treeString()):
+        if self.remote:
+            return False
+        plan = _optimized(frame)
+        if _GENERATOR.search(plan.treeString()):
             return False
         try:
             to_arrow_schema(frame.schema, timezone="UTC")
         except PySparkException:      # (a year-month or calendar interval)
             return False
-        return _estimated_bytes(frame) <= self.IN_PLAN_BYTES
+        return _estimated_bytes(plan) <= self.IN_PLAN_BYTES
 
     def _warehouse(self) -> str:
         return self.spark.conf.get("spark.sql.warehouse.dir").rstrip("/")

@@ -28,7 +28,7 @@ def pytest_configure(config):
     # process's own session (tests/engines.py). The class-data archive is built once, before any worker starts.
     jvm.prepare(build=not hasattr(config, "workerinput"))
     # pytest-xdist would hand out modules by their number of tests, most first: the crash modules, a test or two of
-    # minutes each, came last and ran alone at the end. The modules go in the order collected (MODULE_SECONDS).
+    # minutes each, were handed out last. The modules go in the order collected (MODULE_SECONDS).
     config.option.loadscopereorder = False
 
 
