@@ -187,6 +187,11 @@ class EngineAdapter:
     def drop_temp_table(self, name: str) -> None:
         raise NotImplementedError
 
+    def has_temp_table(self, name: str) -> bool:
+        """Whether a temporary table or view ``name`` (a registered DataFrame, the user's own) exists in this
+        session: an unqualified name reads it before any table of the same name."""
+        raise NotImplementedError
+
     def drop_temp_tables(self, names: list[str]) -> None:
         for name in names:
             self.drop_temp_table(name)

@@ -235,6 +235,15 @@ class DuckDBAdapter(EngineAdapter):
             return
         self.execute(exp.Drop(tables=[self.temp_table(name)], kind="TABLE", exists=True))
 
+    def has_temp_table(self, name: str) -> bool:
+        if name in self._relations:
+            return True
+        named = exp.func("lower", exp.column("name")).eq(exp.Literal.string(name.lower()))
+        temporary = exp.union(
+            exp.select(exp.column("table_name").as_("name")).from_("duckdb_tables()").where("temporary"),
+            exp.select(exp.column("view_name").as_("name")).from_("duckdb_views()").where("temporary"), distinct=False)
+        return bool(self.fetchall(exp.select("1").from_(temporary.subquery("t")).where(named)))
+
     def load_arrow(self, name: str, table) -> exp.Table:
         view = f"{name}_arrow"
         self.connection.register(view, table)

@@ -823,6 +823,14 @@ class SparkAdapter(EngineAdapter):
         if directory is not None:
             _remove(directory)
 
+    def has_temp_table(self, name: str) -> bool:
+        from pyspark.errors import AnalysisException
+
+        try:        # (a temporary view is found before a table of the same name)
+            return bool(self.spark.catalog.getTable(name).isTemporary)
+        except AnalysisException:
+            return False
+
     def load_arrow(self, name: str, table) -> exp.Table:
         # the rows travel inside the plan (a local relation): every read sees the same ones, with no job
         with self._errors():

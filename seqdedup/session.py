@@ -117,6 +117,11 @@ class Session:
                     raise TopicError(f"topic {ref.key} already exists; use it, drop it first (seqdedup topic drop), "
                                      "or create it with if_not_exists=True (CREATE TABLE IF NOT EXISTS), which "
                                      "changes nothing")
+                if ref.namespace.lower() == self.adapter.DEFAULT_NAMESPACE.lower() and \
+                        self.adapter.has_temp_table(ref.name):
+                    raise TopicError(f"{ref.name!r} names a DataFrame or temporary view of this session, which every "
+                                     "query of the session would read instead of the topic; drop it first "
+                                     f"(session.unregister({ref.name!r})) or name the topic otherwise")
                 try:
                     settings, first = self._create_topic(ref, types, policies)
                     topic = self.catalog.described(ref, settings)      # (its settings not read a second time)
@@ -220,6 +225,11 @@ class Session:
         """Make a pandas DataFrame, a pyarrow Table or a Spark DataFrame a table statements read as ``name``."""
         with self.writer:
             register(self, name, data)
+
+    def unregister(self, name: str) -> None:
+        """Drop the temporary table or view ``name`` (a DataFrame registered by name); nothing when there is none."""
+        with self.writer:
+            self.adapter.drop_temp_table(name)
 
     def run(self, tree: exp.Expression):
         """Run one parsed statement."""

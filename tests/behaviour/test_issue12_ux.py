@@ -177,6 +177,11 @@ def test_dataframes_in_by_name_and_results_out(dedup, kind, tmp_path_factory):
     assert query.to_pandas().values.tolist() == [["p", 1, "a"], ["q", 2, "c"]]
     with pytest.raises(TopicError, match="'events' is a topic"):
         dedup.session.register("events", frame)
+    with pytest.raises(TopicError, match=r"'again' names a DataFrame .*session.unregister\('again'\)"):
+        dedup.session.create_topic("again", {"payload": "STRING"})     # the other way round: it would hide the topic
+    dedup.session.unregister("again")          # (a Spark session outlives the test: its views would too)
+    with pytest.raises(SeqdedupError, match="again"):
+        dedup.session.sql("SELECT * FROM again")
     if kind == "spark" and dedup.engine.name == "connect":     # a classic session's frame, in a process with both kinds
         classic = spark_session(str(tmp_path_factory.getbasetemp() / "spark-home")).createDataFrame(other.toPandas())
         with pytest.raises(TopicError, match="'mine' belongs to another SparkSession .a classic one.; create it with"):
