@@ -51,7 +51,9 @@ def register(session, name: str, data) -> exp.Table:
     (the frame would hide the topic from every query of the session)."""
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise TopicError(f"{name!r} cannot name a DataFrame in SQL; use letters, digits and _ (not first)")
-    if session.ref(name).key in session.topics():
+    ref = session.ref(name)
+    # (the topic list only when a table has the name: it is a job on Spark, where the table's lookup is not)
+    if session.adapter.columns(ref.table) and ref.key in session.topics():
         raise TopicError(f"{name!r} is a topic; register the DataFrame under another name")
     if hasattr(data, "sparkSession"):
         return session.adapter.load_dataframe(name, data, numbered=False)
