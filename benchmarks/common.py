@@ -21,6 +21,8 @@ def make_workload(out: pathlib.Path, rows: int, producers: int, topic_rows: int)
     marker = out / f"done-{rows}-{producers}-{topic_rows}.txt"
     if not marker.exists():
         out.mkdir(parents=True, exist_ok=True)
+        for stale in out.glob("done-*.txt"):      # the files are rewritten: another size's answers no longer hold
+            stale.unlink()
         text = subprocess.run([sys.executable, str(WORKLOAD_SCRIPT), str(out), "--rows", str(rows), "--producers",
                                str(producers), "--topic-rows", str(topic_rows)], check=True, capture_output=True,
                               text=True).stdout
