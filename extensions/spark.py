@@ -76,6 +76,10 @@ def local_session(home: str | Path = DEFAULT_HOME, master: str = "local[2]", loc
                     "spark.driver.extraJavaOptions": f"-Dderby.system.home={home}"}
     else:
         settings = metastore_settings(metastore)
+        if POSTGRESQL_JAR in os.environ.get("SPARK_DIST_CLASSPATH", "").split(os.pathsep):
+            # on the class path already, at its end: put in front as well, it would make the class path another one
+            # than a class-data archive was written for (tests/jvm.py), and the JVM would start without it
+            del settings["spark.driver.extraClassPath"]
     builder = (
         SparkSession.builder.master(master).appName("seqdedup").enableHiveSupport()
         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
