@@ -77,8 +77,8 @@ def local_session(home: str | Path = DEFAULT_HOME, master: str = "local[2]", loc
     else:
         settings = metastore_settings(metastore)
         if POSTGRESQL_JAR in os.environ.get("SPARK_DIST_CLASSPATH", "").split(os.pathsep):
-            # on the class path already, at its end: put in front as well, it would make the class path another one
-            # than a class-data archive was written for (tests/jvm.py), and the JVM would start without it
+            # already at the end of the class path: added in front too, it would change the class path that a
+            # class-data archive was written for (tests/jvm.py), and the JVM would start without the archive
             del settings["spark.driver.extraClassPath"]
     builder = (
         SparkSession.builder.master(master).appName("seqdedup").enableHiveSupport()
