@@ -11,6 +11,13 @@ from seqdedup.catalog.state import literal
 from seqdedup.recovery import recover
 
 
+#: A known gap, found for retention on 2026-11-27 with SEQDEDUP_CONNECT=all (CI does not run it).
+NO_PRUNING_ON_CONNECT = pytest.mark.notyet(
+    ["connect"], raises=AssertionError, reason="a Spark Connect server may serve other clients, so seqdedup writes "
+    "there as one of several drivers, which prune no snapshot: removing catalog rows rewrites the table under the "
+    "others' appends (docs/engines/spark.md, Spark Connect)")
+
+
 def headers(dedup, topic: str = "events") -> list[tuple]:
     """(snapshot_id, position, kind, parent_id, producers) of each snapshot header, oldest first."""
     return [tuple(r) for r in dedup.session.sql(
@@ -32,9 +39,7 @@ def tear(dedup, snapshot_id: int, producer: str) -> None:
         exp.column("producer").eq(literal(producer))))
 
 
-@pytest.mark.notyet(["connect"], raises=AssertionError, reason="a Spark Connect server may serve other clients, so "
-                    "seqdedup writes there as one of several drivers, which prune no snapshot: removing catalog rows "
-                    "rewrites the table under the others' appends (docs/engines/spark.md, Spark Connect)")
+@NO_PRUNING_ON_CONNECT
 def test_c08_increments_hold_what_changed_and_a_full_snapshot_replaces_them(dedup):
     # C08 restated: a snapshot after every 3 entries, a full one every 3 snapshots, retention 0
     dedup.topic(snapshot_interval_entries=3, full_snapshot_interval=3)
@@ -97,6 +102,7 @@ def test_a_torn_increment_is_never_used(dedup):
     assert [dedup.last(p) for p in "pq"] == [1, 1]
 
 
+@NO_PRUNING_ON_CONNECT
 def test_retention_keeps_snapshots_for_the_minutes_asked_and_the_run_log_too(dedup):
     dedup.topic(snapshot_interval_entries=1, full_snapshot_interval=2, snapshot_retention_minutes=10,
                 run_log_retention_minutes=5)
@@ -114,6 +120,7 @@ def test_retention_keeps_snapshots_for_the_minutes_asked_and_the_run_log_too(ded
     assert dedup.last("p") == 3
 
 
+@NO_PRUNING_ON_CONNECT
 def test_a_session_writes_on_after_another_session_of_the_process_pruned_the_snapshots(dedup):
     """On Spark a prune rewrites producer_sequences into a new directory and removes the old one: the other session
     knew the old one (from its own last snapshot) and appended its next snapshot there (found in CI by C17 of two
