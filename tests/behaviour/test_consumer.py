@@ -49,9 +49,10 @@ def totals(dedup, table: str = "totals") -> tuple[int, int, int]:
     return int(n), int(total), rows
 
 
-def consumer_rows(dedup) -> list[tuple]:
+def consumer_rows(dedup, with_attempt: bool = False) -> list[tuple]:
+    attempt = ", attempt" if with_attempt else ""
     return [tuple(r) for r in dedup.session.sql(
-        "SELECT consumer, source, topic, position, commit_id FROM seqdedup_consumers "
+        f"SELECT consumer, source, topic, position, commit_id{attempt} FROM seqdedup_consumers "
         "ORDER BY topic, consumer, commit_id").rows]
 
 
@@ -163,10 +164,18 @@ def test_the_output_shows_only_committed_batches_and_a_failed_batch_is_consumed_
     batches = consume(**run)
     assert [(b.consumed_from, b.consumed_through) for b in batches] == [(6, 8)]
     assert totals(dedup) == (8, sum(amounts), 3)
-    # the failed commits' numbers are not reused: their leftovers (Spark) stay ignored
+    # the failed commits' leftovers (Spark) stay ignored. Where one process publishes, their numbers are not reused;
+    # where several may (``contended``: Spark Connect, a shared metastore) a number is reused and the leftover's
+    # ``attempt`` is not the one its commit published (docs/engines/spark.md)
     assert batches[0].commit > 2
-    assert [r[3] for r in consumer_rows(dedup) if r[4] in set(
-        c for c, in dedup.session.sql("SELECT DISTINCT _commit FROM totals").rows)] == [3, 6, 8]
+    output_commits = set(c for c, in dedup.session.sql("SELECT DISTINCT _commit FROM totals").rows)
+    rows = [r for r in consumer_rows(dedup, with_attempt=True) if r[4] in output_commits]
+    if dedup.session.adapter.contended:
+        won = {(commit, attempt) for topic, commit, attempt in dedup.session.sql(
+            "SELECT topic, commit_id, attempt FROM seqdedup_commits").rows if topic == dedup.session.ref("totals").key}
+        assert len(rows) > 3          # the leftover of the attempt that failed before its publish is there, unseen
+        rows = [r for r in rows if (r[4], r[5]) in won]
+    assert [r[3] for r in rows] == [3, 6, 8]
 
 
 def test_bad_input_is_refused_and_changes_nothing(dedup):
