@@ -6,6 +6,8 @@ same run. A benchmark that crashes makes the exit status non-zero; a missed targ
 
 Each script takes its own sizes (see its --help); run one alone to change them, e.g.
 ``.venv/bin/python benchmarks/topic_size.py --engine spark --large 20000000``.
+
+Not run from here: ``benchmarks/ci_time.py``, which times ``.ci/run`` on a clean clone (about half an hour).
 """
 from __future__ import annotations
 
