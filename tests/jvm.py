@@ -29,7 +29,8 @@ SHORT_LIVED = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 #: the defaults, the JIT's second tier took half of its CPU (128 of 264 s in `pytest
 #: tests/behaviour/test_conformance.py -m spark`), and the tests run on two saturated cores. Compiling only what runs
 #: ten times as often, with the serial collector: 198 s of CPU in the same wall time (165 s); the ten-million-row
-#: hostile-input test 96 -> 85 s of CPU, 64 -> 66 s wall.
+#: hostile-input test 96 -> 85 s of CPU, 64 -> 66 s wall. The first tier alone, as the short-lived drivers run, is
+#: worse here: 255 s of CPU against 200 s (the same module, 2026-11-27), the queries' code staying slow.
 LONG_LIVED = ("-XX:+UseSerialGC -XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
               "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000")
 
