@@ -6,7 +6,7 @@ a test dropped or weakened.
 
 Clones the repository at --ref into a temporary folder (no virtual environment, no class-data archive: what CI
 starts from), runs that clone's `.ci/run`, and prints its wall time against both budgets, with the tests' own time
-as `.ci/run` reports it. About half an hour on 2 cores, using both: run it alone, and not from `./dev bench`.
+as `.ci/run` reports it (set-up included). About half an hour on 2 cores, using both: run it alone, and not from `./dev bench`.
 
     python benchmarks/ci_time.py [--ref HEAD] [--keep]
 """
@@ -42,7 +42,7 @@ def main() -> int:
     tests = re.search(r"ci: tests took (\d+) s", text)
     summary = [line for line in text.splitlines() if re.search(r"\d+ (passed|failed)", line)]
     print(f"ref={args.ref} exit={code} ci_run_s={seconds:.0f} minutes={seconds / 60:.1f} "
-          f"tests_s={tests.group(1) if tests else '?'}")
+          f"ci_reported_s={tests.group(1) if tests else '?'}")
     print(summary[-1] if summary else "(no pytest summary: see the log)")
     for issue, budget in BUDGETS.items():
         print(f"{issue}: ci_run_over_budget={seconds / budget:.2f} target<=1.00 "
