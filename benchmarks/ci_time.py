@@ -5,8 +5,8 @@ Issue 15 added the tests of several Spark drivers and of Spark Connect, and gave
 a test dropped or weakened.
 
 Clones the repository at --ref into a temporary folder (no virtual environment, no class-data archive: what CI
-starts from), runs that clone's `.ci/run`, and prints its wall time against both budgets, with the tests' own time
-as `.ci/run` reports it (set-up included). About half an hour on 2 cores, using both: run it alone, and not from `./dev bench`.
+starts from), runs that clone's `.ci/run`, and prints its wall time against both budgets, beside the time `.ci/run`
+prints itself (set-up included). About half an hour on 2 cores, using both: run it alone, not from `./dev bench`.
 
     python benchmarks/ci_time.py [--ref HEAD] [--keep]
 """
