@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,9 +48,10 @@ def main() -> int:
     for issue, budget in BUDGETS.items():
         print(f"{issue}: ci_run_over_budget={seconds / budget:.2f} target<=1.00 "
               f"{'MET' if seconds <= budget else 'NOT MET'} ({budget // 60} min)")
-    print(f"log: {log}" if args.keep else "")
-    if not args.keep:
-        subprocess.run(["rm", "-rf", str(folder)])
+    if args.keep:
+        print(f"log: {log}")
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
     return code
 
 
