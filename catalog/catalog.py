@@ -3,6 +3,7 @@ that the adapter runs, through the small ``Executor`` protocol below."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -30,6 +31,7 @@ class Executor(Protocol):
     def attempt(self, topic: "TopicRef") -> str | None: ...
     def fetchall(self, query: exp.Expression) -> list[tuple]: ...
     def columns(self, table: exp.Table) -> list[tuple[str, str]]: ...
+    def tables_columns(self, tables: list[exp.Table]) -> list[list[tuple[str, str]]]: ...
     def create_namespace(self, name: str) -> None: ...
     def check_name(self, part: str) -> None: ...
     def create_topic_table(self, table: exp.Table, columns: dict[str, exp.DataType]) -> None: ...
@@ -100,6 +102,17 @@ class Topic:
     applied: Policies = field(default_factory=Policies)
 
 
+@functools.lru_cache(maxsize=1024)
+def _engine_type(kind: str | exp.DataType, dialect) -> object:
+    """A column type as the engine reads it back (VARCHAR and STRING both TEXT), to compare types (each
+    ``connect`` compares every catalog column's)."""
+    text = kind.sql(dialect=dialect) if isinstance(kind, exp.DataType) else kind
+    try:
+        return exp.DataType.build(text, dialect=dialect).this
+    except (sqlglot.errors.ParseError, ValueError):
+        return text.upper()
+
+
 class Catalog:
     """Reads and writes the catalog tables through an executor."""
 
@@ -108,8 +121,9 @@ class Catalog:
 
     # --- set-up ----------------------------------------------------------------------------------------------
 
-    def exists(self) -> bool:
-        return bool(self.executor.columns(catalog_table("seqdedup_meta")))
+    def _described(self) -> dict[str, list[tuple[str, str]]]:
+        """Each catalog table's columns (none: the table is missing), read in one round trip."""
+        return dict(zip(CATALOG_TABLES, self.executor.tables_columns([catalog_table(n) for n in CATALOG_TABLES])))
 
     def check_version(self) -> bool:
         """Refuse, before anything is written, a catalog this seqdedup cannot use: written by another version, a
@@ -119,12 +133,13 @@ class Catalog:
         A catalog whose creation was cut short is not damaged: its tables are there but the version row is not (on
         Spark, where each CREATE is its own catalog operation, a process stopped during its first ``connect``).
         With every catalog table still empty, a writable session finishes it (``create``)."""
-        if not self.exists():
+        if not self.executor.columns(catalog_table("seqdedup_meta")):    # a new database (one look-up)
             return False
+        described = self._described()
         rows = self.executor.fetchall(
             exp.select("value").from_(catalog_table("seqdedup_meta")).where(exp.column("key").eq(literal("catalog_version"))))
         if not rows:
-            if not self._unfinished():
+            if not self._unfinished(described):
                 raise CatalogError(
                     "the seqdedup catalog has no catalog_version row in seqdedup_meta, though its other tables hold "
                     "rows: it is damaged. Restore seqdedup_meta from a backup (if this seqdedup, catalog version "
@@ -133,7 +148,7 @@ class Catalog:
             if self.executor.read_only:
                 raise CatalogError("the seqdedup catalog was never finished (a process stopped while creating it); "
                                    "connect once without read_only=True to finish it")
-            self._check_tables(missing_ok=True)    # create() adds the missing tables and the version row
+            self._check_tables(described, missing_ok=True)    # create() adds the missing tables and the version row
             return False
         version = int(rows[0][0])
         if version < CATALOG_VERSION:
@@ -143,15 +158,15 @@ class Catalog:
         if version > CATALOG_VERSION:
             raise CatalogError(f"this catalog was written by a newer seqdedup (catalog version {version}, this "
                                f"seqdedup reads up to {CATALOG_VERSION}); upgrade seqdedup to use it")
-        return self._check_tables()
+        return self._check_tables(described)
 
-    def _check_tables(self, *, missing_ok: bool = False) -> bool:
+    def _check_tables(self, described: dict[str, list[tuple[str, str]]], *, missing_ok: bool = False) -> bool:
         """Every catalog table is there with every column, of its type (a table in ADDED_TABLES, or any table when
         ``missing_ok``, may be missing, and a column in ADDED_COLUMNS: ``create`` adds them). True when nothing is
         missing."""
         complete = True
         for name, columns in CATALOG_TABLES.items():
-            present = self.executor.columns(catalog_table(name))
+            present = described[name]
             if not present:
                 complete = False
                 if missing_ok or name in ADDED_TABLES:
@@ -180,19 +195,13 @@ class Catalog:
         return None
 
     def _type(self, kind: str | exp.DataType) -> object:
-        """A column type as the engine reads it back (VARCHAR and STRING both TEXT), to compare types."""
-        dialect = self.executor.DIALECT
-        text = kind.sql(dialect=dialect) if isinstance(kind, exp.DataType) else kind
-        try:
-            return exp.DataType.build(text, dialect=dialect).this
-        except (sqlglot.errors.ParseError, ValueError):
-            return text.upper()
+        return _engine_type(kind, self.executor.DIALECT)
 
-    def _unfinished(self) -> bool:
+    def _unfinished(self, described: dict[str, list[tuple[str, str]]]) -> bool:
         """No catalog table holds a row: a creation cut short before its version row, never used."""
         for name in CATALOG_TABLES:
             table = catalog_table(name)
-            if self.executor.columns(table) and self.executor.fetchall(exp.select(literal(1)).from_(table).limit(1)):
+            if described[name] and self.executor.fetchall(exp.select(literal(1)).from_(table).limit(1)):
                 return False
         return True
 

@@ -174,6 +174,11 @@ class EngineAdapter:
         """(name, type) of a table's columns, in order; [] when the table does not exist."""
         raise NotImplementedError
 
+    def tables_columns(self, tables: list[exp.Table]) -> list[list[tuple[str, str]]]:
+        """``columns`` of each table, in one round trip where the engine allows it (every ``connect`` checks the
+        catalog's tables)."""
+        return [self.columns(table) for table in tables]
+
     def committed_reads(self) -> "CommittedReads":
         return CommittedReads(self)
 

@@ -209,6 +209,21 @@ class DuckDBAdapter(EngineAdapter):
         )
         return [(name, kind) for name, kind in self.fetchall(query, committed=committed)]
 
+    def tables_columns(self, tables: list[exp.Table]) -> list[list[tuple[str, str]]]:
+        text = exp.Literal.string
+        wanted = exp.values([(exp.Literal.number(i), text(t.catalog) if t.catalog else exp.null(),
+                              text(t.db or self.DEFAULT_NAMESPACE), text(t.name)) for i, t in enumerate(tables)],
+                            alias="w", columns=["i", "d", "s", "t"])
+        query = (exp.select("i", "column_name", "data_type").from_(exp.Table(this=exp.Anonymous(this="duckdb_columns")))
+                 .join(wanted, on=exp.and_(
+                     exp.column("database_name").eq(exp.func("coalesce", exp.column("d"), exp.func("current_database"))),
+                     exp.column("schema_name").eq(exp.column("s")), exp.column("table_name").eq(exp.column("t"))))
+                 .order_by("i", "column_index"))
+        found: list[list[tuple[str, str]]] = [[] for _ in tables]
+        for i, name, kind in self.fetchall(query):
+            found[i].append((name, kind))
+        return found
+
     def temp_table(self, name: str) -> exp.Table:
         return exp.table_(name, db="main", catalog="temp")
 

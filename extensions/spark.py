@@ -31,6 +31,7 @@ import threading
 import time
 import urllib.parse
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -131,6 +132,9 @@ def metastore_settings(metastore: str) -> dict[str, str]:
 _homes: dict[Path, object] = {}
 #: (warehouse, default namespace) -> table -> its directory (``SparkAdapter._locations``)
 _LOCATIONS: dict[tuple[str, str], dict[str, str]] = {}
+#: The SparkSessions seqdedup's temporary functions are registered in (they live as long as the session): a second
+#: ``connect`` on one session does not register them again.
+_REGISTERED: "weakref.WeakSet" = weakref.WeakSet()
 
 
 def _lock_home(home: Path, timeout: float | None) -> None:
@@ -824,6 +828,22 @@ class SparkAdapter(EngineAdapter):
                 return []
             return [(f.name, f.dataType.simpleString()) for f in self.spark.table(name).schema.fields]
 
+    def tables_columns(self, tables: list[exp.Table]) -> list[list[tuple[str, str]]]:
+        """One query names every table, each one's columns as a struct: analysed, never run (a third of the time
+        of a lookup per table, which ``connect`` made for each catalog table). A table missing fails it: then each
+        table is looked up alone."""
+        alias = [f"t{i}" for i in range(len(tables))]
+        select = exp.select(*[exp.alias_(exp.func("struct", exp.Column(this=exp.Star(), table=exp.to_identifier(a))),
+                                         a) for a in alias]).from_(tables[0].copy().as_(alias[0]))
+        for table, name in zip(tables[1:], alias[1:]):
+            select = select.join(table.copy().as_(name), join_type="cross")
+        try:
+            with self._errors():
+                fields = self._sql(select.limit(0)).schema.fields
+        except EngineError:
+            return super().tables_columns(tables)
+        return [[(f.name, f.dataType.simpleString()) for f in field.dataType.fields] for field in fields]
+
     def check_name(self, part: str) -> None:
         """The Hive catalog takes only letters, digits and _ in table and database names."""
         if not part.replace("_", "").isascii() or not part.replace("_", "").isalnum():
@@ -1510,6 +1530,8 @@ class SparkAdapter(EngineAdapter):
         self._open.pop(topic.key, None)
 
     def register_functions(self) -> None:
+        if self.spark in _REGISTERED:
+            return
         for name, signatures in SIGNATURES.items():
             longest = max(signatures, key=len)
             shortest = min(len(s) for s in signatures)
@@ -1521,6 +1543,7 @@ class SparkAdapter(EngineAdapter):
                         exp.Literal.string("-"), exp.column("producer_epoch")).sql(dialect=self.DIALECT)
         self.execute("CREATE OR REPLACE TEMPORARY FUNCTION kafka_producer_name(producer_id BIGINT, "
                      f"producer_epoch BIGINT) RETURNS STRING RETURN {body}")
+        _REGISTERED.add(self.spark)
 
     def file_rows(self, path: str, fmt: str, row_column: str) -> exp.Select:
         reader = self.spark.read
