@@ -338,21 +338,27 @@ class Catalog:
 
     # --- commits --------------------------------------------------------------------------------------------
 
-    def next_commit(self, ref: TopicRef) -> int:
+    def next_commit(self, ref: TopicRef, written: int | None = None) -> int:
         """The number the topic's next commit takes: above every published one, and above every number any
         catalog row carries (a commit that wrote rows and then failed is never reused, so its rows stay ignored).
         ``ref`` may also be a consumer's output table, whose commits write ``seqdedup_consumers`` rows. Where
-        several processes publish (``contended``), the last published one + 1: see ``EngineAdapter.contended``."""
+        several processes publish (``contended``), the last published one + 1: see ``EngineAdapter.contended``.
+        ``written``: what ``highest_written_commit`` gives, when the caller read it already."""
         if self.executor.contended:
             return self.executor.last_published_commit(ref) + 1
+        if written is None:
+            written = self.executor.fetchall(self.highest_written_commit(ref))[0][0]
+        return max(written, self.executor.last_published_commit(ref)) + 1
+
+    def highest_written_commit(self, ref: TopicRef) -> exp.Select:
+        """A one-row query of the highest commit number a catalog row of ``ref`` carries (0: none), as
+        ``written``."""
         where = exp.column("topic").eq(literal(ref.key))
         numbers = exp.union(*[exp.select("commit_id").from_(catalog_table(name)).where(where.copy())
                               for name in ("producer_sequences", "seqdedup_statements", "seqdedup_consumers")],
                             distinct=False)
-        written = self.executor.fetchall(
-            exp.select(exp.func("coalesce", exp.Max(this=exp.column("commit_id")), literal(0))).from_(
-                numbers.subquery("n")))[0][0]
-        return max(written, self.executor.last_published_commit(ref)) + 1
+        return exp.select(exp.alias_(exp.func("coalesce", exp.Max(this=exp.column("commit_id")), literal(0)),
+                                     "written")).from_(numbers.subquery("n"))
 
     def run_log(self, ref: TopicRef) -> exp.Select:
         """The topic's rows of the run log ``seqdedup_statements``, of published commits only."""
@@ -381,10 +387,11 @@ class Catalog:
 
     def write_snapshot(self, ref: TopicRef, marks: exp.Expression | None, *, header: SnapshotHeader | None,
                        position: int, kind: str, now: dt.datetime, commit: int,
-                       max_producers: int | None = None, parent: int | None = None) -> int:
+                       max_producers: int | None = None, parent: int | None = None, first: int | None = None) -> int:
         """Write a snapshot of ``marks`` (None: an empty one; a query or table; or a ``pyarrow.Table`` of marks in
-        memory, appended as rows) at ``position``, an increment of ``parent`` if given; returns its id."""
-        snapshot_id = header.next_snapshot_id if header else self._next_snapshot_id(ref)
+        memory, appended as rows) at ``position``, an increment of ``parent`` if given; returns its id. Without a
+        ``header`` (a topic's first snapshot), its id is ``first`` (``first_numbers``) or read."""
+        snapshot_id = header.next_snapshot_id if header else first or self._next_snapshot_id(ref)
         options = dict(snapshot_id=snapshot_id, position=position, kind=kind, now=now, commit=commit,
                        max_producers=max_producers, parent=parent)
         if isinstance(marks, exp.Expression):
@@ -424,6 +431,19 @@ class Catalog:
 
     def _next_snapshot_id(self, ref: TopicRef) -> int:
         """For a topic's first snapshot: above any id an interrupted earlier attempt may have left."""
-        return self.executor.fetchall(
-            exp.select(exp.func("coalesce", exp.Max(this=exp.column("snapshot_id")), literal(0)) + 1)
-            .from_(catalog_table("producer_sequences")).where(exp.column("topic").eq(literal(ref.key))))[0][0]
+        return self.executor.fetchall(self._next_snapshot_id_query(ref))[0][0]
+
+    def _next_snapshot_id_query(self, ref: TopicRef) -> exp.Select:
+        return (exp.select(exp.alias_(exp.func("coalesce", exp.Max(this=exp.column("snapshot_id")), literal(0)) + 1,
+                                      "snapshot_id"))
+                .from_(catalog_table("producer_sequences")).where(exp.column("topic").eq(literal(ref.key))))
+
+    def first_numbers(self, ref: TopicRef) -> tuple[int, int]:
+        """A new topic's first commit number and first snapshot id (``next_commit``, ``_next_snapshot_id``), read
+        in one query where the catalog rows decide the commit number."""
+        if self.executor.contended:
+            return self.next_commit(ref), self._next_snapshot_id(ref)
+        written, snapshot_id = self.executor.fetchall(
+            exp.select("*").from_(self.highest_written_commit(ref).subquery("w"))
+            .join(self._next_snapshot_id_query(ref).subquery("s"), join_type="cross"))[0]
+        return self.next_commit(ref, written), snapshot_id

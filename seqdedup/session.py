@@ -146,12 +146,13 @@ class Session:
             with self.adapter.transaction():
                 new = catalog.create_table(ref, types)
                 failpoint("after_topic_table")
-                with writer.commit(ref) as commit:
+                number, first_snapshot = catalog.first_numbers(ref)
+                with writer.commit(ref, number) as commit:
                     catalog.set_policies("topic", ref.key, policies, now)
                     settings = catalog.settings(ref)
                     kind = "enabled" if policy.resolve(settings).deduplication_enabled else "disabled"
                     snapshot_id = catalog.write_snapshot(ref, None, header=None, position=0, kind=kind, now=now,
-                                                         commit=commit.number)
+                                                         commit=commit.number, first=first_snapshot)
                     failpoint("after_snapshot_rows")
                 catalog.register(ref, now)
         finally:

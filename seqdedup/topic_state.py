@@ -167,13 +167,20 @@ def _load(catalog: Catalog, adapter, ref: TopicRef, topic) -> TopicState:
         marks = Marks.of(recovered)
         recent = marks.table.filter(pc.fill_null(recovered.column("replayed"), False))    # replayed: changed since
     position = exp.column("_position")
-    after = (exp.select(exp.func("coalesce", exp.Max(this=position), literal(header.position)),
-                        exp.Count(this=exp.Star()))
+    after = (exp.select(exp.alias_(exp.func("coalesce", exp.Max(this=position), literal(header.position)), "log_end"),
+                        exp.alias_(exp.Count(this=exp.Star()), "entries_after"))
              .from_(ref.table.copy())
              .where(exp.and_(exp.column("_commit") >= literal(header.commit_id),
                              position.copy() > literal(header.position), own)))
-    end, since = adapter.fetchall(after)[0]
-    commit = _past(max(published, default=0) if adapter.contended else catalog.next_commit(ref) - 1, taken)
+    if adapter.contended:       # the next commit follows the last published one
+        end, since = adapter.fetchall(after)[0]
+        commit = max(published, default=0)
+    else:                       # and the highest number a catalog row carries: read in the same query (on Spark
+        # each query costs a job's start, a tenth of a second and more)
+        end, since, written = adapter.fetchall(exp.select("*").from_(after.subquery("a")).join(
+            catalog.highest_written_commit(ref).subquery("w"), join_type="cross"))[0]
+        commit = catalog.next_commit(ref, written) - 1
+    commit = _past(commit, taken)
     return TopicState(topic=topic, commit=commit, published=frozenset(published) if adapter.TRACKS_COMMITS else None,
                       end=end, header=header, since_snapshot=since, marks=marks, recent=recent, taken=taken)
 
