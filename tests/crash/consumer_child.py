@@ -2,22 +2,26 @@
 
     python consumer_child.py ENGINE DATABASE --setup N     # topic ``payments`` with N entries (amount BIGINT)
     python consumer_child.py ENGINE DATABASE --consume K   # consume it, K entries a batch, into ``totals``
+    python consumer_child.py ENGINE DATABASE --setup N --consume K --crash-at POINT:N     # both, then dies
 
 Prints one JSON line per step: {"setup": {"amounts": [...]}} after the setup; {"state": ...} on opening and
 {"consumed": ...} at the end of a consume run (a killed process prints no more lines). A state is the consumer's
 stored position and the sums of the output (``SELECT count(*) AS n, sum(amount) AS total FROM new_entries`` per
-batch). ``SEQDEDUP_CRASH_AT`` (see seqdedup/failpoints.py) picks the step it dies at.
+batch). ``--crash-at`` picks the step of the consuming it dies at: it sets ``SEQDEDUP_CRASH_AT`` (see
+seqdedup/failpoints.py) once the setup is done, so that the setup's commits do not count.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 
 from sqlglot import exp
 
 import seqdedup
 from seqdedup.catalog.state import literal
 from seqdedup.consumer import consume, consumer_position
+from seqdedup.failpoints import ENVIRONMENT
 
 SQL = "SELECT count(*) AS n, sum(amount) AS total FROM new_entries"
 
@@ -50,6 +54,7 @@ def main() -> None:
     parser.add_argument("database")
     parser.add_argument("--setup", type=int)
     parser.add_argument("--consume", type=int)
+    parser.add_argument("--crash-at")
     args = parser.parse_args()
     if args.engine == "spark":
         from seqdedup.extensions.spark import local_session
@@ -60,6 +65,8 @@ def main() -> None:
     if args.setup:
         rows = setup(session, args.setup)
         print(json.dumps({"setup": {"amounts": [a for a, _ in rows], "positions": [p for _, p in rows]}}), flush=True)
+    if args.crash_at:
+        os.environ[ENVIRONMENT] = args.crash_at
     if args.consume:
         print(json.dumps({"state": state(session)}), flush=True)
         batches = consume(session, "payments", SQL, into="totals", consumer="totals", max_entries=args.consume)

@@ -36,11 +36,9 @@ class Plan:
 
 
 #: Spark starts a JVM and a Hive metastore per process (15-20 s, more on a busy machine) and a send takes seconds:
-#: fewer, larger sends, and two kills (each a run of its own; the example's resume logic is the same Python on both
-#: engines, killed five times on DuckDB, and tests/crash/test_kill.py kills a Spark commit at each of its steps).
-#: Each killed run commits at most sends[1] + 1 sends, so no killed run can finish the file.
+#: fewer, larger sends. Each killed run commits at most sends[1] + 1 sends, so no killed run can finish the file.
 PLANS = {"duckdb": Plan(lines=300, batch=1, kills=5, sends=(1, 40)),
-         "spark": Plan(lines=200, batch=20, kills=2, sends=(1, 2))}
+         "spark": Plan(lines=200, batch=20, kills=3, sends=(1, 2))}
 
 
 def write_file(path: Path, lines: int, rng: random.Random) -> list[tuple[int, str]]:
