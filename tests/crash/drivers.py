@@ -119,7 +119,9 @@ def run(drivers: int, kills: int, seed: int, statements: int, workdir: Path) -> 
                     if driver.process is not None and (problem := driver.failure()):
                         raise AssertionError(problem)
                     driver.start(home, metastore)
-            time.sleep(rng.uniform(1, 12))
+            # a random while between kills (the others get on meanwhile); once the kills are spent, a look every
+            # half second, so that a last restart or the end is not waited for
+            time.sleep(rng.uniform(1, 12) if killed < kills else 0.5)
             running = [d for d in fleet if d.running and not d.done]
             if killed < kills and running:
                 rng.choice(running).kill()         # at any moment: starting, recovering, deciding, publishing
