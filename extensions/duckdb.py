@@ -198,29 +198,25 @@ class DuckDBAdapter(EngineAdapter):
             raise _friendly(error, self.path) from error
 
     def columns(self, table: exp.Table, *, committed: bool = False) -> list[tuple[str, str]]:
-        # A catalog query, not DESCRIBE: a failed statement would abort the surrounding transaction.
-        database = exp.Literal.string(table.catalog) if table.catalog else exp.func("current_database")
-        query = (
-            exp.select("column_name", "data_type").from_(exp.Table(this=exp.Anonymous(this="duckdb_columns")))
-            .where(exp.column("database_name").eq(database))
-            .where(exp.column("schema_name").eq(exp.Literal.string(table.db or self.DEFAULT_NAMESPACE)))
-            .where(exp.column("table_name").eq(exp.Literal.string(table.name)))
-            .order_by("column_index")
-        )
-        return [(name, kind) for name, kind in self.fetchall(query, committed=committed)]
+        return self.tables_columns([table], committed=committed)[0]
 
-    def tables_columns(self, tables: list[exp.Table]) -> list[list[tuple[str, str]]]:
-        text = exp.Literal.string
-        wanted = exp.values([(exp.Literal.number(i), text(t.catalog) if t.catalog else exp.null(),
-                              text(t.db or self.DEFAULT_NAMESPACE), text(t.name)) for i, t in enumerate(tables)],
-                            alias="w", columns=["i", "d", "s", "t"])
-        query = (exp.select("i", "column_name", "data_type").from_(exp.Table(this=exp.Anonymous(this="duckdb_columns")))
-                 .join(wanted, on=exp.and_(
-                     exp.column("database_name").eq(exp.func("coalesce", exp.column("d"), exp.func("current_database"))),
-                     exp.column("schema_name").eq(exp.column("s")), exp.column("table_name").eq(exp.column("t"))))
-                 .order_by("i", "column_index"))
+    def tables_columns(self, tables: list[exp.Table], *, committed: bool = False) -> list[list[tuple[str, str]]]:
+        # A catalog query, not DESCRIBE: a failed statement would abort the surrounding transaction.
+        def which(table: exp.Table) -> exp.Expression:
+            database = exp.Literal.string(table.catalog) if table.catalog else exp.func("current_database")
+            return exp.and_(exp.column("database_name").eq(database),
+                            exp.column("schema_name").eq(exp.Literal.string(table.db or self.DEFAULT_NAMESPACE)),
+                            exp.column("table_name").eq(exp.Literal.string(table.name)))
+
+        conditions = [which(table) for table in tables]
+        # (which table a row is of: no CASE for a single table, the look-up every statement makes)
+        index = exp.Literal.number(0) if len(conditions) == 1 else exp.Case(
+            ifs=[exp.If(this=c.copy(), true=exp.Literal.number(i)) for i, c in enumerate(conditions)])
+        query = (exp.select(exp.alias_(index, "i", copy=False), "column_name", "data_type", copy=False)
+                 .from_(exp.Table(this=exp.Anonymous(this="duckdb_columns")), copy=False)
+                 .where(exp.or_(*conditions, copy=False), copy=False).order_by("i", "column_index", copy=False))
         found: list[list[tuple[str, str]]] = [[] for _ in tables]
-        for i, name, kind in self.fetchall(query):
+        for i, name, kind in self.fetchall(query, committed=committed):
             found[i].append((name, kind))
         return found
 
