@@ -13,7 +13,7 @@ import pytest
 import sqlglot
 
 from . import jvm
-from .engines import ENGINES, Harness, generated_code, spark_session
+from .engines import ENGINES, Harness
 
 #: Spark Connect ("connect") runs the behaviour suite (tests/behaviour) whole when SEQDEDUP_CONNECT=all (about
 #: three times Spark's time: more than CI's budget on 2 cores); otherwise only its tests marked ``connect_ci``. The
@@ -120,25 +120,9 @@ def engine(request):
     return request.param
 
 
-@pytest.fixture(autouse=True)
-def _codegen(request, tmp_path_factory):
-    """Tests marked ``codegen`` run on classic Spark with the code Spark generates (tests/engines.py)."""
-    engine = getattr(getattr(request.node, "callspec", None), "params", {}).get("engine")
-    if request.node.get_closest_marker("codegen") is None or getattr(engine, "name", None) != "spark":
-        yield
-        return
-    with generated_code(spark_session(str(_home(tmp_path_factory)))):
-        yield
-
-
-def _home(tmp_path_factory):
-    """The home of the test process's Spark session."""
-    return tmp_path_factory.getbasetemp() / "spark-home"
-
-
 @pytest.fixture
 def dedup(engine, tmp_path, tmp_path_factory):
-    home = _home(tmp_path_factory)
+    home = tmp_path_factory.getbasetemp() / "spark-home"
     harness = Harness(engine, str(home if engine.family == "spark" else tmp_path / "seqdedup.duckdb"))
     yield harness
     harness.close()

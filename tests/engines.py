@@ -51,32 +51,7 @@ def spark_session(home: str):
             else:
                 os.environ["JAVA_TOOL_OPTIONS"] = options
         _spark.conf.set("spark.sql.shuffle.partitions", "1")
-        _spark.conf.set("spark.sql.codegen.wholeStage", "false")
-        _spark.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
     return _spark
-
-
-#: The test process's session evaluates its queries interpreted: for the suite's thousands of small queries, the
-#: code Spark generates and compiles for each costs more than it saves (`pytest tests/behaviour/test_conformance.py -m
-#: spark`: the JVM's CPU 191 -> 159 s, 158 -> 137 s wall, 2026-11-27). The answers are the same either way (Spark
-#: tests its expressions both ways), and the code Spark generates still runs where it counts: in the tests marked
-#: ``codegen`` (the reference model's oracle, ten million entries), in every driver the crash and multi-driver tests
-#: start, and on Spark Connect, all with Spark's defaults.
-GENERATED_CODE = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
-
-
-@contextlib.contextmanager
-def generated_code(spark):
-    """Spark's defaults for code generation inside the block, on the test process's session."""
-    conf = spark.conf
-    saved = {key: conf.get(key) for key in GENERATED_CODE}
-    for key, value in GENERATED_CODE.items():
-        conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            conf.set(key, value)
 
 
 def connect_session(home: str):

@@ -245,7 +245,6 @@ def test_bad_entries_fail_clearly_and_change_nothing(db, rows, message):
 
 
 @pytest.mark.slow
-@pytest.mark.codegen
 def test_ten_million_entries_with_one_bad_one_fail_and_write_nothing(db):
     """10M generated entries, the last with a NULL id: the error counts and names it; nothing is written."""
     db.session.sql("CREATE OR REPLACE TEMPORARY VIEW big AS SELECT 'p' AS producer, "

@@ -5,7 +5,6 @@ order) must agree."""
 from __future__ import annotations
 
 import hypothesis.strategies as st
-import pytest
 from hypothesis import HealthCheck, given, settings
 
 from seqdedup.udfs import Entry, Policies, SequenceTracker
@@ -60,7 +59,6 @@ def _model_counts(result, rows, marks: dict[str, int] | None) -> dict[str, tuple
 EXAMPLES = {"duckdb": 120, "spark": 8, "connect": 8}
 
 
-@pytest.mark.codegen
 def test_engine_matches_the_reference_model(engine, tmp_path_factory):
     @settings(max_examples=EXAMPLES[engine.name], deadline=None,
               suppress_health_check=[HealthCheck.too_slow], derandomize=engine.family == "spark")
