@@ -23,10 +23,18 @@ from .engines import ENGINES, Harness
 CONNECT_ALL = os.environ.get("SEQDEDUP_CONNECT") == "all"
 
 
+#: The class-data archive being built while the tests run (the first run in an environment), in the controller.
+_archive: jvm.Build | None = None
+
+
 def pytest_configure(config):
     # Every JVM started from here inherits the short-lived drivers' settings (tests/jvm.py) except the test
-    # process's own session (tests/engines.py). The class-data archive is built once, before any worker starts.
-    jvm.prepare(build=not hasattr(config, "workerinput"))
+    # process's own session (tests/engines.py). The class-data archive is built once per environment, in the
+    # background: the first modules handed out start no driver process (``pytest_collection_modifyitems``).
+    global _archive
+    if not hasattr(config, "workerinput"):
+        _archive = jvm.start_archive()
+    jvm.prepare(build=False)
     # pytest-xdist would hand out modules by their number of tests, most first: the crash modules, a test or two of
     # minutes each, were handed out last. The modules go in the order collected (MODULE_SECONDS).
     config.option.loadscopereorder = False
@@ -82,12 +90,26 @@ MODULE_SECONDS = {
 }
 
 
+#: Modules whose tests start Spark driver processes: pytest-xdist hands each worker one module first, and those are
+#: two others, so that the drivers start once the class-data archive is written (about two minutes on a new
+#: environment, beside the tests).
+STARTS_DRIVERS = ("tests/crash/", "tests/concurrency/", "tests/faults/test_read_only_files.py", "tests/test_cli.py")
+
+
+def _module_order() -> dict[str, int]:
+    """Each module's place: the longest first, but for the first two, which start no driver process."""
+    longest = sorted(MODULE_SECONDS, key=lambda module: -MODULE_SECONDS[module])
+    first = [module for module in longest if not module.startswith(STARTS_DRIVERS)][:2]
+    return {module: place for place, module in enumerate(first + [m for m in longest if m not in first])}
+
+
 def pytest_collection_modifyitems(config, items):
     left = [item for item in items if not _runs(item)]
     if left:
         config.hook.pytest_deselected(items=left)
         items[:] = [item for item in items if _runs(item)]
-    items.sort(key=lambda item: -MODULE_SECONDS.get(item.nodeid.split("::")[0], 0))     # (stable: in a module, as written)
+    order = _module_order()
+    items.sort(key=lambda item: order.get(item.nodeid.split("::")[0], len(order)))   # (stable: in a module, as written)
 
 
 _STARTED = time.monotonic()
@@ -105,6 +127,11 @@ def pytest_runtest_logreport(report):
 def pytest_terminal_summary(terminalreporter):
     """How busy each worker was and when it ran out of work: a worker idle long before the other is a schedule
     to fix (``MODULE_SECONDS``), not a slower test."""
+    if _archive is not None:
+        code = _archive.process.poll()
+        terminalreporter.write_line(
+            "class-data archive for Spark's drivers: " + ("still being written" if code is None else
+                                                          "written" if code == 0 else _archive.failure()))
     if _busy:
         terminalreporter.write_line("workers: " + "; ".join(
             f"{worker} {busy:.0f} s in tests, done after {ended - _STARTED:.0f} s"

@@ -8,8 +8,12 @@ Measured on 2 cores under load: 25 s of CPU for a process that opens a session o
 statement, against 37 s without it. A JVM whose class path differs from the archive's (spark-submit's launcher)
 cannot use it and starts as before; one whose class path extends it (PostgreSQL's JDBC driver at the end) can.
 
-    python tests/jvm.py ARCHIVE      builds the archive (tests/conftest.py, ./dev fuzz and ./dev fuzz-drivers do
-                                     it when it is missing)
+    python tests/jvm.py ARCHIVE      builds the archive (./dev fuzz and ./dev fuzz-drivers do it when it is
+                                     missing; tests/conftest.py starts it in the background)
+
+A JVM names the archive whether it is written yet or not: one started before it is there runs without it. So a test
+run on a new environment starts its tests while the archive is written beside them (about a minute of one core,
+which the tests would otherwise wait for with the other core idle).
 """
 from __future__ import annotations
 
@@ -18,6 +22,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 #: The short-lived drivers run a few small queries: the JIT's first tier alone starts them about a third faster
@@ -45,9 +51,10 @@ def archive() -> Path:
 
 
 def options(*, long_lived: bool = False) -> str:
-    """JAVA_TOOL_OPTIONS for a driver: the short-lived settings unless ``long_lived``, and the archive if there."""
-    sharing = f"-XX:SharedArchiveFile={archive()} -Xlog:disable" if archive().is_file() else ""
-    return " ".join(part for part in (LONG_LIVED if long_lived else SHORT_LIVED, sharing) if part)
+    """JAVA_TOOL_OPTIONS for a driver: the short-lived settings unless ``long_lived``, and the archive (mapped if it
+    is there when the JVM starts)."""
+    sharing = f"-XX:SharedArchiveFile={archive()} -Xlog:disable"
+    return f"{LONG_LIVED if long_lived else SHORT_LIVED} {sharing}"
 
 
 def prepare(*, build: bool = True) -> None:
@@ -69,20 +76,44 @@ def prepare(*, build: bool = True) -> None:
 
 def ensure_archive() -> None:
     """Build the archive unless it is there: one Spark process of about a minute, once per environment. A build
-    that fails leaves no archive (the tests then run without one, slower) and says why on standard error."""
+    that fails leaves no archive (the drivers then run without one, slower) and says why on standard error."""
+    build = start_archive()
+    if build is not None and build.wait(timeout=900):
+        print(build.failure(), file=sys.stderr)
+
+
+@dataclass
+class Build:
+    """A build of the archive running in the background; its output goes to a log beside the archive."""
+    process: subprocess.Popen
+    log: Path
+    started: float = field(default_factory=time.monotonic)
+
+    def wait(self, timeout: float | None = None) -> int:
+        return self.process.wait(timeout=timeout)
+
+    def failure(self) -> str:
+        """Why the build failed, for a report."""
+        return (f"tests/jvm.py: no class-data archive for Spark ({self.process.returncode}; {self.log}): "
+                f"{self.log.read_text()[-2000:]}")
+
+
+def start_archive() -> Build | None:
+    """Start building the archive unless it is there (or Java is missing): in a process of its own, which goes on
+    if this one ends first."""
     target = archive()
     if target.is_file() or not shutil.which("java"):
-        return
-    done = subprocess.run([sys.executable, __file__, str(target)], capture_output=True, text=True, timeout=900)
-    if done.returncode or not target.is_file():
-        print(f"tests/jvm.py: no class-data archive for Spark ({done.returncode}): {done.stderr[-2000:]}",
-              file=sys.stderr)
+        return None
+    log = target.with_suffix(".log")
+    with open(log, "w") as output:
+        process = subprocess.Popen([sys.executable, __file__, str(target)], stdin=subprocess.DEVNULL, stdout=output,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    return Build(process, log)
 
 
 def _train(target: Path) -> None:
     """Run what the tests' drivers run, in a JVM that writes the classes it loaded to ``target`` when it exits."""
-    partial = target.with_suffix(".partial")
-    partial.unlink(missing_ok=True)
+    partial = target.with_suffix(f".{os.getpid()}.partial")     # (two builds at once write two files)
     os.environ["JAVA_TOOL_OPTIONS"] = f"{SHORT_LIVED} -XX:ArchiveClassesAtExit={partial} -Xlog:disable"
     import seqdedup
     from seqdedup.extensions.spark import local_session
