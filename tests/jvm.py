@@ -22,8 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 #: The short-lived drivers run a few small queries: the JIT's first tier alone starts them about a third faster
@@ -78,7 +77,7 @@ def ensure_archive() -> None:
     """Build the archive unless it is there: one Spark process of about a minute, once per environment. A build
     that fails leaves no archive (the drivers then run without one, slower) and says why on standard error."""
     build = start_archive()
-    if build is not None and build.wait(timeout=900):
+    if build is not None and build.process.wait(timeout=900):
         print(build.failure(), file=sys.stderr)
 
 
@@ -87,10 +86,6 @@ class Build:
     """A build of the archive running in the background; its output goes to a log beside the archive."""
     process: subprocess.Popen
     log: Path
-    started: float = field(default_factory=time.monotonic)
-
-    def wait(self, timeout: float | None = None) -> int:
-        return self.process.wait(timeout=timeout)
 
     def failure(self) -> str:
         """Why the build failed, for a report."""
