@@ -16,8 +16,8 @@ from seqdedup.udfs import Policies
 from . import policies as policy
 from .schema import (ADDED_COLUMNS, ADDED_TABLES, CATALOG_TABLES, CATALOG_VERSION, META, SYSTEM_COLUMNS, TOPICS,
                      arrow_schema, catalog_table)
-from .state import (SnapshotHeader, chain_of, last_position_query, literal, snapshot_headers_query, snapshot_insert,
-                    snapshot_rows)
+from .state import (SnapshotHeader, chain_of, complete_snapshots, last_position_query, literal, snapshot_headers_query,
+                    snapshot_insert, snapshot_rows)
 
 
 class Executor(Protocol):
@@ -375,7 +375,8 @@ class Catalog:
 
     def last_snapshot(self, ref: TopicRef) -> SnapshotHeader:
         """The chain the topic's state is made of (``SnapshotHeader``), as of its last complete snapshot."""
-        header = chain_of(self.executor.fetchall(snapshot_headers_query(ref.key, self.executor.visible_commits(ref))))
+        header = chain_of(complete_snapshots(self.executor.fetchall(
+            snapshot_headers_query(ref.key, self.executor.visible_commits(ref)))))
         if header is None:
             raise CatalogError(f"topic {ref.key} has no complete snapshot in producer_sequences (its rows were "
                                "deleted, or the table restored from a backup older than the topic): the catalog is "

@@ -55,9 +55,26 @@ class SnapshotHeader:
                               self.purged or kind == "purge", start)
 
 
+def complete_snapshots(rows: list[tuple]) -> list[tuple]:
+    """The complete snapshots among the rows ``snapshot_headers.sql`` returns (one per snapshot id), newest first:
+    (snapshot_id, position, kind, taken_at, commit_id, parent_id, producers, next_snapshot_id), the last the id the
+    next snapshot takes, above every id the rows carry.
+
+    Example (2 is torn: one of its 3 producer rows is missing; 4 was never published, its header not visible):
+        >>> t = dt.datetime(2026, 1, 1)
+        >>> rows = [(2, 5, "snapshot", t, 3, None, 3, 1, 2), (1, 0, "enabled", t, 1, None, 0, 1, 0),
+        ...         (3, 6, "increment", t, 4, 1, 1, 1, 1), (4, None, None, None, None, None, None, 0, 1)]
+        >>> [(row[0], row[2], row[7]) for row in complete_snapshots(rows)]     # id, kind, the next snapshot's id
+        [(3, 'increment', 5), (1, 'enabled', 5)]
+    """
+    next_id = max((row[0] for row in rows), default=0) + 1
+    return [(*row[:7], next_id) for row in sorted(rows, reverse=True) if row[7] == 1 and row[8] == row[6]]
+
+
 def chain_of(rows: list[tuple]) -> SnapshotHeader | None:
-    """The chain (see SnapshotHeader) from the complete headers ``snapshot_headers.sql`` returns, newest first:
-    (snapshot_id, position, kind, taken_at, commit_id, parent_id, producers, next_snapshot_id). None: no full one.
+    """The chain (see SnapshotHeader) from the complete snapshots, newest first, as ``complete_snapshots`` gives
+    them: (snapshot_id, position, kind, taken_at, commit_id, parent_id, producers, next_snapshot_id). None: no full
+    one.
 
     Example (full snapshot 1, increments 3 and 4 after it; 2 failed, 5 follows a torn one):
         >>> t = dt.datetime(2026, 1, 1)
@@ -94,7 +111,8 @@ def literal(value: object) -> exp.Expression:
 
 
 def snapshot_headers_query(topic: str, visible: exp.Expression) -> exp.Expression:
-    """The complete snapshots among the rows ``visible`` (a condition on ``commit_id``) lets count, newest first."""
+    """One row per snapshot id of the topic, with its header and how many of its rows ``visible`` (a condition on
+    ``commit_id``) lets count: ``complete_snapshots`` keeps the complete ones."""
     return template("snapshot_headers", topic=literal(topic), producer_sequences=PRODUCER_SEQUENCES_TABLE,
                     visible=visible)
 

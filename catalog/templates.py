@@ -27,7 +27,7 @@ def template(name: str, **values: exp.Expression) -> exp.Expression:
         >>> tree = template("snapshot_headers", topic=exp.Literal.string("main.t"),
         ...                 producer_sequences=exp.table_("producer_sequences"), visible=exp.true())
         >>> sorted({t.name for t in tree.find_all(exp.Table)})
-        ['counted', 'headers', 'producer_sequences']
+        ['producer_sequences']
     """
     tree = exp.replace_placeholders(_parsed(name).copy(), **values)
     missing = sorted({p.name for p in tree.find_all(exp.Placeholder)})

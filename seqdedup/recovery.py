@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 
 from sqlglot import exp
 
-from seqdedup.catalog.state import SnapshotHeader, chain_of, literal, snapshot_headers_query
+from seqdedup.catalog.state import SnapshotHeader, chain_of, complete_snapshots, literal, snapshot_headers_query
 
 from .foreign import find as find_foreign
 
@@ -161,8 +161,8 @@ class _Reader:
             exp.and_(exp.column("topic").eq(literal(self.ref.key)), self.visible.copy(), *conditions))
 
     def headers(self, upto: int) -> list[tuple]:
-        """The complete snapshots at or below ``upto``, newest first, as ``snapshot_headers.sql`` gives them."""
-        rows = self.rows(snapshot_headers_query(self.ref.key, self.visible.copy()))
+        """The complete snapshots at or below ``upto``, newest first, as ``complete_snapshots`` gives them."""
+        rows = complete_snapshots(self.rows(snapshot_headers_query(self.ref.key, self.visible.copy())))
         return [row for row in rows if row[1] <= upto]
 
     def _entries(self, after: int, upto: int) -> exp.Expression:

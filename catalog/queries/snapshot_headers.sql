@@ -1,22 +1,25 @@
--- snapshot_headers(topic): the complete snapshots of a topic, newest first, in Spark SQL. A snapshot is complete
--- when its header row (producer NULL) is there and so are all the producer rows the header counts; a torn snapshot
--- is never used (rule R7), and neither is a row of a commit that was never published (:visible, on commit_id).
--- Each row also carries the id the next snapshot will take: above every id any row has, published or not, so
--- that the rows of one snapshot id always belong to one snapshot. (catalog.state.Chain picks the snapshots the
--- state is made of: the latest full one and the increments that follow it.)
+-- snapshot_headers(topic): one row per snapshot id the topic's rows carry, in Spark SQL, with what the visible rows
+-- of that id say: the header's fields, how many header rows (producer NULL) are visible, and how many producer rows.
+-- Rows of a commit that was never published are not visible (:visible, on commit_id); their ids still count for
+-- the id the next snapshot takes, so that the rows of one snapshot id always belong to one snapshot.
+-- catalog.state.complete_snapshots keeps the complete snapshots (one header, and every producer row it counts: a
+-- torn snapshot is never used, rule R7), newest first; catalog.state.chain_of picks the snapshots the state is made
+-- of. One read of the table and one aggregate: on Spark, a job per read is most of what a small query costs.
 -- Placeholders: :topic, :producer_sequences, :visible.
-WITH headers AS (
-  SELECT snapshot_id, position, kind, producers, taken_at, commit_id, parent_id
+SELECT snapshot_id,
+       max(CASE WHEN header THEN position END) AS position,
+       max(CASE WHEN header THEN kind END) AS kind,
+       max(CASE WHEN header THEN taken_at END) AS taken_at,
+       max(CASE WHEN header THEN commit_id END) AS commit_id,
+       max(CASE WHEN header THEN parent_id END) AS parent_id,
+       max(CASE WHEN header THEN producers END) AS producers,
+       count(CASE WHEN header THEN 1 END) AS headers,
+       count(CASE WHEN NOT header THEN 1 END) AS producer_rows
+FROM (
+  -- header: true on a visible header row, false on a visible producer row, NULL on a row that is not visible
+  SELECT snapshot_id, position, kind, taken_at, commit_id, parent_id, producers,
+         CASE WHEN :visible THEN producer IS NULL END AS header
   FROM :producer_sequences
-  WHERE topic = :topic AND producer IS NULL AND :visible
-), counted AS (
-  SELECT snapshot_id, count(*) AS n
-  FROM :producer_sequences
-  WHERE topic = :topic AND producer IS NOT NULL AND :visible
-  GROUP BY snapshot_id
-)
-SELECT h.snapshot_id, h.position, h.kind, h.taken_at, h.commit_id, h.parent_id, h.producers,
-       (SELECT max(snapshot_id) + 1 FROM :producer_sequences WHERE topic = :topic) AS next_snapshot_id
-FROM headers AS h LEFT JOIN counted AS c ON c.snapshot_id = h.snapshot_id
-WHERE coalesce(c.n, 0) = h.producers
-ORDER BY h.snapshot_id DESC
+  WHERE topic = :topic
+) AS snapshot_rows
+GROUP BY snapshot_id
