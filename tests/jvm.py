@@ -106,8 +106,22 @@ def start_archive() -> Build | None:
     return Build(process, log)
 
 
+def _remove_abandoned(target: Path) -> None:
+    """Remove the partial archives (about 200 MB each) of builds that were killed: those whose process is gone. A
+    build still running keeps its file."""
+    for partial in target.parent.glob(f"{target.stem}.*.partial"):
+        pid = partial.name[len(target.stem) + 1:-len(".partial")]
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            partial.unlink(missing_ok=True)
+        except (ValueError, PermissionError):      # not a build's name, or another user's live process
+            pass
+
+
 def _train(target: Path) -> None:
     """Run what the tests' drivers run, in a JVM that writes the classes it loaded to ``target`` when it exits."""
+    _remove_abandoned(target)
     partial = target.with_suffix(f".{os.getpid()}.partial")     # (two builds at once write two files)
     os.environ["JAVA_TOOL_OPTIONS"] = f"{SHORT_LIVED} -XX:ArchiveClassesAtExit={partial} -Xlog:disable"
     import seqdedup
