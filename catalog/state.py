@@ -60,15 +60,16 @@ def complete_snapshots(rows: list[tuple]) -> list[tuple]:
     (snapshot_id, position, kind, taken_at, commit_id, parent_id, producers, next_snapshot_id), the last the id the
     next snapshot takes, above every id the rows carry.
 
-    Example (2 is torn: one of its 3 producer rows is missing; 4 was never published, its header not visible):
+    Example (2 is torn: one of its 3 producer rows is missing; 4 was never published, its header not visible; 1 has
+    two headers, as when drivers create a topic at once, see ``snapshot_headers.sql``):
         >>> t = dt.datetime(2026, 1, 1)
-        >>> rows = [(2, 5, "snapshot", t, 3, None, 3, 1, 2), (1, 0, "enabled", t, 1, None, 0, 1, 0),
+        >>> rows = [(2, 5, "snapshot", t, 3, None, 3, 1, 2), (1, 0, "enabled", t, 1, None, 0, 2, 0),
         ...         (3, 6, "increment", t, 4, 1, 1, 1, 1), (4, None, None, None, None, None, None, 0, 1)]
         >>> [(row[0], row[2], row[7]) for row in complete_snapshots(rows)]     # id, kind, the next snapshot's id
         [(3, 'increment', 5), (1, 'enabled', 5)]
     """
     next_id = max((row[0] for row in rows), default=0) + 1
-    return [(*row[:7], next_id) for row in sorted(rows, reverse=True) if row[7] == 1 and row[8] == row[6]]
+    return [(*row[:7], next_id) for row in sorted(rows, reverse=True) if row[7] and row[8] == row[6]]
 
 
 def chain_of(rows: list[tuple]) -> SnapshotHeader | None:

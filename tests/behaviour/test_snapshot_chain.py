@@ -102,6 +102,20 @@ def test_a_torn_increment_is_never_used(dedup):
     assert [dedup.last(p) for p in "pq"] == [1, 1]
 
 
+def test_a_first_snapshot_written_twice_still_starts_the_chain(dedup):
+    """Drivers that create a topic at once each publish its first snapshot, empty, with id 1 (found by the
+    three-driver test, 2026-11-28): two headers of one id, each complete, from which recovery starts."""
+    dedup.topic()
+    dedup.send([("p", 0), ("q", 0)])
+    dedup.session.adapter.execute("INSERT INTO producer_sequences SELECT * FROM producer_sequences "
+                                  f"WHERE topic = '{dedup.key()}' AND snapshot_id = 1")
+    assert [h[:3] for h in headers(dedup)] == [(1, 0, "enabled")] * 2
+    dedup.restart()
+    assert dedup.send([("p", 0), ("p", 1)]).written == 1
+    assert [dedup.last(p) for p in "pq"] == [1, 0]
+    assert recover(dedup.session, "events").ok
+
+
 @NO_PRUNING_ON_CONNECT
 def test_retention_keeps_snapshots_for_the_minutes_asked_and_the_run_log_too(dedup):
     dedup.topic(snapshot_interval_entries=1, full_snapshot_interval=2, snapshot_retention_minutes=10,
