@@ -72,9 +72,7 @@ def local_session(home: str | Path = DEFAULT_HOME, master: str = "local[2]", loc
     home.mkdir(parents=True, exist_ok=True)
     if metastore is None:
         _lock_home(home, lock_timeout)
-        settings = {"spark.hadoop.javax.jdo.option.ConnectionURL":
-                    f"jdbc:derby:;databaseName={home / 'metastore_db'};create=true",
-                    "spark.driver.extraJavaOptions": f"-Dderby.system.home={home}"}
+        settings = derby_settings(home)
     else:
         settings = metastore_settings(metastore)
         if POSTGRESQL_JAR in os.environ.get("SPARK_DIST_CLASSPATH", "").split(os.pathsep):
@@ -85,16 +83,30 @@ def local_session(home: str | Path = DEFAULT_HOME, master: str = "local[2]", loc
         SparkSession.builder.master(master).appName("seqdedup").enableHiveSupport()
         .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.warehouse.dir", str(home / "warehouse"))
         # Replays prune topic partitions by ``_commit >= n``; Derby cannot evaluate that filter in the metastore,
         # so Spark fetches the partition list and prunes it itself.
         .config("spark.sql.hive.metastorePartitionPruningFallbackOnException", "true")
     )
-    for key, value in settings.items():
+    for key, value in {**home_settings(home), **settings}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def home_settings(home: Path) -> dict[str, str]:
+    """Where a local session keeps its files in ``home``: the warehouse, and the folder Hive's session makes for
+    downloaded resources (by default <tmp>/<session id>_resources, which only the close of Hive's session removes,
+    and Spark never closes it: an empty folder left in /tmp by every process)."""
+    return {"spark.sql.warehouse.dir": str(home / "warehouse"),
+            "spark.hadoop.hive.downloaded.resources.dir": str(home / "hive-resources")}
+
+
+def derby_settings(home: Path) -> dict[str, str]:
+    """An embedded Derby metastore in ``home`` (one process at a time)."""
+    url = f"jdbc:derby:;databaseName={home / 'metastore_db'};create=true"
+    return {"spark.hadoop.javax.jdo.option.ConnectionURL": url,
+            "spark.driver.extraJavaOptions": f"-Dderby.system.home={home}"}
 
 
 #: Where Debian's libpostgresql-jdbc-java puts PostgreSQL's JDBC driver.
