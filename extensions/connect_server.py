@@ -56,14 +56,14 @@ def start_local_server(home: str | Path, master: str = "local[2]", timeout: floa
     ``home`` (one server per home: embedded Derby admits one process). Waits until it accepts connections."""
     import pyspark
 
-    from .spark import SETTINGS, derby_settings, home_settings
+    from .spark import SETTINGS, derby_settings, local_settings
 
     home = Path(home).resolve()
     home.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     conf = {"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(port),
-            "spark.sql.catalogImplementation": "hive", **home_settings(home), **derby_settings(home),
-            "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", **SETTINGS, **(settings or {})}
+            "spark.sql.catalogImplementation": "hive", **local_settings(home), **derby_settings(home),
+            **SETTINGS, **(settings or {})}
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     command = [str(submit), "--class", SERVER_CLASS, "--master", master, "--name", "seqdedup-connect"]
     for key, value in conf.items():
