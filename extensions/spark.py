@@ -95,21 +95,16 @@ def local_session(home: str | Path = DEFAULT_HOME, master: str = "local[2]", loc
 
 def local_settings(home: Path) -> dict[str, str]:
     """The settings of a local session seqdedup starts (``local_session``, the local Spark Connect server), its
-    metastore's aside: its files in ``home`` (``home_settings``), no web UI, two shuffle partitions (small data, two
-    cores)."""
+    metastore's aside: no web UI, two shuffle partitions (small data, two cores), and its files in ``home``."""
     return {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
             # With the UI off, Spark still renders each query's physical plan for its listeners, by default in the
             # 'formatted' mode, the costliest: about 7 % of the driver's CPU in the behaviour suite (sampled with
             # Java Flight Recorder), where 'simple' takes about 4 % less of the JVM's CPU in all.
             "spark.sql.ui.explainMode": "simple",
-            **home_settings(home)}
-
-
-def home_settings(home: Path) -> dict[str, str]:
-    """Where a local session keeps its files in ``home``: the warehouse, and the folder Hive's session makes for
-    downloaded resources (by default <tmp>/<session id>_resources, which only the close of Hive's session removes,
-    and Spark never closes it: an empty folder left in /tmp by every process)."""
-    return {"spark.sql.warehouse.dir": str(home / "warehouse"),
+            "spark.sql.warehouse.dir": str(home / "warehouse"),
+            # Hive's session makes a folder for downloaded resources, by default <tmp>/<session id>_resources, which
+            # only the close of Hive's session removes, and Spark never closes it: an empty folder left in /tmp by
+            # every process.
             "spark.hadoop.hive.downloaded.resources.dir": str(home / "hive-resources")}
 
 
