@@ -133,3 +133,22 @@ def test_statements_are_ansi_spark_sql_whatever_the_session_says(dedup):
         with pytest.raises(EngineError, match="CAST_INVALID_INPUT|Could not convert"):
             dedup.session.sql("SELECT CAST('x' AS BIGINT)")
         assert settings() == before
+
+
+@pytest.mark.notyet(["spark"], reason="seqdedup names its catalog tables without a database, and Spark resolves "
+                                      "them in the session's current database at each query: after USE, a session "
+                                      "reads the catalog of the new database (a topic it created is 'unknown')")
+def test_a_session_keeps_its_catalog_when_the_user_switches_database(dedup):
+    """A user's own session is theirs to move: after ``USE other`` in it, the seqdedup session connected before
+    keeps its topics, their state and its catalog (a new process, so nothing of the topic is in memory)."""
+    dedup.topic()
+    dedup.send([("p", 1)])
+    dedup.restart()
+    other = f"{dedup.namespace}_other"
+    dedup.around(f"CREATE SCHEMA {other}")
+    dedup.around(f"USE {other}")
+    try:
+        assert dedup.send([("p", 1), ("p", 2)]).written == 1
+        assert dedup.session.topics() == [dedup.key()]
+    finally:
+        dedup.around(f"USE {dedup.namespace}")
