@@ -183,8 +183,14 @@ def arrow_schema(columns: dict[str, exp.DataType]):
     return pa.schema([(name, types[kind.this]) for name, kind in columns.items()])
 
 
+#: The mark (in a table's ``meta``) on seqdedup's own tables, named without a database: an engine that resolves such
+#: a name in a current database its user may change (Spark: ``USE``) qualifies marked names with the database the
+#: catalog is in (``SparkAdapter``).
+IN_CATALOG = "seqdedup_catalog"
+
+
 def catalog_table(name: str) -> exp.Table:
-    """The table of a catalog table, by its name in CATALOG_TABLES.
+    """The table of a catalog table, by its name in CATALOG_TABLES (marked ``IN_CATALOG``).
 
     Example:
         >>> catalog_table("producer_sequences").sql()
@@ -192,7 +198,13 @@ def catalog_table(name: str) -> exp.Table:
     """
     if name not in CATALOG_TABLES:
         raise KeyError(name)
-    return exp.table_(name)
+    return in_catalog(exp.table_(name))
+
+
+def in_catalog(table: exp.Table) -> exp.Table:
+    """``table``, marked as one of seqdedup's own in the catalog's database (``IN_CATALOG``)."""
+    table.meta[IN_CATALOG] = True
+    return table
 
 
 def create_table(table: exp.Table, columns: dict[str, exp.DataType], *, exists: bool = True,

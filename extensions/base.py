@@ -402,14 +402,17 @@ class EngineAdapter:
         """The text the engine runs for ``tree``. A tree the statement path keeps from one statement to the next
         (``tree.meta["kept"]``) is generated once."""
         if not tree.meta.get("kept"):
-            return tree.sql(dialect=self.DIALECT)
+            return self._generate(tree)
         texts = self.__dict__.setdefault("_texts", {})
         text = texts.get(id(tree))
         if text is None or text[0] is not tree:
             if len(texts) > 1024:
                 texts.clear()
-            text = texts[id(tree)] = (tree, tree.sql(dialect=self.DIALECT))
+            text = texts[id(tree)] = (tree, self._generate(tree))
         return text[1]
+
+    def _generate(self, tree: exp.Expression) -> str:
+        return tree.sql(dialect=self.DIALECT)
 
 
 @dataclass

@@ -23,7 +23,7 @@ import urllib.parse
 
 from sqlglot import exp
 
-from seqdedup.catalog.schema import LEASE_COLUMNS, LEASE_PARTITIONS, LEASES_TABLE, create_table
+from seqdedup.catalog.schema import LEASE_COLUMNS, LEASE_PARTITIONS, LEASES_TABLE, create_table, in_catalog
 from seqdedup.errors import EngineError, already_exists
 
 from .spark import _causes
@@ -61,7 +61,7 @@ class HiveLeases:
 
     def __init__(self, adapter):
         self.adapter = adapter
-        self.table = exp.table_(LEASES_TABLE)
+        self.table = in_catalog(exp.table_(LEASES_TABLE))
 
     @functools.cached_property
     def application(self) -> str:

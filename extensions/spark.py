@@ -40,8 +40,8 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
-from seqdedup.catalog.schema import (COMMITS, FOREIGN_COLUMNS, arrow_schema, catalog_table, create_table,
-                                     foreign_commits, written_by_seqdedup)
+from seqdedup.catalog.schema import (COMMITS, FOREIGN_COLUMNS, IN_CATALOG, arrow_schema, catalog_table,
+                                     create_table, foreign_commits, written_by_seqdedup)
 from seqdedup.catalog.state import literal
 
 from seqdedup.errors import CommitConflict, EngineError, TopicError, already_exists
@@ -689,6 +689,22 @@ class SparkAdapter(EngineAdapter):
             args = self.bound(text, ":")
             return self.spark.sql(text, args=args) if args else self.spark.sql(text)
 
+    def _generate(self, tree: exp.Expression) -> str:
+        """Spark looks up a name without a database in the session's current one at each query, and the user may
+        change it (``USE``): seqdedup's own tables (``IN_CATALOG``) are named with the database the catalog is in,
+        where ``connect`` found it."""
+        if any(t.args.get("db") is None and t.meta.get(IN_CATALOG) for t in tree.find_all(exp.Table)):
+            tree = tree.copy()
+            for table in tree.find_all(exp.Table):
+                if table.args.get("db") is None and table.meta.get(IN_CATALOG):
+                    table.set("db", exp.to_identifier(self.DEFAULT_NAMESPACE, quoted=True))
+        return tree.sql(dialect=self.DIALECT)
+
+    def _database(self, table: exp.Table) -> str | None:
+        """The database ``table`` is in: the one named, else the catalog's for seqdedup's own tables (``_generate``);
+        None for another name without one."""
+        return table.db or (self.DEFAULT_NAMESPACE if table.meta.get(IN_CATALOG) else None)
+
     def execute(self, statement: exp.Expression | str) -> None:
         self._check_writable(statement)
         self._sql(statement)
@@ -840,7 +856,7 @@ class SparkAdapter(EngineAdapter):
         return [(f.name, f.dataType.simpleString()) for f in frame.schema.fields]
 
     def columns(self, table: exp.Table, *, committed: bool = False) -> list[tuple[str, str]]:
-        name = table.sql(dialect=self.DIALECT)
+        name = self.sql(table)
         with self._errors():
             if not self.spark.catalog.tableExists(name):
                 return []
@@ -978,7 +994,7 @@ class SparkAdapter(EngineAdapter):
         and the topics from one driver before several write.)"""
         if self.exclusive:
             return
-        database = table.db or self.spark.catalog.currentDatabase()
+        database = self._database(table) or self.DEFAULT_NAMESPACE
         with self._errors():
             root = _local(self.spark.catalog.getDatabase(database).locationUri)
         if root is not None:
@@ -1069,7 +1085,7 @@ class SparkAdapter(EngineAdapter):
         if getattr(self.spark, "_jvm", None) is None:
             return None
         name = _java(self.spark, "org.apache.spark.sql.catalyst.TableIdentifier")(
-            table.name, _java(self.spark, "scala.Option").apply(table.db or None))
+            table.name, _java(self.spark, "scala.Option").apply(self._database(table)))
         return self.spark._jsparkSession.sessionState().catalog(), name
 
     def last_published_commit(self, topic) -> int:

@@ -27,13 +27,14 @@ from dataclasses import asdict, dataclass, field
 
 from sqlglot import exp
 
+from seqdedup.catalog.schema import catalog_table
 from seqdedup.catalog.state import SnapshotHeader, chain_of, complete_snapshots, literal, snapshot_headers_query
 
 from .foreign import find as find_foreign
 
 #: How many duplicates a report lists (it counts them all).
 EXAMPLES = 10
-PRODUCER_SEQUENCES = exp.table_("producer_sequences")
+PRODUCER_SEQUENCES = catalog_table("producer_sequences")
 
 
 @dataclass(frozen=True)

@@ -135,12 +135,11 @@ def test_statements_are_ansi_spark_sql_whatever_the_session_says(dedup):
         assert settings() == before
 
 
-@pytest.mark.notyet(["spark"], reason="seqdedup names its catalog tables without a database, and Spark resolves "
-                                      "them in the session's current database at each query: after USE, a session "
-                                      "reads the catalog of the new database (a topic it created is 'unknown')")
+
 def test_a_session_keeps_its_catalog_when_the_user_switches_database(dedup):
     """A user's own session is theirs to move: after ``USE other`` in it, the seqdedup session connected before
-    keeps its topics, their state and its catalog (a new process, so nothing of the topic is in memory)."""
+    keeps its topics, their state and its catalog (a new process: nothing of the topic in memory), while the user's
+    own names follow the switch."""
     dedup.topic()
     dedup.send([("p", 1)])
     dedup.restart()
@@ -150,5 +149,9 @@ def test_a_session_keeps_its_catalog_when_the_user_switches_database(dedup):
     try:
         assert dedup.send([("p", 1), ("p", 2)]).written == 1
         assert dedup.session.topics() == [dedup.key()]
+        dedup.around("CREATE TABLE src AS SELECT 'p' AS producer, CAST(3 AS BIGINT) AS seq, 'p/3' AS payload")
+        result = dedup.session.sql("INSERT INTO events SELECT payload FROM src WHERE is_not_dup(producer, seq)")
+        assert result.written == 1
     finally:
         dedup.around(f"USE {dedup.namespace}")
+    assert dedup.ids("p") == [1, 2, 3]
