@@ -135,7 +135,6 @@ def test_statements_are_ansi_spark_sql_whatever_the_session_says(dedup):
         assert settings() == before
 
 
-
 def test_a_session_keeps_its_catalog_when_the_user_switches_database(dedup):
     """A user's own session is theirs to move: after ``USE other`` in it, the seqdedup session connected before
     keeps its topics, their state and its catalog (a new process: nothing of the topic in memory), while the user's
