@@ -102,6 +102,32 @@ class Topic:
     applied: Policies = field(default_factory=Policies)
 
 
+@dataclass(frozen=True)
+class Creation:
+    """What creating a topic reads from the catalog, in one query (``Catalog.creation``)."""
+
+    registered: bool                        # the registry has the topic already
+    written: int                            # the highest commit number a catalog row of the topic carries (0: none)
+    snapshot_id: int                        # the id its first snapshot takes: above any such row's
+    settings: dict[str, dict[str, str]]     # the policy values set at each scope that applies (``Catalog.settings``)
+    version: int                            # the highest policy version of the catalog (0: none)
+
+    def settings_with(self, values: dict[str, object]) -> dict[str, dict[str, str]]:
+        """The settings once the topic's own ``values`` are set (``None`` unsets), as a read after would find them."""
+        own = dict(self.settings["topic"])
+        for key, value in (policy.normalize(k, v) for k, v in values.items()):
+            if value is None:
+                own.pop(key, None)
+            else:
+                own[key] = value
+        return {**self.settings, "topic": own}
+
+
+def _highest(column: str) -> exp.Expression:
+    """The highest value of ``column``, 0 where there is none."""
+    return exp.func("coalesce", exp.Max(this=exp.column(column)), literal(0))
+
+
 @functools.lru_cache(maxsize=1024)
 def _engine_type(kind: str | exp.DataType, dialect) -> object:
     """A column type as the engine reads it back (VARCHAR and STRING both TEXT), to compare types (each
@@ -243,12 +269,11 @@ class Catalog:
 
     def topic(self, ref: TopicRef) -> Topic:
         """The registered topic, or a TopicError naming it and how to create it."""
-        rows = self.executor.fetchall(
-            exp.select("topic").from_(catalog_table("seqdedup_topics")).where(exp.column("topic").eq(literal(ref.key))))
-        if not rows:
+        registered, settings, _ = self._lookup(ref)
+        if not registered:
             raise TopicError(f"unknown topic {ref.key}; create it first (seqdedup topic create {ref.key} ..., or "
                              "CREATE TABLE ... TBLPROPERTIES ('seqdedup.deduplication_enabled' = 'true'))")
-        return self.described(ref, self.settings(ref))
+        return self.described(ref, settings)
 
     def described(self, ref: TopicRef, settings: dict[str, dict[str, str]]) -> Topic:
         """The registered topic ``ref``, whose policy ``settings`` are known: its table checked and described."""
@@ -304,27 +329,75 @@ class Catalog:
 
     def settings(self, ref: TopicRef) -> dict[str, dict[str, str]]:
         """The policy values set at each scope that applies to the topic (unset ones left out)."""
-        scopes = {"topic": ref.key, "namespace": ref.namespace, "global": ""}
-        where = exp.or_(*[exp.and_(exp.column("scope").eq(literal(s)), exp.column("target").eq(literal(t)))
-                          for s, t in scopes.items()])
-        latest = (
-            exp.select("scope", "key", "value").from_(catalog_table("seqdedup_policies")).where(where)
-            .qualify("row_number() OVER (PARTITION BY scope, target, key ORDER BY version DESC) = 1")
-        )
-        settings: dict[str, dict[str, str]] = {scope: {} for scope in scopes}
-        for scope, key, value in self.executor.fetchall(latest):
+        return self._settings_of(self.executor.fetchall(self._latest_settings(ref)))
+
+    @staticmethod
+    def _settings_of(rows) -> dict[str, dict[str, str]]:
+        """Settings by scope from the (scope, key, value) rows of ``_latest_settings``."""
+        settings: dict[str, dict[str, str]] = {scope: {} for scope in ("topic", "namespace", "global")}
+        for scope, key, value in rows:
             if value is not None:
                 settings[scope][key] = value
         return settings
 
-    def set_policies(self, scope: str, target: str, values: dict[str, object], now: dt.datetime) -> None:
-        """Record settings (``None`` unsets) at one scope, as new rows; validates every value first."""
+    def _latest_settings(self, ref: TopicRef) -> exp.Select:
+        """(scope, key, value): the newest value of each policy set at a scope that applies to the topic (NULL:
+        unset)."""
+        scopes = {"topic": ref.key, "namespace": ref.namespace, "global": ""}
+        where = exp.or_(*[exp.and_(exp.column("scope").eq(literal(s)), exp.column("target").eq(literal(t)))
+                          for s, t in scopes.items()])
+        return (
+            exp.select("scope", "key", "value").from_(catalog_table("seqdedup_policies")).where(where)
+            .qualify("row_number() OVER (PARTITION BY scope, target, key ORDER BY version DESC) = 1")
+        )
+
+    def creation(self, ref: TopicRef) -> Creation:
+        """What creating ``ref`` reads, in one query: whether it is registered; the highest commit number and snapshot
+        id its catalog rows carry (a topic dropped outside seqdedup, or an interrupted create, may have left rows,
+        which its first commit must not make visible); the policy settings that apply to it, and the highest policy
+        version."""
+        registered, settings, numbers = self._lookup(ref, creating=True)
+        return Creation(registered=registered, written=numbers["numbers"][0], snapshot_id=numbers["numbers"][1],
+                        settings=settings, version=numbers["version"][0])
+
+    def _lookup(self, ref: TopicRef, *, creating: bool = False) -> tuple[bool, dict[str, dict[str, str]], dict]:
+        """Whether ``ref`` is registered and its policy settings, in one query (on Spark each query costs a job or
+        more, most of what a small one costs; about half a second in a new driver); ``creating``, also what
+        ``creation`` needs, as kind -> (number, snapshot_id)."""
+        no_text, no_number = exp.cast(exp.null(), "text"), exp.cast(exp.null(), "bigint")
+
+        def row(kind: str, number: exp.Expression = no_number, snapshot_id: exp.Expression = no_number,
+                scope: exp.Expression = no_text, key: exp.Expression = no_text,
+                value: exp.Expression = no_text) -> exp.Select:
+            return exp.select(literal(kind).as_("kind"), number.as_("number"), snapshot_id.as_("snapshot_id"),
+                              scope.as_("scope"), key.as_("key"), value.as_("value"))
+
+        parts = [row("registered", exp.Count(this=exp.Star())).from_(catalog_table("seqdedup_topics"))
+                 .where(exp.column("topic").eq(literal(ref.key))),
+                 row("setting", scope=exp.column("scope"), key=exp.column("key"), value=exp.column("value"))
+                 .from_(self._latest_settings(ref).subquery("latest"))]
+        if creating:
+            parts += [row("numbers", _highest("commit_id"), _highest("snapshot_id") + literal(1))
+                      .from_(self._catalog_rows(ref).subquery("n")),
+                      row("version", _highest("version")).from_(catalog_table("seqdedup_policies"))]
+        numbers, settings = {}, []
+        for kind, number, snapshot_id, *setting in self.executor.fetchall(exp.union(*parts, distinct=False)):
+            if kind == "setting":
+                settings.append(setting)
+            else:
+                numbers[kind] = (number, snapshot_id)
+        return numbers["registered"][0] > 0, self._settings_of(settings), numbers
+
+    def set_policies(self, scope: str, target: str, values: dict[str, object], now: dt.datetime,
+                     base: int | None = None) -> None:
+        """Record settings (``None`` unsets) at one scope, as new rows; validates every value first. ``base``: the
+        highest policy version, where the caller read it already (``creation``)."""
         rows = [policy.normalize(k, v) for k, v in values.items()]
         if not rows:
             return
-        version = exp.select(exp.func("coalesce", exp.Max(this=exp.column("version")), literal(0))).from_(
-            catalog_table("seqdedup_policies"))
-        base = self.executor.fetchall(version)[0][0]
+        if base is None:
+            versions = exp.select(_highest("version")).from_(catalog_table("seqdedup_policies"))
+            base = self.executor.fetchall(versions)[0][0]
         selects = [
             exp.select(literal(scope), literal(target), literal(key),
                        exp.cast(literal(value), "text") if value is not None else exp.cast(exp.null(), "text"),
@@ -353,12 +426,17 @@ class Catalog:
     def highest_written_commit(self, ref: TopicRef) -> exp.Select:
         """A one-row query of the highest commit number a catalog row of ``ref`` carries (0: none), as
         ``written``."""
+        return exp.select(exp.alias_(_highest("commit_id"), "written")).from_(self._catalog_rows(ref).subquery("n"))
+
+    def _catalog_rows(self, ref: TopicRef) -> exp.Expression:
+        """(commit_id, snapshot_id) of every catalog row of ``ref``: its snapshots', its run log's and its
+        consumers' (snapshot_id NULL on the last two)."""
         where = exp.column("topic").eq(literal(ref.key))
-        numbers = exp.union(*[exp.select("commit_id").from_(catalog_table(name)).where(where.copy())
-                              for name in ("producer_sequences", "seqdedup_statements", "seqdedup_consumers")],
-                            distinct=False)
-        return exp.select(exp.alias_(exp.func("coalesce", exp.Max(this=exp.column("commit_id")), literal(0)),
-                                     "written")).from_(numbers.subquery("n"))
+        return exp.union(
+            exp.select("commit_id", "snapshot_id").from_(catalog_table("producer_sequences")).where(where.copy()),
+            *[exp.select("commit_id", exp.cast(exp.null(), "bigint").as_("snapshot_id")).from_(catalog_table(name))
+              .where(where.copy()) for name in ("seqdedup_statements", "seqdedup_consumers")],
+            distinct=False)
 
     def run_log(self, ref: TopicRef) -> exp.Select:
         """The topic's rows of the run log ``seqdedup_statements``, of published commits only."""
@@ -391,7 +469,7 @@ class Catalog:
                        max_producers: int | None = None, parent: int | None = None, first: int | None = None) -> int:
         """Write a snapshot of ``marks`` (None: an empty one; a query or table; or a ``pyarrow.Table`` of marks in
         memory, appended as rows) at ``position``, an increment of ``parent`` if given; returns its id. Without a
-        ``header`` (a topic's first snapshot), its id is ``first`` (``first_numbers``) or read."""
+        ``header`` (a topic's first snapshot), its id is ``first`` (``creation``) or read."""
         snapshot_id = header.next_snapshot_id if header else first or self._next_snapshot_id(ref)
         options = dict(snapshot_id=snapshot_id, position=position, kind=kind, now=now, commit=commit,
                        max_producers=max_producers, parent=parent)
@@ -435,16 +513,5 @@ class Catalog:
         return self.executor.fetchall(self._next_snapshot_id_query(ref))[0][0]
 
     def _next_snapshot_id_query(self, ref: TopicRef) -> exp.Select:
-        return (exp.select(exp.alias_(exp.func("coalesce", exp.Max(this=exp.column("snapshot_id")), literal(0)) + 1,
-                                      "snapshot_id"))
+        return (exp.select(exp.alias_(_highest("snapshot_id") + literal(1), "snapshot_id"))
                 .from_(catalog_table("producer_sequences")).where(exp.column("topic").eq(literal(ref.key))))
-
-    def first_numbers(self, ref: TopicRef) -> tuple[int, int]:
-        """A new topic's first commit number and first snapshot id (``next_commit``, ``_next_snapshot_id``), read
-        in one query where the catalog rows decide the commit number."""
-        if self.executor.contended:
-            return self.next_commit(ref), self._next_snapshot_id(ref)
-        written, snapshot_id = self.executor.fetchall(
-            exp.select("*").from_(self.highest_written_commit(ref).subquery("w"))
-            .join(self._next_snapshot_id_query(ref).subquery("s"), join_type="cross"))[0]
-        return self.next_commit(ref, written), snapshot_id

@@ -980,8 +980,11 @@ class SparkAdapter(EngineAdapter):
     # --- commits -----------------------------------------------------------------------------------------------
 
     def create_topic_table(self, table: exp.Table, columns: dict[str, exp.DataType]) -> None:
-        self._table_columns.clear()
-        self._locations.clear()
+        # what this process kept of a table of that name (dropped outside seqdedup) is forgotten, and nothing else:
+        # the catalog tables' directories stay known (read again, four DESCRIBEs in the next statement)
+        self._table_columns.pop(f"{table.db}.{table.name}", None)
+        self._locations.pop(self.sql(table), None)
+        self._storage.pop(self.sql(table), None)
         create = create_table(table, columns, exists=False)
         create.set("properties", exp.Properties(expressions=[
             exp.FileFormatProperty(this=exp.Var(this="PARQUET")),
@@ -1332,6 +1335,16 @@ class SparkAdapter(EngineAdapter):
         return self._locations[key]
 
     def _table_location(self, table: exp.Table) -> str:
+        """From the session's catalog in the JVM, one call; where it is out of reach (Spark Connect), a DESCRIBE
+        EXTENDED: a query, about half a second in a new driver."""
+        found = self._jvm_catalog(table)
+        if found is not None:
+            catalog, name = found
+            with self._errors():
+                # (written as DESCRIBE writes it: a path, not the URI, whose special characters are %-escaped)
+                uri = catalog.getTableMetadata(name).location()
+                return str(_java(self.spark, "org.apache.spark.sql.catalyst.catalog.CatalogUtils").URIToString(
+                    uri)).rstrip("/")
         rows = self.fetchall(exp.Describe(this=table.copy(), style="EXTENDED"))
         return next(row[1] for row in rows if row[0] == "Location").rstrip("/")
 

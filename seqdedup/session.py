@@ -15,7 +15,7 @@ import sqlglot
 from sqlglot import exp
 
 from seqdedup.catalog import policies as policy
-from seqdedup.catalog.catalog import Catalog, Topic, TopicRef, topic_ref
+from seqdedup.catalog.catalog import Catalog, Creation, Topic, TopicRef, topic_ref
 from seqdedup.catalog.schema import CATALOG_TABLES, catalog_table
 from seqdedup.catalog.state import literal
 from seqdedup.errors import (CommitConflict, EngineError, InvalidEntryError, RewriteError, SeqdedupError, TopicError,
@@ -111,7 +111,8 @@ class Session:
             policy.normalize(key, value)         # a bad policy is refused before anything is created
         with self.writer:
             for tries in range(3):
-                if ref.key in self.topics():
+                creation = self.catalog.creation(ref)
+                if creation.registered:
                     if if_not_exists:
                         return self.topic(ref)
                     raise TopicError(f"topic {ref.key} already exists; use it, drop it first (seqdedup topic drop), "
@@ -123,7 +124,7 @@ class Session:
                                      "query of the session would read instead of the topic; drop it first "
                                      f"(session.unregister({ref.name!r})) or name the topic otherwise")
                 try:
-                    settings, first = self._create_topic(ref, types, policies)
+                    settings, first = self._create_topic(ref, types, policies, creation)
                     topic = self.catalog.described(ref, settings)      # (its settings not read a second time)
                     if first is not None:       # its first statement needs no recovery
                         self.writer.keep(ref, created(topic, **first))
@@ -134,10 +135,11 @@ class Session:
                         raise
                     self._wait_for_topic(ref, seconds=30)
 
-    def _create_topic(self, ref: TopicRef, types: dict[str, exp.DataType],
-                      policies: dict[str, object]) -> tuple[dict[str, dict[str, str]], dict | None]:
-        """The table, the first commit and the registry row; returns the topic's policy settings, and what its
-        state is made of (``topic_state.created``) when the table is new (None: one taken over, recovered)."""
+    def _create_topic(self, ref: TopicRef, types: dict[str, exp.DataType], policies: dict[str, object],
+                      creation: Creation) -> tuple[dict[str, dict[str, str]], dict | None]:
+        """The table, the first commit and the registry row, from what ``creation`` read; returns the topic's policy
+        settings, and what its state is made of (``topic_state.created``) when the table is new (None: one taken
+        over, recovered)."""
         writer, catalog = self.writer, self.catalog
         now = self.clock()
         # Table, then the first commit (policies, first snapshot), then the registry row: a crash before the
@@ -146,13 +148,12 @@ class Session:
             with self.adapter.transaction():
                 new = catalog.create_table(ref, types)
                 failpoint("after_topic_table")
-                number, first_snapshot = catalog.first_numbers(ref)
-                with writer.commit(ref, number) as commit:
-                    catalog.set_policies("topic", ref.key, policies, now)
-                    settings = catalog.settings(ref)
+                with writer.commit(ref, catalog.next_commit(ref, creation.written)) as commit:
+                    catalog.set_policies("topic", ref.key, policies, now, base=creation.version)
+                    settings = creation.settings_with(policies)
                     kind = "enabled" if policy.resolve(settings).deduplication_enabled else "disabled"
                     snapshot_id = catalog.write_snapshot(ref, None, header=None, position=0, kind=kind, now=now,
-                                                         commit=commit.number, first=first_snapshot)
+                                                         commit=commit.number, first=creation.snapshot_id)
                     failpoint("after_snapshot_rows")
                 catalog.register(ref, now)
         finally:
