@@ -334,7 +334,7 @@ class Catalog:
     @staticmethod
     def _settings_of(rows) -> dict[str, dict[str, str]]:
         """Settings by scope from the (scope, key, value) rows of ``_latest_settings``."""
-        settings: dict[str, dict[str, str]] = {scope: {} for scope in ("topic", "namespace", "global")}
+        settings: dict[str, dict[str, str]] = {scope: {} for scope in policy.SCOPES}
         for scope, key, value in rows:
             if value is not None:
                 settings[scope][key] = value

@@ -981,10 +981,11 @@ class SparkAdapter(EngineAdapter):
 
     def create_topic_table(self, table: exp.Table, columns: dict[str, exp.DataType]) -> None:
         # what this process kept of a table of that name (dropped outside seqdedup) is forgotten, and nothing else:
-        # the catalog tables' directories stay known (read again, four DESCRIBEs in the next statement)
+        # the catalog tables' directories stay known (forgetting them all made the next statement read them again)
+        name = self.sql(table)
         self._table_columns.pop(f"{table.db}.{table.name}", None)
-        self._locations.pop(self.sql(table), None)
-        self._storage.pop(self.sql(table), None)
+        self._locations.pop(name, None)
+        self._storage.pop(name, None)
         create = create_table(table, columns, exists=False)
         create.set("properties", exp.Properties(expressions=[
             exp.FileFormatProperty(this=exp.Var(this="PARQUET")),
