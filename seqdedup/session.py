@@ -83,7 +83,7 @@ class Session:
         (Spark keeps a catalog table's file listing once read: a topic another driver created since, or a policy it
         set, would be unknown here), at the cost of a few metastore calls there."""
         if fresh:
-            self.adapter.refresh(catalog_table("seqdedup_topics"), catalog_table("seqdedup_policies"))
+            self._refresh_topics()
         return self._reads().topic(topic if isinstance(topic, TopicRef) else self.ref(topic))
 
     def topics(self) -> list[str]:
@@ -111,6 +111,7 @@ class Session:
             policy.normalize(key, value)         # a bad policy is refused before anything is created
         with self.writer:
             for tries in range(3):
+                self._refresh_topics()       # (stale commit numbers are a conflict, retried below)
                 creation = self.catalog.creation(ref)
                 if creation.registered:
                     if if_not_exists:
@@ -129,9 +130,11 @@ class Session:
                     if first is not None:       # its first statement needs no recovery
                         self.writer.keep(ref, created(topic, **first))
                     return topic
-                except EngineError as error:
-                    # another driver on the same metastore is creating it: its registry row follows its commit
-                    if tries == 2 or not (isinstance(error, CommitConflict) or already_exists(error)):
+                except (EngineError, TopicError) as error:
+                    # another driver on the same metastore is creating it (its registry row follows its commit), or
+                    # created it and wrote to it after this one read the registry (its table is no longer empty)
+                    if tries == 2 or not (isinstance(error, CommitConflict) or already_exists(error)
+                                          or isinstance(error, TopicError) and self._registered_now(ref)):
                         raise
                     self._wait_for_topic(ref, seconds=30)
 
@@ -166,11 +169,21 @@ class Session:
         """Wait until ``ref`` is in the registry, at most ``seconds`` (then the next try takes the table over)."""
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
-            self.adapter.refresh(catalog_table("seqdedup_topics"))
-            if ref.key in self.topics():
+            if self._registered_now(ref):
                 return
             time.sleep(0.5)
         return self.topic(ref)
+
+    def _registered_now(self, ref: TopicRef) -> bool:
+        """Whether ``ref`` is in the registry as the drivers that share the metastore left it."""
+        self._refresh_topics()
+        return ref.key in self.topics()
+
+    def _refresh_topics(self) -> None:
+        """Forget what this process read of the registry and the policies, where other drivers may have created a
+        topic or set a policy since (Spark keeps a table's file listing once read; nothing to do where one process
+        writes)."""
+        self.adapter.refresh(catalog_table("seqdedup_topics"), catalog_table("seqdedup_policies"))
 
     def alter_topic(self, name: str, **policies: object) -> Topic:
         """Set topic policies; a value of ``None`` unsets one (then the namespace or global value applies)."""

@@ -4,6 +4,7 @@ the others are in test_issue12_ux.py.)"""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -114,7 +115,7 @@ def test_topics_written_around_is_not_dup_are_refused(dedup, statement):
 
 # --- 6. Re-creating a topic -----------------------------------------------------------------------------------------
 
-def test_recreating_a_topic_says_it_exists_and_if_not_exists_changes_nothing(dedup):
+def test_recreating_a_topic_says_it_exists_and_if_not_exists_changes_nothing(dedup, monkeypatch):
     s = dedup.session
     dedup.topic(snapshot_interval_entries=5)
     for again in (lambda: s.create_topic("events", {"payload": "STRING"}, deduplication_enabled=False),
@@ -131,6 +132,12 @@ def test_recreating_a_topic_says_it_exists_and_if_not_exists_changes_nothing(ded
     assert s.sql("SELECT count(*) FROM seqdedup_topics").rows == [(1,)]
     dedup.send([("p", 1)])
     assert dedup.send([("p", 1)]).written == 0          # still deduplicating
+    # another driver created it, and wrote to it, after this create read the registry: the topic, not a table clash
+    read, stale = s.catalog.creation, iter([True])
+    monkeypatch.setattr(s.catalog, "creation",
+                        lambda ref: replace(read(ref), registered=False) if next(stale, False) else read(ref))
+    assert s.create_topic("events", {"payload": "STRING"}, if_not_exists=True).applied.snapshot_interval_entries == 5
+    assert s.sql("SELECT count(*) FROM seqdedup_topics").rows == [(1,)]
 
 
 # --- 12. NULL ordering ----------------------------------------------------------------------------------------------
