@@ -60,33 +60,32 @@ def _runs(item) -> bool:
     return CONNECT_ALL or item.get_closest_marker("connect_ci") is not None
 
 
-#: Seconds each of the longest modules took on CI (both engines, two workers on 2 cores, 2026-11-27; the
-#: drivers' modules as measured before their JVMs used the class-data archive, less a fifth). The modules
-#: run longest first: ``--dist loadfile`` hands modules to the workers in the order collected (pytest_configure),
-#: and one that starts last and runs for minutes keeps the other worker idle till it ends. A stale figure only
-#: makes the schedule worse.
+#: Seconds each of the longest modules took in `.ci/run` (both engines, two workers on 2 cores, 2026-11-28 at b20b49c,
+#: test_drivers.py before its two tests shared their driver processes). The modules run longest first:
+#: ``--dist loadfile`` hands modules to the workers in the order collected (pytest_configure), and one that starts
+#: last and runs for minutes keeps the other worker idle till it ends. A stale figure only makes the schedule worse.
 MODULE_SECONDS = {
-    "tests/behaviour/test_conformance.py": 286,
-    "tests/crash/test_kill.py": 264,
-    "tests/crash/test_fuzz.py": 240,
-    "tests/behaviour/test_hostile_input.py": 222,
-    "tests/behaviour/test_matches_reference.py": 219,
+    "tests/behaviour/test_conformance.py": 296,
+    "tests/behaviour/test_hostile_input.py": 276,
+    "tests/crash/test_fuzz.py": 211,
+    "tests/crash/test_kill.py": 191,
     "tests/crash/test_publish_file_kill.py": 173,
-    "tests/crash/test_consumer_kill.py": 169,
-    "tests/concurrency/test_drivers.py": 165,
-    "tests/behaviour/test_issue12_ux.py": 139,
-    "tests/crash/test_driver_kills.py": 130,
-    "tests/behaviour/test_compaction.py": 116,
-    "tests/behaviour/test_issue12_core.py": 115,
-    "tests/behaviour/test_producer.py": 95,
-    "tests/test_cli.py": 94,
-    "tests/behaviour/test_snapshot_chain.py": 84,
-    "tests/behaviour/test_consumer.py": 76,
-    "tests/concurrency/test_processes.py": 70,
-    "tests/faults/test_catalog.py": 60,
-    "tests/behaviour/test_foreign_rows.py": 60,
-    "tests/behaviour/test_kafka.py": 53,
-    "tests/faults/test_read_only_files.py": 53,
+    "tests/behaviour/test_issue12_ux.py": 171,
+    "tests/concurrency/test_drivers.py": 159,
+    "tests/behaviour/test_matches_reference.py": 157,
+    "tests/behaviour/test_issue12_core.py": 124,
+    "tests/crash/test_driver_kills.py": 105,
+    "tests/behaviour/test_compaction.py": 103,
+    "tests/crash/test_consumer_kill.py": 100,
+    "tests/behaviour/test_producer.py": 85,
+    "tests/test_cli.py": 77,
+    "tests/behaviour/test_snapshot_chain.py": 72,
+    "tests/behaviour/test_consumer.py": 70,
+    "tests/concurrency/test_processes.py": 69,
+    "tests/behaviour/test_foreign_rows.py": 51,
+    "tests/behaviour/test_kafka.py": 45,
+    "tests/faults/test_read_only_files.py": 45,
+    "tests/faults/test_catalog.py": 40,
 }
 
 
@@ -110,6 +109,25 @@ def pytest_collection_modifyitems(config, items):
         items[:] = [item for item in items if _runs(item)]
     order = _module_order()
     items.sort(key=lambda item: order.get(item.nodeid.split("::")[0], len(order)))   # (stable: in a module, as written)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile``, but the modules with tests on Spark Connect go to one worker: each worker that runs one
+    starts a Connect server of its own (``tests/engines.py``), 20 s and more of its JVM warming up on a busy machine.
+    (With SEQDEDUP_CONNECT=all, that would be the whole behaviour suite on one worker.)"""
+    if config.getoption("dist") != "loadfile" or CONNECT_ALL:
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = super()._split_scope(nodeid)
+            if not hasattr(self, "_connect"):       # (the collection is known from the first call on)
+                self._connect = {super(Scheduling, self)._split_scope(n) for n in self.collection if "[connect" in n}
+            return "the modules on Spark Connect" if module in self._connect else module
+
+    return Scheduling(config, log)
 
 
 _STARTED = time.monotonic()

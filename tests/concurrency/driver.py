@@ -1,4 +1,5 @@
-"""A Spark driver process of test_drivers.py that opens, uses and closes producers when told (R14 across drivers).
+"""A Spark driver process of test_drivers.py: it sends C17's statements, or opens, uses and closes producers (R14
+across drivers), when told.
 
     python driver.py HOME LEASE_SECONDS (--metastore URL | --remote sc://HOST:PORT)
 
@@ -11,6 +12,11 @@ then answers one JSON line per command line on stdin:
     {"send": "n", "rows": k}     -> {"sent": [[sequence_id, duplicate], ...]}
     {"close": "n"}               -> {"closed": "n"}
     {"entries": true}            -> {"entries": [[producer, sequence_id, payload], ...]}  (sorted)
+    {"c17": "a", "size": k, "go": FILE}
+                                 -> (creates C17's topic unless it exists, waits for FILE to exist, sends writer a's
+                                     statements of k entries) {"sent": [[written, duplicates, conflicts], ...],
+                                     "entries": [[producer, sequence_id], ...] (the topic as it saw it last),
+                                     "at": time}
 
 A ProducerError is answered {"refused": message, "at": time} ("at": this process's clock, after the call returned).
 """
@@ -24,10 +30,11 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))     # the repository
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))     # the repository, for tests.concurrency.c17
 
 import seqdedup  # noqa: E402
 from seqdedup.errors import ProducerError  # noqa: E402
+from tests.concurrency import c17  # noqa: E402
 
 #: Not C17's ``events``: the tests of a module share a metastore, and an existing topic keeps its policies.
 TOPIC = "r14"
@@ -72,8 +79,23 @@ def main() -> None:
                 say(closed=command["close"])
             elif "entries" in command:
                 say(entries=sorted(session.sql(f"SELECT _producer, _sequence_id, payload FROM {TOPIC}").rows))
+            elif "c17" in command:
+                say(**send_c17(session, command["c17"], command["size"], Path(command["go"])))
         except ProducerError as error:
             say(refused=str(error), at=time.time())
+
+
+def send_c17(session, writer: str, size: int, go: Path) -> dict:
+    """Writer ``writer``'s statements of scenario C17, sent once ``go`` exists (so that several drivers start at
+    once); what each returned, and the topic as this driver saw it last."""
+    session.create_topic(c17.TOPIC, {"payload": "STRING"}, if_not_exists=True)
+    while not go.exists():
+        time.sleep(0.02)
+    sent = []
+    for rows in c17.statements(writer, size):
+        result = c17.send(session, writer, rows)
+        sent.append([result.written, result.duplicates, result.conflicts])
+    return dict(sent=sent, entries=c17.topic_entries(session), at=time.time())
 
 
 if __name__ == "__main__":

@@ -6,6 +6,9 @@ by registering the topic's next partition, which the metastore lets only one dri
 
 R14 across processes: a producer name on a topic has one live writer among the drivers, through a lease in the
 metastore (seqdedup/leases.py), also between Spark Connect clients of one server.
+
+The tests share the module's driver processes (``drivers``): each costs its Spark JVM's start, 20 s and more of
+CPU on 2 cores. The R14 test kills one: it comes last.
 """
 from __future__ import annotations
 
@@ -27,7 +30,6 @@ import pytest
 from tests.metastore import PostgresServer
 
 from . import c17
-from .test_processes import Writer
 
 DRIVER = Path(__file__).with_name("driver.py")
 #: The topic's producer_lease_seconds in the R14 tests: renewed every 3.3 s, so a lease lapses 6.7 to 10 s after its
@@ -43,20 +45,32 @@ def metastore():
         yield server.metastore()
 
 
+@pytest.fixture(scope="module")
+def drivers(metastore, tmp_path_factory):
+    """``drivers(n)``: the module's first n driver processes on the shared metastore, started when first asked for."""
+    home, fleet = str(tmp_path_factory.mktemp("drivers") / "home"), []
+
+    def first(n: int) -> list[Driver]:
+        started = [Driver(home, metastore=metastore) for _ in range(n - len(fleet))]
+        fleet.extend(driver.ready() for driver in started)
+        return fleet[:n]
+
+    yield first
+    for driver in fleet:
+        driver.kill()
+
+
 @pytest.mark.spark
-def test_c17_three_drivers_on_a_shared_metastore_write_each_entry_once(metastore, tmp_path):
-    home, go = str(tmp_path / "home"), tmp_path / "go"
-    writers = [Writer("spark", home, name, lock_timeout=600, metastore=metastore, size=250, go=str(go))
-               for name in "abc"]
-    for writer in writers:
-        writer.wait_for("opened")
+def test_c17_three_drivers_on_a_shared_metastore_write_each_entry_once(drivers, tmp_path):
+    go, fleet = tmp_path / "go", drivers(3)
+    for driver, writer in zip(fleet, "abc"):
+        driver.tell(c17=writer, size=250, go=str(go))
     go.touch()                          # all three at once: they race for every commit
-    for writer in writers:
-        assert writer.finish() == 0, (writer.lines.get("error"), writer.stderr[-3000:])
-    last = max(writers, key=lambda w: w.lines["at"])
+    done = [driver.answer(timeout=900) for driver in fleet]
+    last = max(done, key=lambda answer: answer["at"])
     expected = c17.expected("abc")
-    assert [tuple(e) for e in last.lines["entries"]] == expected       # each distinct entry once
-    written, duplicates, conflicts = (sum(s[i] for w in writers for s in w.sent) for i in (0, 1, 2))
+    assert [tuple(e) for e in last["entries"]] == expected       # each distinct entry once
+    written, duplicates, conflicts = (sum(s[i] for answer in done for s in answer["sent"]) for i in (0, 1, 2))
     assert (written, duplicates) == (len(expected), 3000 - len(expected))
     assert conflicts > 0                # the metastore refused some commits, and their statements decided again
 
@@ -94,9 +108,12 @@ class Driver:
         self.me = self.answer()
         return self
 
-    def ask(self, **command) -> dict:
+    def tell(self, **command) -> None:
         self.process.stdin.write(json.dumps(command) + "\n")
         self.process.stdin.flush()
+
+    def ask(self, **command) -> dict:
+        self.tell(**command)
         return self.answer()
 
     def named_in(self, message: str) -> bool:
@@ -146,13 +163,11 @@ def refused_by(driver: Driver, name: str, holder: Driver) -> str:
 
 
 @pytest.mark.spark
-def test_r14_one_live_producer_per_name_across_drivers(metastore, tmp_path):
+def test_r14_one_live_producer_per_name_across_drivers(drivers):
     """A second driver is refused a name another holds, until the holder closes it or its lease expires (killed,
     or paused: the paused one is then fenced). Epochs only grow: a late renewal may claim the next one itself."""
-    home = str(tmp_path / "home")
-    a, b = Driver(home, metastore=metastore), Driver(home, metastore=metastore)   # (both create the topic)
+    a, b = drivers(2)       # (both created the topic)
     try:
-        a.ready(), b.ready()
         # A holds n: B is refused, told when A's lease expires; another name does not interfere
         last, first = opened(a, "n")
         assert last == -1

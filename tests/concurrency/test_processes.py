@@ -19,11 +19,9 @@ SIZE = {"duckdb": 100, "spark": 500}
 
 
 class Writer:
-    def __init__(self, engine: str, database: str, name: str, lock_timeout: float, hold: float | None = None,
-                 metastore: str | None = None, size: int | None = None, go: str | None = None):
-        command = [sys.executable, str(WRITER), engine, database, name, str(size or SIZE[engine]), str(lock_timeout)]
-        command += (["--hold", str(hold)] if hold else []) + (["--metastore", metastore] if metastore else [])
-        command += ["--go", go] if go else []
+    def __init__(self, engine: str, database: str, name: str, lock_timeout: float, hold: float | None = None):
+        command = [sys.executable, str(WRITER), engine, database, name, str(SIZE[engine]), str(lock_timeout)]
+        command += ["--hold", str(hold)] if hold else []
         self.log = tempfile.TemporaryFile("w+")     # a pipe left unread fills, and the writer blocks on its logging
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=self.log, text=True,
                                         start_new_session=True)

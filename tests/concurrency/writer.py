@@ -1,12 +1,10 @@
 """A writer process of test_processes.py: writer ``a`` or ``b`` of scenario C17 (c17.py), or a holder.
 
-    python writer.py ENGINE DATABASE WRITER SIZE LOCK_TIMEOUT [--hold SECONDS] [--metastore URL] [--go FILE]
+    python writer.py ENGINE DATABASE WRITER SIZE LOCK_TIMEOUT [--hold SECONDS]
 
 DuckDB: every statement opens the database, writes and closes it, so that writer processes take turns at the
 file's lock. Spark: the process opens the Spark home once (its embedded Derby admits one process until the end).
-With ``--metastore`` (Spark) the home's warehouse is shared with other drivers on that metastore, and nothing waits.
-With ``--hold`` it keeps the database that long after opening it, before it writes; with ``--go`` it waits for
-that file to exist before it writes (so that several start at once). Prints JSON lines:
+With ``--hold`` it keeps the database that long after opening it, before it writes. Prints JSON lines:
 {"opened": pid} the first time it has the database, {"sent": [written, duplicates, conflicts]} per statement,
 {"entries": [...], "at": time} at the end (the topic as it saw it last), or {"error": message} (exit 3) when it
 gave up waiting.
@@ -39,16 +37,13 @@ def main() -> None:
     parser.add_argument("size", type=int)
     parser.add_argument("lock_timeout", type=float)
     parser.add_argument("--hold", type=float)
-    parser.add_argument("--metastore")
-    parser.add_argument("--go")
     args = parser.parse_args()
 
     def connect():
         if args.engine == "spark":
             from seqdedup.extensions.spark import local_session
 
-            return seqdedup.connect(local_session(args.database, lock_timeout=args.lock_timeout,
-                                                  metastore=args.metastore))
+            return seqdedup.connect(local_session(args.database, lock_timeout=args.lock_timeout))
         return seqdedup.connect(args.database, lock_timeout=args.lock_timeout)
 
     try:
@@ -56,8 +51,6 @@ def main() -> None:
         say(opened=os.getpid())
         session.create_topic(c17.TOPIC, {"payload": "STRING"}, if_not_exists=True)
         time.sleep(args.hold or 0)
-        while args.go and not os.path.exists(args.go):
-            time.sleep(0.02)
         for rows in c17.statements(args.writer, args.size):
             if args.engine == "duckdb":
                 session.close()
