@@ -3,9 +3,9 @@ across drivers), when told.
 
     python driver.py HOME LEASE_SECONDS (--metastore URL | --remote sc://HOST:PORT)
 
-It connects (a local session on the shared metastore, or a Spark Connect client), creates the topic ``r14``
-(``producer_lease_seconds`` = LEASE_SECONDS) unless it exists, prints {"ready": pid, "host": ..., "application": ...},
-then answers one JSON line per command line on stdin:
+It connects (a local session on the shared metastore, or a Spark Connect client), prints {"ready": pid, "host": ...,
+"application": ...}, then answers one JSON line per command line on stdin (the first "open" creates the topic ``r14``,
+``producer_lease_seconds`` = LEASE_SECONDS, unless it exists):
 
     {"open": "n"}                -> {"opened": "n", "last": last_sequence_id, "epoch": its lease's epoch,
                                      "claimed": when it claimed it}
@@ -60,13 +60,16 @@ def main() -> None:
 
         spark = local_session(args.home, metastore=args.metastore)
     session = seqdedup.connect(spark)
-    session.create_topic(TOPIC, {"payload": "STRING"}, if_not_exists=True, producer_lease_seconds=args.lease)
     say(ready=os.getpid(), host=socket.gethostname(), application=spark.conf.get("spark.app.id"))
-    producers, me = {}, f"{os.getpid()}"
+    producers, me, made = {}, f"{os.getpid()}", False
     for line in sys.stdin:
         command = json.loads(line)
         try:
             if "open" in command:
+                if not made:        # (on the first: the drivers that only send C17's statements create it not)
+                    session.create_topic(TOPIC, {"payload": "STRING"}, if_not_exists=True,
+                                         producer_lease_seconds=args.lease)
+                    made = True
                 name = command["open"]
                 producers[name] = producer = session.producer(TOPIC, name=name)
                 lease = producer._lease

@@ -166,7 +166,7 @@ def refused_by(driver: Driver, name: str, holder: Driver) -> str:
 def test_r14_one_live_producer_per_name_across_drivers(drivers):
     """A second driver is refused a name another holds, until the holder closes it or its lease expires (killed,
     or paused: the paused one is then fenced). Epochs only grow: a late renewal may claim the next one itself."""
-    a, b = drivers(2)       # (both created the topic)
+    a, b = drivers(2)       # (each creates the topic on its first open)
     try:
         # A holds n: B is refused, told when A's lease expires; another name does not interfere
         last, first = opened(a, "n")
