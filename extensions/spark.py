@@ -111,8 +111,9 @@ def local_settings(home: Path) -> dict[str, str]:
 def derby_settings(home: Path) -> dict[str, str]:
     """An embedded Derby metastore in ``home`` (one process at a time)."""
     url = f"jdbc:derby:;databaseName={home / 'metastore_db'};create=true"
-    return {"spark.hadoop.javax.jdo.option.ConnectionURL": url,
-            "spark.driver.extraJavaOptions": f"-Dderby.system.home={home}"}
+    # Spark's launcher splits these options as a shell would: a space or quote in the home, escaped, stays in it
+    home_option = re.sub(r"""([\s'"\\])""", r"\\\1", f"-Dderby.system.home={home}")
+    return {"spark.hadoop.javax.jdo.option.ConnectionURL": url, "spark.driver.extraJavaOptions": home_option}
 
 
 #: Where Debian's libpostgresql-jdbc-java puts PostgreSQL's JDBC driver.
@@ -332,7 +333,9 @@ def _java_class(client, name: str):
 def _storage_at(spark, storage, location: str):
     """A copy of Spark's storage format of a table or partition, at another directory (the other fields, whatever
     this Spark version has, kept as they are)."""
-    return storage.copy(_java(spark, "scala.Option").apply(_java(spark, "java.net.URI")(location)),
+    # (``location`` as Spark writes a directory, a space or a '%' as is: Spark's own parse encodes them)
+    uri = _java(spark, "org.apache.spark.sql.catalyst.catalog.CatalogUtils").stringToURI(location)
+    return storage.copy(_java(spark, "scala.Option").apply(uri),
                         *[getattr(storage, f"copy$default${i}")() for i in range(2, _storage_fields(storage) + 1)])
 
 

@@ -110,7 +110,10 @@ def test_demo_reports_every_message_landed_once(tmp_path):
 @pytest.mark.spark
 def test_demo_runs_on_spark(tmp_path):
     """The main job on Spark: a local session with its own Hive catalog in the working folder, Hive's folder for
-    downloaded resources there too (not one more empty folder in /tmp per process)."""
-    result = seqdedup("demo", "--engine", "spark", "--messages", "30", "--producers", "2", cwd=tmp_path)
+    downloaded resources there too (not one more empty folder in /tmp per process). The folder's name has a space, a
+    quote and a '%' (Spark's launcher splits the driver's options as a shell would, and a URI must encode them)."""
+    folder = tmp_path / "a user's 100% folder"
+    folder.mkdir()
+    result = seqdedup("demo", "--engine", "spark", "--messages", "30", "--producers", "2", cwd=folder)
     assert "OK: every message landed exactly once" in result.stdout
-    assert {"metastore_db", "hive-resources"} <= {p.name for p in (tmp_path / "seqdedup-spark").iterdir()}
+    assert {"metastore_db", "hive-resources", "derby.log"} <= {p.name for p in (folder / "seqdedup-spark").iterdir()}
