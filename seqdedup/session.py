@@ -131,12 +131,15 @@ class Session:
                         self.writer.keep(ref, created(topic, **first))
                     return topic
                 except (EngineError, TopicError) as error:
-                    # another driver on the same metastore is creating it (its registry row follows its commit), or
-                    # created it and wrote to it after this one read the registry (its table is no longer empty)
-                    if tries == 2 or not (isinstance(error, CommitConflict) or already_exists(error)
-                                          or isinstance(error, TopicError) and self._registered_now(ref)):
+                    if tries == 2:
                         raise
-                    self._wait_for_topic(ref, seconds=30)
+                    if isinstance(error, CommitConflict) or already_exists(error):
+                        # another driver on the same metastore is creating it: its registry row follows its commit
+                        self._wait_for_topic(ref, seconds=30)
+                    # or another driver created it, and wrote to it, after this one read the registry (its table is
+                    # no longer empty): then the next try finds it registered
+                    elif not (isinstance(error, TopicError) and self._registered_now(ref)):
+                        raise
 
     def _create_topic(self, ref: TopicRef, types: dict[str, exp.DataType], policies: dict[str, object],
                       creation: Creation) -> tuple[dict[str, dict[str, str]], dict | None]:

@@ -66,7 +66,7 @@ def main() -> None:
         command = json.loads(line)
         try:
             if "open" in command:
-                if not made:        # (on the first: the drivers that only send C17's statements create it not)
+                if not made:        # (not at start: a driver that sends only C17's statements has no use for it)
                     session.create_topic(TOPIC, {"payload": "STRING"}, if_not_exists=True,
                                          producer_lease_seconds=args.lease)
                     made = True
