@@ -24,6 +24,7 @@ BENCHMARKS = [
     ("producer_send.py", {"duckdb", "spark"}, True),
     ("topic_size.py", {"duckdb", "spark"}, True),
     ("state_size.py", {"duckdb", "spark"}, True),
+    ("one_producer.py", {"duckdb", "spark"}, True),
     ("foreach_batch.py", {"spark"}, False),
     ("spark_startup.py", {"spark"}, False),
     ("compaction.py", {"spark"}, False),

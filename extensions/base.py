@@ -63,6 +63,9 @@ class EngineAdapter:
     #: A statement the engine estimates at most this large is decided in one task, without a shuffle (``gather``
     #: in ``sql.plan.window_decisions``; None: never).
     ONE_TASK_BYTES: int | None = None
+    #: The engine's function that fails a query with a message (None: none is used). The window plan calls it at an
+    #: invalid entry, so that such a statement fails as its rows are read (``sql.plan.window_decisions``).
+    RAISE_ERROR: str | None = None
     #: The engine publishes commits itself and says which are published (Spark: the topic's partitions); where it
     #: does not, every commit that ended is published (a transaction).
     TRACKS_COMMITS: bool = False

@@ -626,6 +626,7 @@ class SparkAdapter(EngineAdapter):
     #: million producers' marks, made that way, exhausted a default 1 GB driver heap).
     FILE_ROWS = 100_000
     TRACKS_COMMITS = True    # a commit is published by registering its partition
+    RAISE_ERROR = "raise_error"
     MARKS_AS_MAP = INLINE_ROWS
     ONE_TASK_BYTES = 4 << 20     # a shuffle's stage costs a small statement more than one task's work on 4 MB
     IN_PLAN_BYTES = 4 << 20      # a scratch table this small is kept in the plans as a local relation (_materialize)

@@ -220,6 +220,7 @@ class Run:
         gather = adapter.fits_one_task(self.described())     # (its size: that of the values, a little more)
         # (a small statement's cost is its fixed costs, a large one's is per row: see EngineAdapter.constant)
         base = adapter.constant(BASE) if gather else BASE
+        refuse = plan.refusal(adapter.RAISE_ERROR) if adapter.RAISE_ERROR else None
 
         def insert_for(rows: exp.Expression) -> exp.Insert:
             return plan.insert_rows(self.ref.table, targets, values, rows, NOW, COMMIT)
@@ -228,25 +229,33 @@ class Run:
             decided = self.kept(f"window {source is statement.values} {gather} {marks is MARKS}", lambda:
                                 plan.window_decisions(source, marks, statement.order, base=base,
                                                       partitions=adapter.PARTITIONS, number=adapter.row_number(),
-                                                      checked=checked, late=late, seen=seen, gather=gather))
+                                                      checked=checked, late=late, seen=seen, gather=gather,
+                                                      refuse=refuse))
             return adapter.write_decided(self.ref, decided, plan.ACCEPTED, insert_for, plan.window_metrics(seen),
                                          plan.window_outcome(late=late), plan.LAST, proceed=_settled,
                                          name=scratch.name("__sd_decided"))
 
+        written = None
         try:
             with adapter.parameters(self.bound):
                 written = decide_and_write(statement.values)
-        except EngineError:
-            # Spark 4.3 fails to run some plans whole (a window over a cross join with a UNION ALL: "cannot assign
-            # instance of DefaultSerializationProxy"): the statement's rows are read once into a scratch table and
-            # decided from there; an error of the user's own expressions fails again, here, and is reported.
+        except EngineError as error:
             adapter.discard_commit_rows(self.ref)
-            try:
-                rows = scratch.table("__sd_values", statement.values)
-                with adapter.parameters(self.bound):
-                    written = decide_and_write(exp.select("*").from_(rows))
-            except EngineError as error:
-                raise self.failing(error) from error
+            if plan.REFUSED not in str(error):
+                # Spark 4.3 fails to run some plans whole (a window over a cross join with a UNION ALL: "cannot
+                # assign instance of DefaultSerializationProxy"): the statement's rows are read once into a scratch
+                # table and decided from there; an error of the user's own expressions fails again, here, and is
+                # reported.
+                try:
+                    rows = scratch.table("__sd_values", statement.values)
+                    with adapter.parameters(self.bound):
+                        written = decide_and_write(exp.select("*").from_(rows))
+                except EngineError as again:
+                    adapter.discard_commit_rows(self.ref)
+                    if plan.REFUSED not in str(again):
+                        raise self.failing(again) from again
+        if written is None:     # the query met an invalid entry (``refuse``): counted and named here
+            self.refuse_invalid()
         metrics = written.metrics
         if metrics.get("unseen"):
             adapter.discard_commit_rows(self.ref)

@@ -33,7 +33,8 @@ ENGINES = {
     "duckdb": [dict(kind="exceptions", hash_function="hash", partitions=None,
                     number=EngineAdapter().row_number())],
     "spark": [dict(kind="window", hash_function="xxhash64", partitions=2, number=SPARK_NUMBER,
-                   small_base=exp.cast(exp.convert(41), exp.DataType.build("DECIMAL(20, 0)"))),
+                   small_base=exp.cast(exp.convert(41), exp.DataType.build("DECIMAL(20, 0)")),
+                   refuse=plan.refusal("raise_error")),
               dict(kind="exceptions", hash_function="xxhash64", partitions=2, number=SPARK_NUMBER)],
 }
 DIALECT = {"duckdb": "duckdb", "spark": SparkAnsi}

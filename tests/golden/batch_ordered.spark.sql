@@ -30,19 +30,8 @@ FROM (
   FROM (
     SELECT
       *,
-      __sd_producer IS NULL
-      OR __sd_sequence_id IS NULL
-      OR __sd_sequence_id < 0
-      OR __sd_sequence_id > 9223372036854775807
-      OR __sd_highest > 9223372036854775807
-      OR __sd_highest < __sd_sequence_id AS __sd_invalid,
       CASE
-        WHEN __sd_producer IS NULL
-        OR __sd_sequence_id IS NULL
-        OR __sd_sequence_id < 0
-        OR __sd_sequence_id > 9223372036854775807
-        OR __sd_highest > 9223372036854775807
-        OR __sd_highest < __sd_sequence_id
+        WHEN __sd_invalid
         THEN FALSE
         WHEN __sd_sequence_id > GREATEST(
           COALESCE(__sd_mark, -1),
@@ -81,7 +70,17 @@ FROM (
     FROM (
       SELECT /*+ REPARTITION(2, __sd_producer) */
         v.*,
-        m.sequence_id AS __sd_mark
+        m.sequence_id AS __sd_mark,
+        CASE
+          WHEN __sd_producer IS NULL
+          OR __sd_sequence_id IS NULL
+          OR __sd_sequence_id < 0
+          OR __sd_sequence_id > 9223372036854775807
+          OR __sd_highest > 9223372036854775807
+          OR __sd_highest < __sd_sequence_id
+          THEN RAISE_ERROR('seqdedup: an entry is invalid (R4)')
+          ELSE FALSE
+        END AS __sd_invalid
       FROM (
         SELECT
           payload AS __sd_v0,
@@ -131,19 +130,8 @@ FROM (
   FROM (
     SELECT
       *,
-      __sd_producer IS NULL
-      OR __sd_sequence_id IS NULL
-      OR __sd_sequence_id < 0
-      OR __sd_sequence_id > 9223372036854775807
-      OR __sd_highest > 9223372036854775807
-      OR __sd_highest < __sd_sequence_id AS __sd_invalid,
       CASE
-        WHEN __sd_producer IS NULL
-        OR __sd_sequence_id IS NULL
-        OR __sd_sequence_id < 0
-        OR __sd_sequence_id > 9223372036854775807
-        OR __sd_highest > 9223372036854775807
-        OR __sd_highest < __sd_sequence_id
+        WHEN __sd_invalid
         THEN FALSE
         WHEN __sd_sequence_id > GREATEST(
           COALESCE(__sd_mark, -1),
@@ -182,7 +170,17 @@ FROM (
     FROM (
       SELECT /*+ COALESCE(1) */
         v.*,
-        CAST(TRY_ELEMENT_AT(:__sd_marks, v.__sd_producer) AS BIGINT) AS __sd_mark
+        CAST(TRY_ELEMENT_AT(:__sd_marks, v.__sd_producer) AS BIGINT) AS __sd_mark,
+        CASE
+          WHEN __sd_producer IS NULL
+          OR __sd_sequence_id IS NULL
+          OR __sd_sequence_id < 0
+          OR __sd_sequence_id > 9223372036854775807
+          OR __sd_highest > 9223372036854775807
+          OR __sd_highest < __sd_sequence_id
+          THEN RAISE_ERROR('seqdedup: an entry is invalid (R4)')
+          ELSE FALSE
+        END AS __sd_invalid
       FROM (
         SELECT
           payload AS __sd_v0,
