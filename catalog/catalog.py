@@ -363,29 +363,43 @@ class Catalog:
     def _lookup(self, ref: TopicRef, *, creating: bool = False) -> tuple[bool, dict[str, dict[str, str]], dict]:
         """Whether ``ref`` is registered and its policy settings, in one query (on Spark each query costs a job or
         more, most of what a small one costs; about half a second in a new driver); ``creating``, also what
-        ``creation`` needs, as kind -> (number, snapshot_id)."""
+        ``creation`` needs, as kind -> (number, snapshot_id).
+
+        The query is one aggregate over the rows of each part, grouped by (kind, scope, key, value): one shuffle,
+        where an aggregate or a window per part took four on Spark. A setting's rows keep their highest version
+        per value, and the newest of a key is picked here (a topic's settings are a few rows)."""
         no_text, no_number = exp.cast(exp.null(), "text"), exp.cast(exp.null(), "bigint")
 
-        def row(kind: str, number: exp.Expression = no_number, snapshot_id: exp.Expression = no_number,
-                scope: exp.Expression = no_text, key: exp.Expression = no_text,
-                value: exp.Expression = no_text) -> exp.Select:
-            return exp.select(literal(kind).as_("kind"), number.as_("number"), snapshot_id.as_("snapshot_id"),
-                              scope.as_("scope"), key.as_("key"), value.as_("value"))
+        def rows(kind: str, source: exp.Expression, number: exp.Expression, snapshot_id: exp.Expression = no_number,
+                 scope: exp.Expression = no_text, key: exp.Expression = no_text,
+                 value: exp.Expression = no_text) -> exp.Select:
+            return exp.select(literal(kind).as_("kind"), scope.as_("scope"), key.as_("key"), value.as_("value"),
+                              number.as_("number"), snapshot_id.as_("snapshot_id")).from_(source)
 
-        parts = [row("registered", exp.Count(this=exp.Star())).from_(catalog_table("seqdedup_topics"))
+        scopes = {"topic": ref.key, "namespace": ref.namespace, "global": ""}
+        applies = exp.or_(*[exp.and_(exp.column("scope").eq(literal(s)), exp.column("target").eq(literal(t)))
+                            for s, t in scopes.items()])
+        parts = [rows("registered", catalog_table("seqdedup_topics"), literal(1))
                  .where(exp.column("topic").eq(literal(ref.key))),
-                 row("setting", scope=exp.column("scope"), key=exp.column("key"), value=exp.column("value"))
-                 .from_(self._latest_settings(ref).subquery("latest"))]
+                 rows("setting", catalog_table("seqdedup_policies"), exp.column("version"), scope=exp.column("scope"),
+                      key=exp.column("key"), value=exp.column("value")).where(applies)]
         if creating:
-            parts += [row("numbers", _highest("commit_id"), _highest("snapshot_id") + literal(1))
-                      .from_(self._catalog_rows(ref).subquery("n")),
-                      row("version", _highest("version")).from_(catalog_table("seqdedup_policies"))]
-        numbers, settings = {}, []
-        for kind, number, snapshot_id, *setting in self.executor.fetchall(exp.union(*parts, distinct=False)):
+            parts += [rows("numbers", self._catalog_rows(ref).subquery("n"), exp.column("commit_id"),
+                           exp.column("snapshot_id")),
+                      rows("version", catalog_table("seqdedup_policies"), exp.column("version"))]
+        grouped = ("kind", "scope", "key", "value")
+        query = exp.select(*grouped, exp.Max(this=exp.column("number")).as_("number"),
+                           exp.Max(this=exp.column("snapshot_id")).as_("snapshot_id")).from_(
+            exp.union(*parts, distinct=False).subquery("parts")).group_by(*grouped)
+        numbers = {"registered": (0, None), "numbers": (0, 1), "version": (0, None)}
+        latest: dict[tuple[str, str], tuple[int, str | None]] = {}
+        for kind, scope, key, value, number, snapshot_id in self.executor.fetchall(query):
             if kind == "setting":
-                settings.append(setting)
+                if (scope, key) not in latest or number > latest[scope, key][0]:
+                    latest[scope, key] = (number, value)
             else:
-                numbers[kind] = (number, snapshot_id)
+                numbers[kind] = (number or 0, (snapshot_id or 0) + 1)
+        settings = [(scope, key, value) for (scope, key), (_, value) in latest.items()]
         return numbers["registered"][0] > 0, self._settings_of(settings), numbers
 
     def set_policies(self, scope: str, target: str, values: dict[str, object], now: dt.datetime,
