@@ -45,6 +45,10 @@ def utcnow() -> dt.datetime:
 class Session:
     """seqdedup on one engine. Create it with ``seqdedup.connect(...)``."""
 
+    #: How long ``create_topic`` waits for the registry row of a topic whose table another driver created first; a
+    #: driver that died before registering it never writes one, and then the next try takes the table over.
+    TOPIC_WAIT_SECONDS = 30.0
+
     def __init__(self, adapter: EngineAdapter, *, clock: Callable[[], dt.datetime] = utcnow, dialect: str = "spark",
                  lock_timeout: float | None = 60.0):
         self.adapter = adapter
@@ -135,7 +139,7 @@ class Session:
                         raise
                     if isinstance(error, CommitConflict) or already_exists(error):
                         # another driver on the same metastore is creating it: its registry row follows its commit
-                        self._wait_for_topic(ref, seconds=30)
+                        self._wait_for_topic(ref, seconds=self.TOPIC_WAIT_SECONDS)
                     # or another driver created it, and wrote to it, after this one read the registry (its table is
                     # no longer empty): then the next try finds it registered
                     elif not (isinstance(error, TopicError) and self._registered_now(ref)):
@@ -174,8 +178,7 @@ class Session:
         while time.monotonic() < deadline:
             if self._registered_now(ref):
                 return
-            time.sleep(0.5)
-        return self.topic(ref)
+            time.sleep(min(0.5, seconds))
 
     def _registered_now(self, ref: TopicRef) -> bool:
         """Whether ``ref`` is in the registry as the drivers that share the metastore left it."""

@@ -140,6 +140,19 @@ def test_recreating_a_topic_says_it_exists_and_if_not_exists_changes_nothing(ded
     assert s.sql("SELECT count(*) FROM seqdedup_topics").rows == [(1,)]
 
 
+def test_a_topic_table_another_driver_left_unregistered_is_taken_over_after_the_wait(dedup, monkeypatch):
+    """create_topic's CREATE TABLE meets another driver's (it exists already), and that driver's registry row never
+    comes (it died between the two): after the wait, the next try takes the table over, as a create after an
+    interrupted one does (it raised 'unknown topic' before)."""
+    from seqdedup import failpoints
+
+    monkeypatch.setattr(dedup.session, "TOPIC_WAIT_SECONDS", 0.2)
+    failpoints.inject("after_topic_table", EngineError("AlreadyExistsException(message:Table events already exists)"))
+    assert dedup.session.create_topic("events", {"payload": "STRING"}).ref.key == dedup.key()
+    assert dedup.send([("p", 1), ("p", 1)]).written == 1
+    assert dedup.session.sql("SELECT count(*) FROM seqdedup_topics").rows == [(1,)]
+
+
 # --- 12. NULL ordering ----------------------------------------------------------------------------------------------
 
 def test_null_ordering_is_the_same_on_every_engine(dedup, tmp_path):
