@@ -123,6 +123,13 @@ class Creation:
         return {**self.settings, "topic": own}
 
 
+def _applying_to(ref: TopicRef) -> exp.Expression:
+    """The condition on ``seqdedup_policies`` rows set at a scope that applies to the topic ``ref``."""
+    scopes = {"topic": ref.key, "namespace": ref.namespace, "global": ""}
+    return exp.or_(*[exp.and_(exp.column("scope").eq(literal(s)), exp.column("target").eq(literal(t)))
+                     for s, t in scopes.items()])
+
+
 def _highest(column: str) -> exp.Expression:
     """The highest value of ``column``, 0 where there is none."""
     return exp.func("coalesce", exp.Max(this=exp.column(column)), literal(0))
@@ -343,11 +350,8 @@ class Catalog:
     def _latest_settings(self, ref: TopicRef) -> exp.Select:
         """(scope, key, value): the newest value of each policy set at a scope that applies to the topic (NULL:
         unset)."""
-        scopes = {"topic": ref.key, "namespace": ref.namespace, "global": ""}
-        where = exp.or_(*[exp.and_(exp.column("scope").eq(literal(s)), exp.column("target").eq(literal(t)))
-                          for s, t in scopes.items()])
         return (
-            exp.select("scope", "key", "value").from_(catalog_table("seqdedup_policies")).where(where)
+            exp.select("scope", "key", "value").from_(catalog_table("seqdedup_policies")).where(_applying_to(ref))
             .qualify("row_number() OVER (PARTITION BY scope, target, key ORDER BY version DESC) = 1")
         )
 
@@ -376,13 +380,10 @@ class Catalog:
             return exp.select(literal(kind).as_("kind"), scope.as_("scope"), key.as_("key"), value.as_("value"),
                               number.as_("number"), snapshot_id.as_("snapshot_id")).from_(source)
 
-        scopes = {"topic": ref.key, "namespace": ref.namespace, "global": ""}
-        applies = exp.or_(*[exp.and_(exp.column("scope").eq(literal(s)), exp.column("target").eq(literal(t)))
-                            for s, t in scopes.items()])
         parts = [rows("registered", catalog_table("seqdedup_topics"), literal(1))
                  .where(exp.column("topic").eq(literal(ref.key))),
                  rows("setting", catalog_table("seqdedup_policies"), exp.column("version"), scope=exp.column("scope"),
-                      key=exp.column("key"), value=exp.column("value")).where(applies)]
+                      key=exp.column("key"), value=exp.column("value")).where(_applying_to(ref))]
         if creating:
             parts += [rows("numbers", self._catalog_rows(ref).subquery("n"), exp.column("commit_id"),
                            exp.column("snapshot_id")),
