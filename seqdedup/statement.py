@@ -57,6 +57,15 @@ OUTCOME = pa.schema([("producer", pa.string()), ("sent", pa.int64()), ("written"
                      ("highest", pa.int64()), ("out_of_order", pa.int64())])
 
 
+class _Unsettled(EngineError):
+    """A plan's query failed while computing the entries: whose expression failed is told once the commit is rolled
+    back (DuckDB reads nothing more in a transaction an error aborted)."""
+
+    def __init__(self, error: EngineError):
+        super().__init__(str(error))
+        self.error = error
+
+
 @dataclass
 class Outcome:
     """What a plan did: per producer (``OUTCOME``), the log's new end, and the decision rounds it took."""
@@ -201,12 +210,29 @@ class Run:
                                 "but the source gave none when read again; materialize it first. Nothing was written")
 
     def failing(self, error: EngineError) -> EngineError:
-        """An engine error while computing the entries is one of the user's expressions failing on some row (an
-        overflow, a bad cast, a division by zero): the error says where to look."""
+        """An engine error while computing the entries (after the commit was rolled back): one of the user's
+        expressions failing on some row (an overflow, a bad cast, a division by zero), and the error says where to
+        look; or, where the user's expressions alone compute on every row, one of seqdedup's own, and the error says
+        so (never "fix your arguments" for a valid statement)."""
+        if not self.own_expressions_fail():
+            return EngineError(
+                f"seqdedup's own query failed on a valid statement: {str(error).rstrip('.!')}. This is a defect of "
+                "seqdedup, not of the statement: please report it with this message. Nothing was written")
         return EngineError(
             f"could not compute the statement's entries: {str(error).rstrip('.!')}. Fix the expression that fails, "
             f"among is_not_dup's arguments{at(self.statement.call)}, the WHERE conditions and the ORDER BY (sequence "
             "ids must fit signed 64-bit: 0 to 9223372036854775807). Nothing was written")
+
+    def own_expressions_fail(self) -> bool:
+        """Whether the statement's own expressions (its values, is_not_dup's arguments, its WHERE and ORDER BY),
+        computed alone on every row, fail: one aggregate that needs every column of every row (a hash of them)."""
+        columns = [exp.column(s.alias_or_name) for s in self.statement.values.selects]
+        try:
+            self.adapter.fetchall(exp.select(exp.Max(this=exp.func(self.adapter.KEY_HASH, *columns))).from_(
+                self.statement.values.subquery("v")))
+        except EngineError:
+            return True
+        return False
 
     # --- the plans ---------------------------------------------------------------------------------------------
 
@@ -253,7 +279,7 @@ class Run:
                 except EngineError as again:
                     adapter.discard_commit_rows(self.ref)
                     if plan.REFUSED not in str(again):
-                        raise self.failing(again) from again
+                        raise _Unsettled(again) from again
         if written is None:     # the query met an invalid entry (``refuse``): counted and named here
             self.refuse_invalid()
         metrics = written.metrics
@@ -307,7 +333,7 @@ class Run:
             producers = adapter.create_temp_table(producers, kept(f"producers {seen}", lambda: plan.producers(
                 keys, marks, seen=seen)))
         except EngineError as error:
-            raise self.failing(error) from error
+            raise _Unsettled(error) from error
         sums = ("__sd_invalid", "__sd_batches", "__sd_room") + ((plan.UNSEEN,) if seen else ())
         invalid, batches, room, *unseen, sparse = adapter.fetchall(kept(f"sums {seen}", lambda: exp.select(
             *[exp.func("coalesce", exp.Sum(this=exp.column(c)), exp.convert(0)) for c in sums],
@@ -343,7 +369,7 @@ class Run:
                                                                  statement.key_columns, values, base=BASE,
                                                                  windowed=windowed), NOW, COMMIT)))
         except EngineError as error:
-            raise self.failing(error) from error
+            raise _Unsettled(error) from error
         written_hash = plan.key_hash(adapter.KEY_HASH, None, ("_producer", "_sequence_id", "_highest_sequence_id"))
 
         def check_tree() -> exp.Expression:
@@ -422,6 +448,8 @@ class Run:
                 if not commit.abandoned:
                     writer.keep(ref, state)
                 compacted = None if commit.abandoned else self.compact_if_due(state, commit.number)
+            except _Unsettled as failed:        # (told apart here, once the commit is rolled back)
+                raise self.failing(failed.error) from failed.error
             finally:
                 writer.pushed.release(ref.key)
         return StatementResult(

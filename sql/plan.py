@@ -525,10 +525,14 @@ def write_rows(values: exp.Select, producers_table: exp.Table, exceptions: exp.T
 
     s = exp.column(SEQUENCE_ID, table=v)
     candidate = s > exp.func("coalesce", exp.column(MARK, table=p), exp.convert(-1))
-    by_id = exp.Add(this=exp.Add(this=exp.convert(base), expression=exp.column("__sd_offset", table=p)),
-                    expression=exp.Add(this=exp.Sub(this=s.copy(), expression=exp.column("__sd_smallest", table=p)),
-                                       expression=exp.convert(1)))
     sparse = exp.column("__sd_sparse", table=p)
+    # Only a dense producer's ids give positions (its span is bounded by its entries). Spark computes a projected
+    # expression for every row, filtered or not, with ANSI overflow checks: a sparse producer's s - smallest may be
+    # near 2^63, so the expression is NULL for it rather than computed and dropped.
+    by_id = exp.Case(ifs=[exp.If(this=exp.not_(sparse.copy()), true=exp.Add(
+        this=exp.Add(this=exp.convert(base), expression=exp.column("__sd_offset", table=p)),
+        expression=exp.Add(this=exp.Sub(this=s.copy(), expression=exp.column("__sd_smallest", table=p)),
+                           expression=exp.convert(1))))])
     columns = [exp.column(c, table=v) for c in value_columns + key_columns]
     joined = exp.select(*columns).from_(_source(values, v)).join(
         producers_table.as_(p), on=exp.column(PRODUCER, table=p).eq(exp.column(PRODUCER, table=v)))

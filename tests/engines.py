@@ -111,8 +111,9 @@ class Harness:
             self.namespace = "main"
         self.session = self.connect()
 
-    def connect(self, **options):
-        target = engine_session(self.engine, self.database) if self.engine.family == "spark" else self.database
+    def connect(self, target=None, **options):
+        if target is None:
+            target = engine_session(self.engine, self.database) if self.engine.family == "spark" else self.database
         session = seqdedup.connect(target, engine=self.engine.family, clock=self.clock, **options)
         for name, value in self.adapter.items():
             setattr(session.adapter, name, value)
@@ -122,11 +123,18 @@ class Harness:
         """The topic's name in the catalog tables: namespace.name."""
         return f"{self.namespace}.{topic}"
 
-    def restart(self) -> None:
+    def restart(self, *, new_spark_session: bool = False) -> None:
         """A new session on the same database, as a new process would open it: state comes back from the catalog
-        alone (another session of this process, such as dbt's, would keep serving the marks in memory)."""
+        alone (another session of this process, such as dbt's, would keep serving the marks in memory).
+        ``new_spark_session``: on Spark, the new seqdedup session is on ``spark.newSession()`` (its own settings,
+        temporary views and current database, which it selects with USE), as an application's second session."""
         self.session.close()
-        self.session = self.connect()
+        if new_spark_session and self.engine.family == "spark":
+            spark = engine_session(self.engine, self.database).newSession()
+            spark.sql(f"USE {self.namespace}")
+            self.session = self.connect(target=spark)
+        else:
+            self.session = self.connect()
         self.session.writer.forget()
 
     def topic(self, name: str = "events", **policies) -> str:

@@ -225,6 +225,30 @@ def test_bad_statement_fails_clearly_and_changes_nothing(db, statement, error, m
             db.session.sql(statement)
 
 
+def test_a_failure_of_seqdedups_own_query_never_blames_the_statement(db, monkeypatch):
+    """A valid statement whose plan fails in seqdedup's own expressions (injected: a position overflows as the rows
+    are written) is refused as seqdedup's defect, never with "fix is_not_dup's arguments"; nothing is
+    written. (A failure of the statement's own expressions still points at them: "overflow-arithmetic" above.)"""
+    from seqdedup import statement
+    from seqdedup.sql import plan
+
+    insert_rows = plan.insert_rows
+    monkeypatch.setattr(statement, "_KEPT", type(statement._KEPT)())     # (no tree of this test kept for others)
+    def failing(*args) -> exp.Insert:
+        insert = insert_rows(*args)
+        position = next(c for c in insert.expression.selects if c.name == plan.POSITION)
+        position.replace(exp.Add(this=position.copy(), expression=exp.convert(2**63 - 1)))
+        return insert
+
+    monkeypatch.setattr(plan, "insert_rows", failing)
+    db.harness.stage(ROWS)
+    with db.unchanged():
+        with pytest.raises(EngineError, match="(?s)^seqdedup's own query failed on a valid statement: .*(?i:overflow|out of range).*"
+                           "defect of seqdedup, not of the statement.*Nothing was written$") as raised:
+            db.session.sql(f"{INSERT} WHERE is_not_dup(producer, seq)")
+    assert "is_not_dup's arguments" not in str(raised.value)
+
+
 ENTRIES = {
     "null-sequence-id": ([("p", 5), ("p", None)], r"1 entry has a NULL sequence_id \(first: producer='p', "
                                                   "sequence_id=None.*give every entry a sequence id. Nothing was written"),

@@ -5,8 +5,12 @@ order) must agree."""
 from __future__ import annotations
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, given, settings
+from sqlglot import exp
 
+from seqdedup import InvalidEntryError
+from seqdedup.catalog.state import literal
 from seqdedup.udfs import Entry, Policies, SequenceTracker
 
 from ..engines import DISTRIBUTED, Harness
@@ -103,3 +107,79 @@ def run(harness, steps, interval):
         for producer in PRODUCERS:
             assert harness.last(producer) == model.last_sequence_id(producer), producer
         assert _statuses(harness) == {(p, s): model.dup_status(p, s).value for p, s in IDS}
+
+
+# --- at the edges: names that need quoting, ids at the top of int64, invalid statements, a user's own session ---------
+
+MAX_ID = 2**63 - 1
+EDGE_PRODUCERS = ["p 3", "a;b--c", "o'brien"]
+#: Ids near the top of signed 64-bit, sent among small ones: a producer's ids far apart (its positions follow no id).
+EDGE_IDS = [2**62, MAX_ID - 2, MAX_ID - 1, MAX_ID]
+
+edge_entry = st.builds(
+    lambda p, s, width: (p, s, min(s + width, MAX_ID) if width is not None else None),
+    st.sampled_from(EDGE_PRODUCERS), st.one_of(st.integers(0, 15), st.integers(0, 15), st.sampled_from(EDGE_IDS)),
+    st.one_of(st.none(), st.integers(0, 4)))
+#: One entry R4 refuses: a NULL or negative id, a highest id below the id.
+bad_entry = st.builds(lambda p, ids: (p, *ids), st.sampled_from(EDGE_PRODUCERS),
+                      st.sampled_from([(None, None), (None, 3), (-1, None), (-(2**63), 0), (5, 2), (MAX_ID, 3)]))
+edge_step = st.one_of(
+    st.tuples(st.lists(edge_entry, min_size=1, max_size=15), st.booleans()).map(lambda s: ("send", s)),
+    st.tuples(st.lists(edge_entry, max_size=6), bad_entry, st.integers(0, 6)).map(
+        lambda t: ("invalid", t[0][:t[2]] + [t[1]] + t[0][t[2]:])),
+    st.just(("restart", None)),
+)
+EDGE_EXAMPLES = {"duckdb": 30, "spark": 6, "connect": 6}
+
+
+def _edge_statuses(harness) -> dict[tuple[str, int], tuple[str, int]]:
+    """dup_status of small and edge ids, and last_sequence_id, of every producer, in SQL (one query)."""
+    pairs = [(p, s) for p in EDGE_PRODUCERS for s in [0, 1, 5, 9, 15, 16, *EDGE_IDS]]
+    values = exp.values([(literal(p), literal(s)) for p, s in pairs], alias="ids", columns=["p", "s"])
+    query = exp.select("p", "s", "dup_status('events', p, s)", "last_sequence_id('events', p)").from_(values)
+    return {(p, s): (status, last) for p, s, status, last in harness.session.sql(query.sql("spark")).rows}
+
+
+def test_engine_matches_the_reference_model_at_the_edges(engine, tmp_path_factory):
+    """The recipe of a differential run that found valid statements refused on Spark: a user's own session with a
+    database selected by USE, restarts on a new Spark session, snapshots every 1 to 3 entries, quoted names, ids at
+    the top of int64 among small ones, invalid statements in between, the state functions called in SQL."""
+    @settings(max_examples=EDGE_EXAMPLES[engine.name], deadline=None,
+              suppress_health_check=[HealthCheck.too_slow], derandomize=engine.family == "spark")
+    @given(steps=st.lists(edge_step, min_size=2, max_size=8), interval=st.sampled_from([1, 2, 3]))
+    def check(steps, interval):
+        where = tmp_path_factory.getbasetemp() / "spark-home" if engine.family == "spark" else \
+            tmp_path_factory.mktemp("edges") / "e.duckdb"
+        harness = Harness(engine, str(where))
+        try:
+            with harness.users_own_session():
+                run_edges(harness, steps, interval)
+        finally:
+            harness.close()
+
+    check()
+
+
+def run_edges(harness, steps, interval):
+    harness.topic(snapshot_interval_entries=interval)
+    model = SequenceTracker(Policies(snapshot_interval_entries=interval), now=0.0)
+    for kind, arg in steps:
+        if kind == "send":
+            rows, ordered = arg
+            result = harness.send(rows, ordered=ordered)
+            marks = model.state()
+            expected = model.apply_statement([Entry(p, s, h) for p, s, h in rows],
+                                             order=list(range(len(rows))) if ordered else None)
+            assert _counts(result) == _model_counts(expected, rows, marks), (rows, ordered)
+        elif kind == "invalid":
+            with pytest.raises(InvalidEntryError, match="Nothing was written"):
+                harness.send(arg)
+        else:
+            harness.restart(new_spark_session=True)
+            model = model.recover()
+        assert sorted(harness.entries()) == sorted((e.producer, e.sequence_id, e.highest_sequence_id)
+                                                   for e in model.log)
+        assert harness.position_problem() is None
+        assert _edge_statuses(harness) == {(p, s): (model.dup_status(p, s).value, model.last_sequence_id(p))
+                                           for p, s in [(p, s) for p in EDGE_PRODUCERS
+                                                        for s in [0, 1, 5, 9, 15, 16, *EDGE_IDS]]}

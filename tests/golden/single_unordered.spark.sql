@@ -568,7 +568,10 @@ FROM (
     v.__sd_producer,
     v.__sd_sequence_id,
     v.__sd_highest,
-    41 + p.__sd_offset + v.__sd_sequence_id - p.__sd_smallest + 1 AS __sd_position
+    CASE
+      WHEN NOT p.__sd_sparse
+      THEN 41 + p.__sd_offset + v.__sd_sequence_id - p.__sd_smallest + 1
+    END AS __sd_position
   FROM (
     SELECT
       payload AS __sd_v0,
@@ -617,7 +620,10 @@ FROM (
         v.__sd_producer,
         v.__sd_sequence_id,
         v.__sd_highest,
-        41 + p.__sd_offset + v.__sd_sequence_id - p.__sd_smallest + 1 AS __sd_by_id,
+        CASE
+          WHEN NOT p.__sd_sparse
+          THEN 41 + p.__sd_offset + v.__sd_sequence_id - p.__sd_smallest + 1
+        END AS __sd_by_id,
         p.__sd_sparse AS __sd_sparse,
         p.__sd_offset AS __sd_offset,
         ROW_NUMBER() OVER (
