@@ -292,12 +292,6 @@ class EngineAdapter:
     def discard_commit_rows(self, topic) -> None:
         """Forget the topic rows the open commit wrote (they were never published); the commit goes on."""
 
-    def commit_rows(self, topic, commit: int) -> exp.Expression:
-        """The topic rows the open commit ``commit`` wrote, as a source to read (not a foreign row that claims its
-        number: seqdedup/foreign.py)."""
-        return exp.select("*").from_(topic.table.copy()).where(exp.and_(
-            exp.column("_commit").eq(exp.convert(commit)), written_by_seqdedup())).subquery("written")
-
     def published_commits(self, topic) -> set[int]:
         """The topic's published commits, where the engine tracks them (``TRACKS_COMMITS``); else empty."""
         return set()

@@ -1217,10 +1217,6 @@ class SparkAdapter(EngineAdapter):
             _remove(current.directory)
         current.directory = None
 
-    def commit_rows(self, topic, commit: int) -> exp.Expression:
-        current = self._open[topic.key]
-        return exp.Table(this=exp.to_identifier(current.directory, quoted=True), db=exp.to_identifier("parquet"))
-
     def publish(self, topic) -> None:
         current = self._open[topic.key]
         if current.directory is None:    # nothing staged (a snapshot, a policy change): an empty directory

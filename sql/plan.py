@@ -15,15 +15,17 @@ counts at each producer's last row, so the statement reads its source once and r
 A batch entry that straddles the mark is left undecided by one pass (``ACCEPTED`` NULL); the statement then runs
 the exceptions plan, where only the producers that straddle pay for more rounds.
 
-**The exceptions plan** (narrow decision, then one filtered write; DuckDB's): the decision runs on the keys alone,
-and what it finds is almost always small: the entries the simple rule "above the mark" gets wrong (repeats inside
-the statement, entries that arrived after a higher id). The write is then a filtered copy of ``values``::
+**The exceptions plan** (narrow decision, then one filtered write; DuckDB's): the statement's rows are read once
+into a table (``values``: a source read again may give other rows, such as a sample, ``rand()`` or a file replaced
+meanwhile, and the plan reads its rows several times). The decision runs on the keys alone, and what it finds is
+almost always small: the entries the simple rule "above the mark" gets wrong (repeats inside the statement,
+entries that arrived after a higher id). The write is then a filtered copy of ``values``::
 
+    SELECT ─► values (read once)
     keys ⋈ marks ─► producers (per producer: counts, id range, positions reserved)
     keys ─► exceptions: repeated keys (no ORDER BY, no batch entries: a hash aggregate)
                         or the keys the windowed decision rejects or must write once (otherwise)
     values ─► candidates not in exceptions ∪ one row per repeated key ─► positions ─► write
-    written rows ─► checked against the decision (the source was read twice)
 
 Positions (R7 position: unique, increasing in commit order, not dense). The window plan numbers rows in parallel:
 row ``r`` of partition ``i`` of ``n`` gets ``base + r * n + i + 1``, with no global sort. The exceptions plan gives
@@ -88,23 +90,6 @@ def _order(order: list[exp.Ordered], table: str | None = None) -> list[exp.Order
             o.set("this", exp.column(o.this.name, table=table))
         out.append(o)
     return out
-
-
-def key_hash(function: str, table: str | None = None, columns: tuple[str, ...] = (PRODUCER, SEQUENCE_ID, HIGHEST)
-             ) -> exp.Expression:
-    """A 64-bit hash of an entry's key, as an exact decimal so that sums of millions of them do not overflow (the
-    engine names its hash function: ``EngineAdapter.KEY_HASH``).
-
-    The key is hashed as (STRING, BIGINT, BIGINT), the types the topic stores it in: a statement's ids may be
-    narrower integers, whose hashes differ.
-
-    Example:
-        >>> key_hash("hash", "c").sql("duckdb")
-        'CAST(HASH(CAST(c.__sd_producer AS TEXT), CAST(c.__sd_sequence_id AS BIGINT), CAST(c.__sd_highest AS BIGINT)) AS DECIMAL(38, 0))'
-    """
-    producer, *ids = [exp.column(c, table=table) for c in columns]
-    return exp.cast(exp.func(function, exp.cast(producer, "text"), *[exp.cast(i, "bigint") for i in ids]),
-                    exp.DataType.build("DECIMAL(38, 0)"))
 
 
 #: The highest sequence id (R4: ids are signed 64-bit); an engine with wider integers could carry a larger one.
@@ -368,17 +353,17 @@ def candidates(keys: exp.Query, producers_table: exp.Table) -> exp.Select:
                   producers=producers_table.copy())
 
 
-def repeats(keys: exp.Query, producers_table: exp.Table, hash_of: exp.Expression) -> exp.Select:
+def repeats(keys: exp.Query, producers_table: exp.Table) -> exp.Select:
     """The exceptions without ORDER BY and without batch entries: arrival is id order, so every candidate id is
     written once, and an id sent several times is the only exception (``ACCEPTED`` rows: one of them is written).
 
     Example:
-        >>> repeats(exp.table_("keys"), exp.table_("producers"), exp.func("hash", exp.column("x"))).sql("duckdb")[:60]
+        >>> repeats(exp.table_("keys"), exp.table_("producers")).sql("duckdb")[:60]
         'SELECT c.__sd_producer, c.__sd_sequence_id, c.__sd_highest, '
     """
     keys_ = [exp.column(k, table="c") for k in (PRODUCER, SEQUENCE_ID, HIGHEST)]
     return (exp.select(*keys_, exp.alias_(exp.Count(this=exp.Star()), "__sd_rows"),
-                       exp.alias_(exp.convert(1), "__sd_kept"), exp.alias_(hash_of, "__sd_hash"))
+                       exp.alias_(exp.convert(1), "__sd_kept"))
             .from_(candidates(keys, producers_table).subquery("c")).group_by(*[k.copy() for k in keys_])
             .having(exp.Count(this=exp.Star()) > 1))
 
@@ -439,20 +424,19 @@ def rows_of(decisions: exp.Table, producers_: exp.Table, *, inside: bool) -> exp
         join_type="semi" if inside else "anti")
 
 
-def decided_exceptions(decisions: exp.Table, key_columns: list[str], hash_of: exp.Expression) -> exp.Select:
+def decided_exceptions(decisions: exp.Table, key_columns: list[str]) -> exp.Select:
     """The keys the windowed decision makes exceptions of: written by none of their rows (all duplicates), or
     sent more than once with one row written (``__sd_kept`` 1: the write keeps one)."""
     keys_ = [exp.column(k) for k in key_columns]
     kept = exp.func("count_if", exp.column(ACCEPTED))
-    return (exp.select(*keys_, exp.alias_(exp.Count(this=exp.Star()), "__sd_rows"), exp.alias_(kept, "__sd_kept"),
-                       exp.alias_(hash_of, "__sd_hash"))
+    return (exp.select(*keys_, exp.alias_(exp.Count(this=exp.Star()), "__sd_rows"), exp.alias_(kept, "__sd_kept"))
             .from_(decisions.copy()).group_by(*[k.copy() for k in keys_])
             .having(exp.or_(kept.copy().eq(0), exp.Count(this=exp.Star()) > 1)))
 
 
-def decided_counts(decisions: exp.Table, hash_of: exp.Expression) -> exp.Select:
-    """Per producer, from the windowed decision: entries written, their lowest and highest ids, highest id
-    written, and the hash sum of the written keys."""
+def decided_counts(decisions: exp.Table) -> exp.Select:
+    """Per producer, from the windowed decision: entries written, their lowest and highest ids, and the highest id
+    written."""
     accepted = exp.column(ACCEPTED)
 
     def when(value):
@@ -462,33 +446,31 @@ def decided_counts(decisions: exp.Table, hash_of: exp.Expression) -> exp.Select:
                        exp.alias_(exp.Count(this=exp.Distinct(expressions=[exp.column(SEQUENCE_ID)])), "__sd_ids"),
                        exp.alias_(exp.Min(this=when(exp.column(SEQUENCE_ID))), "__sd_first"),
                        exp.alias_(exp.Max(this=when(exp.column(SEQUENCE_ID))), "__sd_last"),
-                       exp.alias_(exp.Max(this=when(exp.column(HIGHEST))), "__sd_top"),
-                       exp.alias_(exp.Sum(this=when(hash_of)), "__sd_hash"))
+                       exp.alias_(exp.Max(this=when(exp.column(HIGHEST))), "__sd_top"))
             .from_(decisions.copy()).group_by(PRODUCER))
 
 
-def repeat_counts(keys: exp.Query, producers_table: exp.Table, exceptions: exp.Table,
-                  hash_of: exp.Expression) -> exp.Select:
+def repeat_counts(keys: exp.Query, producers_table: exp.Table, exceptions: exp.Table) -> exp.Select:
     """Per producer, without ORDER BY and batch entries: every candidate id is written once, so what it writes
     follows from the candidates and the repeats (``repeats``)."""
     return _parse("""
         SELECT c.__sd_producer, COUNT(*) - COALESCE(MAX(x.extra), 0) AS __sd_written,
                COUNT(*) - COALESCE(MAX(x.extra), 0) AS __sd_ids,
                MIN(c.__sd_sequence_id) AS __sd_first, MAX(c.__sd_sequence_id) AS __sd_last,
-               MAX(c.__sd_highest) AS __sd_top, SUM(:hash) - COALESCE(MAX(x.extra_hash), 0) AS __sd_hash
+               MAX(c.__sd_highest) AS __sd_top
         FROM :candidates AS c
-        LEFT JOIN (SELECT __sd_producer, SUM(__sd_rows - 1) AS extra, SUM((__sd_rows - 1) * __sd_hash) AS extra_hash
-                   FROM :exceptions GROUP BY __sd_producer) AS x ON x.__sd_producer = c.__sd_producer
+        LEFT JOIN (SELECT __sd_producer, SUM(__sd_rows - 1) AS extra FROM :exceptions GROUP BY __sd_producer) AS x
+          ON x.__sd_producer = c.__sd_producer
         GROUP BY c.__sd_producer""", candidates=candidates(keys, producers_table).subquery(),
-                  exceptions=exceptions.copy(), hash=hash_of)
+                  exceptions=exceptions.copy())
 
 
 def outcome(producers_table: exp.Table, counts: exp.Table, base: int) -> exp.Select:
-    """The per-producer outcome (``OUTCOME``), plus the hash sum of the keys written for the check.
+    """The per-producer outcome (``OUTCOME``).
 
     Example:
         >>> [s.alias for s in outcome(exp.table_("p"), exp.table_("c"), 0).selects]
-        ['producer', 'sent', 'written', 'duplicates', 'first_position', 'last_position', 'highest', 'out_of_order', 'hash']
+        ['producer', 'sent', 'written', 'duplicates', 'first_position', 'last_position', 'highest', 'out_of_order']
     """
     return _parse("""
         SELECT p.__sd_producer AS producer, p.__sd_sent AS sent, COALESCE(c.__sd_written, 0) AS written,
@@ -498,8 +480,7 @@ def outcome(producers_table: exp.Table, counts: exp.Table, base: int) -> exp.Sel
                CASE WHEN c.__sd_written > 0 THEN :base + p.__sd_offset
                     + CASE WHEN p.__sd_sparse THEN c.__sd_written ELSE c.__sd_last - p.__sd_smallest + 1 END
                     END AS last_position,
-               c.__sd_top AS highest, COALESCE(c.__sd_ids, 0) - COALESCE(c.__sd_written, 0) AS out_of_order,
-               c.__sd_hash AS hash
+               c.__sd_top AS highest, COALESCE(c.__sd_ids, 0) - COALESCE(c.__sd_written, 0) AS out_of_order
         FROM :producers AS p LEFT JOIN :counts AS c ON c.__sd_producer = p.__sd_producer""",
                   producers=producers_table.copy(), counts=counts.copy(), base=exp.convert(base))
 
@@ -567,19 +548,7 @@ def insert_rows(topic: exp.Table, user_columns: list[str], value_columns: list[s
     return exp.insert(body, topic.copy(), columns=[exp.to_identifier(c, quoted=True) for c in user_columns + SYSTEM])
 
 
-def check_written(written: exp.Expression, outcome_table: exp.Table, hash_of: exp.Expression) -> exp.Select:
-    """How many producers' written rows differ from the decision (count, or hash sum of their keys): 0 unless
-    the source gave other rows when read again (a non-deterministic expression, a sample, a file replaced)."""
-    return _parse("""
-        SELECT COUNT(*) FROM (
-          SELECT _producer AS producer, COUNT(*) AS n, SUM(:hash) AS h FROM :written GROUP BY _producer
-        ) AS w FULL OUTER JOIN (SELECT producer, written, hash FROM :outcome WHERE written > 0) AS e
-          ON w.producer = e.producer
-        WHERE w.n IS DISTINCT FROM e.written OR w.h IS DISTINCT FROM e.hash""",
-                  written=written.copy(), outcome=outcome_table.copy(), hash=hash_of)
-
-
-def describe(statement, *, kind: str, base: int, commit: int, publish_time: exp.Expression, hash_function: str,
+def describe(statement, *, kind: str, base: int, commit: int, publish_time: exp.Expression,
              partitions: int | None, number: exp.Expression, topic: exp.Table, targets: list[str],
              values: list[str], small_base: exp.Expression | None = None,
              refuse: exp.Expression | None = None) -> dict[str, exp.Expression]:
@@ -595,9 +564,9 @@ def describe(statement, *, kind: str, base: int, commit: int, publish_time: exp.
         >>> from seqdedup.sql.rewrite import expand_is_not_dup
         >>> d = expand_is_not_dup(sqlglot.parse_one("INSERT INTO t SELECT x FROM s WHERE is_not_dup(p, q)"))
         >>> list(describe(d, kind="exceptions", base=0, commit=2, publish_time=exp.Literal.string("now"),
-        ...               hash_function="hash", partitions=None, number=exp.Window(this=exp.RowNumber()),
+        ...               partitions=None, number=exp.Window(this=exp.RowNumber()),
         ...               topic=exp.table_("t"), targets=["x"], values=["__sd_v0"]))[:3]
-        ['producers', 'exceptions, without ORDER BY or batch entries: repeated keys', 'counts from the repeats']
+        ["the statement's rows, read once", 'producers', 'exceptions, without ORDER BY or batch entries: repeated keys']
     """
     table = exp.table_
     keys, marks = statement.keys, table("__sd_marks")
@@ -620,25 +589,22 @@ def describe(statement, *, kind: str, base: int, commit: int, publish_time: exp.
                 exp.column(ACCEPTED)), publish_time, commit),
         }
     producers_, exceptions_, counts_ = table("__sd_producers"), table("__sd_exceptions"), table("__sd_counts")
-    candidates_, decisions_, outcome_ = table("__sd_candidates"), table("__sd_decisions"), table("__sd_outcome")
+    candidates_, decisions_ = table("__sd_candidates"), table("__sd_decisions")
+    once = statement.over(table("__sd_values"))
+    keys = once.keys
     return {
+        "the statement's rows, read once": statement.values,
         "producers": producers(keys, marks),
-        "exceptions, without ORDER BY or batch entries: repeated keys": repeats(keys, producers_,
-                                                                               key_hash(hash_function, "c")),
-        "counts from the repeats": repeat_counts(keys, producers_, exceptions_, key_hash(hash_function, "c")),
+        "exceptions, without ORDER BY or batch entries: repeated keys": repeats(keys, producers_),
+        "counts from the repeats": repeat_counts(keys, producers_, exceptions_),
         "candidates, with ORDER BY or batch entries": candidates(keys, producers_),
         "decisions, round 1": first_round(candidates_, statement.key_columns, statement.order, batches=True),
         "decisions, next rounds (producers with an undecided entry only)": decision_round(
             decisions_, statement.key_columns, statement.order, batches=True),
-        "exceptions from the decisions": decided_exceptions(decisions_, statement.key_columns,
-                                                            key_hash(hash_function)),
-        "counts from the decisions": decided_counts(decisions_, key_hash(hash_function)),
+        "exceptions from the decisions": decided_exceptions(decisions_, statement.key_columns),
+        "counts from the decisions": decided_counts(decisions_),
         "outcome per producer": outcome(producers_, counts_, base),
-        "write": insert_rows(topic, targets, values, write_rows(statement.values, producers_, exceptions_,
+        "write": insert_rows(topic, targets, values, write_rows(once.values, producers_, exceptions_,
                                                                 statement.key_columns, values, base=base,
                                                                 windowed=True), publish_time, commit),
-        "check of the written rows": check_written(
-            exp.select("*").from_(topic.copy()).where(exp.column("_commit").eq(exp.convert(commit))).subquery(
-                "written"), outcome_, key_hash(hash_function, None, ("_producer", "_sequence_id",
-                                                                    "_highest_sequence_id"))),
     }

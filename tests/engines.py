@@ -208,6 +208,19 @@ class Harness:
         else:
             self.session.adapter.connection.execute(sql)
 
+    def register_python_function(self, name: str, function) -> None:
+        """A Python function of one string returning a string, registered on the engine under ``name`` as one with
+        side effects (evaluated at every call: DuckDB's ``side_effects``, Spark's non-deterministic UDF)."""
+        if self.engine.family == "spark":
+            from pyspark.sql.functions import udf
+
+            self.session.adapter.spark.udf.register(name, udf(function, "string").asNondeterministic())
+            return
+        connection = self.session.adapter.connection
+        with contextlib.suppress(Exception):
+            connection.remove_function(name)
+        connection.create_function(name, function, ["VARCHAR"], "VARCHAR", side_effects=True)
+
     def unprotect(self, topic: str = "events") -> None:
         """Make the topic as seqdedup created topics before it declared their system columns NOT NULL (DuckDB;
         Spark's Parquet tables never enforce NOT NULL)."""

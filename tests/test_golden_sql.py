@@ -30,12 +30,12 @@ SPARK_NUMBER = sqlglot.parse_one(
     "+ CAST(SPARK_PARTITION_ID() AS BIGINT) + 1", read="spark")
 #: (Spark gives a small statement's window plan its base position as a DECIMAL: ``SparkAdapter.constant``)
 ENGINES = {
-    "duckdb": [dict(kind="exceptions", hash_function="hash", partitions=None,
+    "duckdb": [dict(kind="exceptions", partitions=None,
                     number=EngineAdapter().row_number())],
-    "spark": [dict(kind="window", hash_function="xxhash64", partitions=2, number=SPARK_NUMBER,
+    "spark": [dict(kind="window", partitions=2, number=SPARK_NUMBER,
                    small_base=exp.cast(exp.convert(41), exp.DataType.build("DECIMAL(20, 0)")),
                    refuse=plan.refusal("raise_error")),
-              dict(kind="exceptions", hash_function="xxhash64", partitions=2, number=SPARK_NUMBER)],
+              dict(kind="exceptions", partitions=2, number=SPARK_NUMBER)],
 }
 DIALECT = {"duckdb": "duckdb", "spark": SparkAnsi}
 

@@ -1,3 +1,14 @@
+-- exceptions plan: the statement's rows, read once
+SELECT
+  payload AS __sd_v0,
+  producer AS __sd_producer,
+  seq AS __sd_sequence_id,
+  COALESCE(highest, seq) AS __sd_highest,
+  arrival AS __sd_o0
+FROM staging
+WHERE
+  NOT payload IS NULL;
+
 -- exceptions plan: producers
 SELECT
   *,
@@ -51,13 +62,11 @@ FROM (
       ) AS __sd_invalid
     FROM (
       SELECT
-        producer AS __sd_producer,
-        seq AS __sd_sequence_id,
-        COALESCE(highest, seq) AS __sd_highest,
-        arrival AS __sd_o0
-      FROM staging
-      WHERE
-        NOT payload IS NULL
+        __sd_producer,
+        __sd_sequence_id,
+        __sd_highest,
+        __sd_o0
+      FROM __sd_values
     ) AS k
     LEFT JOIN __sd_marks AS m
       ON m.producer = k.__sd_producer
@@ -72,25 +81,18 @@ SELECT
   c.__sd_sequence_id,
   c.__sd_highest,
   COUNT(*) AS __sd_rows,
-  1 AS __sd_kept,
-  CAST(HASH(
-    CAST(c.__sd_producer AS TEXT),
-    CAST(c.__sd_sequence_id AS BIGINT),
-    CAST(c.__sd_highest AS BIGINT)
-  ) AS DECIMAL(38, 0)) AS __sd_hash
+  1 AS __sd_kept
 FROM (
   SELECT
     k.*,
     p.__sd_mark
   FROM (
     SELECT
-      producer AS __sd_producer,
-      seq AS __sd_sequence_id,
-      COALESCE(highest, seq) AS __sd_highest,
-      arrival AS __sd_o0
-    FROM staging
-    WHERE
-      NOT payload IS NULL
+      __sd_producer,
+      __sd_sequence_id,
+      __sd_highest,
+      __sd_o0
+    FROM __sd_values
   ) AS k
   JOIN __sd_producers AS p
     ON p.__sd_producer = k.__sd_producer
@@ -111,27 +113,18 @@ SELECT
   COUNT(*) - COALESCE(MAX(x.extra), 0) AS __sd_ids,
   MIN(c.__sd_sequence_id) AS __sd_first,
   MAX(c.__sd_sequence_id) AS __sd_last,
-  MAX(c.__sd_highest) AS __sd_top,
-  SUM(
-    CAST(HASH(
-      CAST(c.__sd_producer AS TEXT),
-      CAST(c.__sd_sequence_id AS BIGINT),
-      CAST(c.__sd_highest AS BIGINT)
-    ) AS DECIMAL(38, 0))
-  ) - COALESCE(MAX(x.extra_hash), 0) AS __sd_hash
+  MAX(c.__sd_highest) AS __sd_top
 FROM (
   SELECT
     k.*,
     p.__sd_mark
   FROM (
     SELECT
-      producer AS __sd_producer,
-      seq AS __sd_sequence_id,
-      COALESCE(highest, seq) AS __sd_highest,
-      arrival AS __sd_o0
-    FROM staging
-    WHERE
-      NOT payload IS NULL
+      __sd_producer,
+      __sd_sequence_id,
+      __sd_highest,
+      __sd_o0
+    FROM __sd_values
   ) AS k
   JOIN __sd_producers AS p
     ON p.__sd_producer = k.__sd_producer
@@ -141,10 +134,7 @@ FROM (
 LEFT JOIN (
   SELECT
     __sd_producer,
-    SUM(__sd_rows - 1) AS extra,
-    SUM((
-      __sd_rows - 1
-    ) * __sd_hash) AS extra_hash
+    SUM(__sd_rows - 1) AS extra
   FROM __sd_exceptions
   GROUP BY
     __sd_producer
@@ -159,13 +149,11 @@ SELECT
   p.__sd_mark
 FROM (
   SELECT
-    producer AS __sd_producer,
-    seq AS __sd_sequence_id,
-    COALESCE(highest, seq) AS __sd_highest,
-    arrival AS __sd_o0
-  FROM staging
-  WHERE
-    NOT payload IS NULL
+    __sd_producer,
+    __sd_sequence_id,
+    __sd_highest,
+    __sd_o0
+  FROM __sd_values
 ) AS k
 JOIN __sd_producers AS p
   ON p.__sd_producer = k.__sd_producer
@@ -268,12 +256,7 @@ SELECT
   __sd_highest,
   __sd_o0,
   COUNT(*) AS __sd_rows,
-  COUNT_IF(__sd_accepted) AS __sd_kept,
-  CAST(HASH(
-    CAST(__sd_producer AS TEXT),
-    CAST(__sd_sequence_id AS BIGINT),
-    CAST(__sd_highest AS BIGINT)
-  ) AS DECIMAL(38, 0)) AS __sd_hash
+  COUNT_IF(__sd_accepted) AS __sd_kept
 FROM __sd_decisions
 GROUP BY
   __sd_producer,
@@ -290,17 +273,7 @@ SELECT
   COUNT(DISTINCT __sd_sequence_id) AS __sd_ids,
   MIN(CASE WHEN __sd_accepted THEN __sd_sequence_id END) AS __sd_first,
   MAX(CASE WHEN __sd_accepted THEN __sd_sequence_id END) AS __sd_last,
-  MAX(CASE WHEN __sd_accepted THEN __sd_highest END) AS __sd_top,
-  SUM(
-    CASE
-      WHEN __sd_accepted
-      THEN CAST(HASH(
-        CAST(__sd_producer AS TEXT),
-        CAST(__sd_sequence_id AS BIGINT),
-        CAST(__sd_highest AS BIGINT)
-      ) AS DECIMAL(38, 0))
-    END
-  ) AS __sd_hash
+  MAX(CASE WHEN __sd_accepted THEN __sd_highest END) AS __sd_top
 FROM __sd_decisions
 GROUP BY
   __sd_producer;
@@ -324,8 +297,7 @@ SELECT
     END
   END AS last_position,
   c.__sd_top AS highest,
-  COALESCE(c.__sd_ids, 0) - COALESCE(c.__sd_written, 0) AS out_of_order,
-  c.__sd_hash AS hash
+  COALESCE(c.__sd_ids, 0) - COALESCE(c.__sd_written, 0) AS out_of_order
 FROM __sd_producers AS p
 LEFT JOIN __sd_counts AS c
   ON c.__sd_producer = p.__sd_producer;
@@ -361,14 +333,8 @@ FROM (
     END AS __sd_position
   FROM (
     SELECT
-      payload AS __sd_v0,
-      producer AS __sd_producer,
-      seq AS __sd_sequence_id,
-      COALESCE(highest, seq) AS __sd_highest,
-      arrival AS __sd_o0
-    FROM staging
-    WHERE
-      NOT payload IS NULL
+      *
+    FROM __sd_values
   ) AS v
   JOIN __sd_producers AS p
     ON p.__sd_producer = v.__sd_producer
@@ -412,14 +378,8 @@ FROM (
       p.__sd_offset AS __sd_offset
     FROM (
       SELECT
-        payload AS __sd_v0,
-        producer AS __sd_producer,
-        seq AS __sd_sequence_id,
-        COALESCE(highest, seq) AS __sd_highest,
-        arrival AS __sd_o0
-      FROM staging
-      WHERE
-        NOT payload IS NULL
+        *
+      FROM __sd_values
     ) AS v
     JOIN __sd_producers AS p
       ON p.__sd_producer = v.__sd_producer
@@ -461,40 +421,3 @@ FROM (
       ) = 1
   ) AS w
 ) AS w;
-
--- exceptions plan: check of the written rows
-SELECT
-  COUNT(*)
-FROM (
-  SELECT
-    _producer AS producer,
-    COUNT(*) AS n,
-    SUM(
-      CAST(HASH(
-        CAST(_producer AS TEXT),
-        CAST(_sequence_id AS BIGINT),
-        CAST(_highest_sequence_id AS BIGINT)
-      ) AS DECIMAL(38, 0))
-    ) AS h
-  FROM (
-    SELECT
-      *
-    FROM main.events
-    WHERE
-      _commit = 7
-  ) AS written
-  GROUP BY
-    _producer
-) AS w
-FULL OUTER JOIN (
-  SELECT
-    producer,
-    written,
-    hash
-  FROM __sd_outcome
-  WHERE
-    written > 0
-) AS e
-  ON w.producer = e.producer
-WHERE
-  w.n IS DISTINCT FROM e.written OR w.h IS DISTINCT FROM e.hash;

@@ -244,6 +244,17 @@ FROM (
     __sd_accepted
 ) AS w;
 
+-- exceptions plan: the statement's rows, read once
+SELECT
+  payload AS __sd_v0,
+  producer AS __sd_producer,
+  seq AS __sd_sequence_id,
+  COALESCE(highest, seq) AS __sd_highest,
+  arrival AS __sd_o0
+FROM staging
+WHERE
+  NOT payload IS NULL;
+
 -- exceptions plan: producers
 SELECT
   *,
@@ -294,13 +305,11 @@ FROM (
       ) AS __sd_invalid
     FROM (
       SELECT
-        producer AS __sd_producer,
-        seq AS __sd_sequence_id,
-        COALESCE(highest, seq) AS __sd_highest,
-        arrival AS __sd_o0
-      FROM staging
-      WHERE
-        NOT payload IS NULL
+        __sd_producer,
+        __sd_sequence_id,
+        __sd_highest,
+        __sd_o0
+      FROM __sd_values
     ) AS k
     LEFT JOIN __sd_marks AS m
       ON m.producer = k.__sd_producer
@@ -315,25 +324,18 @@ SELECT
   c.__sd_sequence_id,
   c.__sd_highest,
   COUNT(*) AS __sd_rows,
-  1 AS __sd_kept,
-  CAST(XXHASH64(
-    CAST(c.__sd_producer AS STRING),
-    CAST(c.__sd_sequence_id AS BIGINT),
-    CAST(c.__sd_highest AS BIGINT)
-  ) AS DECIMAL(38, 0)) AS __sd_hash
+  1 AS __sd_kept
 FROM (
   SELECT
     k.*,
     p.__sd_mark
   FROM (
     SELECT
-      producer AS __sd_producer,
-      seq AS __sd_sequence_id,
-      COALESCE(highest, seq) AS __sd_highest,
-      arrival AS __sd_o0
-    FROM staging
-    WHERE
-      NOT payload IS NULL
+      __sd_producer,
+      __sd_sequence_id,
+      __sd_highest,
+      __sd_o0
+    FROM __sd_values
   ) AS k
   JOIN __sd_producers AS p
     ON p.__sd_producer = k.__sd_producer
@@ -354,27 +356,18 @@ SELECT
   COUNT(*) - COALESCE(MAX(x.extra), 0) AS __sd_ids,
   MIN(c.__sd_sequence_id) AS __sd_first,
   MAX(c.__sd_sequence_id) AS __sd_last,
-  MAX(c.__sd_highest) AS __sd_top,
-  SUM(
-    CAST(XXHASH64(
-      CAST(c.__sd_producer AS STRING),
-      CAST(c.__sd_sequence_id AS BIGINT),
-      CAST(c.__sd_highest AS BIGINT)
-    ) AS DECIMAL(38, 0))
-  ) - COALESCE(MAX(x.extra_hash), 0) AS __sd_hash
+  MAX(c.__sd_highest) AS __sd_top
 FROM (
   SELECT
     k.*,
     p.__sd_mark
   FROM (
     SELECT
-      producer AS __sd_producer,
-      seq AS __sd_sequence_id,
-      COALESCE(highest, seq) AS __sd_highest,
-      arrival AS __sd_o0
-    FROM staging
-    WHERE
-      NOT payload IS NULL
+      __sd_producer,
+      __sd_sequence_id,
+      __sd_highest,
+      __sd_o0
+    FROM __sd_values
   ) AS k
   JOIN __sd_producers AS p
     ON p.__sd_producer = k.__sd_producer
@@ -384,10 +377,7 @@ FROM (
 LEFT JOIN (
   SELECT
     __sd_producer,
-    SUM(__sd_rows - 1) AS extra,
-    SUM((
-      __sd_rows - 1
-    ) * __sd_hash) AS extra_hash
+    SUM(__sd_rows - 1) AS extra
   FROM __sd_exceptions
   GROUP BY
     __sd_producer
@@ -402,13 +392,11 @@ SELECT
   p.__sd_mark
 FROM (
   SELECT
-    producer AS __sd_producer,
-    seq AS __sd_sequence_id,
-    COALESCE(highest, seq) AS __sd_highest,
-    arrival AS __sd_o0
-  FROM staging
-  WHERE
-    NOT payload IS NULL
+    __sd_producer,
+    __sd_sequence_id,
+    __sd_highest,
+    __sd_o0
+  FROM __sd_values
 ) AS k
 JOIN __sd_producers AS p
   ON p.__sd_producer = k.__sd_producer
@@ -511,12 +499,7 @@ SELECT
   __sd_highest,
   __sd_o0,
   COUNT(*) AS __sd_rows,
-  COUNT_IF(__sd_accepted) AS __sd_kept,
-  CAST(XXHASH64(
-    CAST(__sd_producer AS STRING),
-    CAST(__sd_sequence_id AS BIGINT),
-    CAST(__sd_highest AS BIGINT)
-  ) AS DECIMAL(38, 0)) AS __sd_hash
+  COUNT_IF(__sd_accepted) AS __sd_kept
 FROM __sd_decisions
 GROUP BY
   __sd_producer,
@@ -533,17 +516,7 @@ SELECT
   COUNT(DISTINCT __sd_sequence_id) AS __sd_ids,
   MIN(CASE WHEN __sd_accepted THEN __sd_sequence_id END) AS __sd_first,
   MAX(CASE WHEN __sd_accepted THEN __sd_sequence_id END) AS __sd_last,
-  MAX(CASE WHEN __sd_accepted THEN __sd_highest END) AS __sd_top,
-  SUM(
-    CASE
-      WHEN __sd_accepted
-      THEN CAST(XXHASH64(
-        CAST(__sd_producer AS STRING),
-        CAST(__sd_sequence_id AS BIGINT),
-        CAST(__sd_highest AS BIGINT)
-      ) AS DECIMAL(38, 0))
-    END
-  ) AS __sd_hash
+  MAX(CASE WHEN __sd_accepted THEN __sd_highest END) AS __sd_top
 FROM __sd_decisions
 GROUP BY
   __sd_producer;
@@ -567,8 +540,7 @@ SELECT
     END
   END AS last_position,
   c.__sd_top AS highest,
-  COALESCE(c.__sd_ids, 0) - COALESCE(c.__sd_written, 0) AS out_of_order,
-  c.__sd_hash AS hash
+  COALESCE(c.__sd_ids, 0) - COALESCE(c.__sd_written, 0) AS out_of_order
 FROM __sd_producers AS p
 LEFT JOIN __sd_counts AS c
   ON c.__sd_producer = p.__sd_producer;
@@ -604,14 +576,8 @@ FROM (
     END AS __sd_position
   FROM (
     SELECT
-      payload AS __sd_v0,
-      producer AS __sd_producer,
-      seq AS __sd_sequence_id,
-      COALESCE(highest, seq) AS __sd_highest,
-      arrival AS __sd_o0
-    FROM staging
-    WHERE
-      NOT payload IS NULL
+      *
+    FROM __sd_values
   ) AS v
   JOIN __sd_producers AS p
     ON p.__sd_producer = v.__sd_producer
@@ -669,14 +635,8 @@ FROM (
         ) AS _w
       FROM (
         SELECT
-          payload AS __sd_v0,
-          producer AS __sd_producer,
-          seq AS __sd_sequence_id,
-          COALESCE(highest, seq) AS __sd_highest,
-          arrival AS __sd_o0
-        FROM staging
-        WHERE
-          NOT payload IS NULL
+          *
+        FROM __sd_values
       ) AS v
       JOIN __sd_producers AS p
         ON p.__sd_producer = v.__sd_producer
@@ -716,40 +676,3 @@ FROM (
       _w = 1
   ) AS w
 ) AS w;
-
--- exceptions plan: check of the written rows
-SELECT
-  COUNT(*)
-FROM (
-  SELECT
-    _producer AS producer,
-    COUNT(*) AS n,
-    SUM(
-      CAST(XXHASH64(
-        CAST(_producer AS STRING),
-        CAST(_sequence_id AS BIGINT),
-        CAST(_highest_sequence_id AS BIGINT)
-      ) AS DECIMAL(38, 0))
-    ) AS h
-  FROM (
-    SELECT
-      *
-    FROM main.events
-    WHERE
-      _commit = 7
-  ) AS written
-  GROUP BY
-    _producer
-) AS w
-FULL OUTER JOIN (
-  SELECT
-    producer,
-    written,
-    hash
-  FROM __sd_outcome
-  WHERE
-    written > 0
-) AS e
-  ON w.producer = e.producer
-WHERE
-  w.n IS DISTINCT FROM e.written OR w.h IS DISTINCT FROM e.hash;
