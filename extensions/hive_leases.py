@@ -13,7 +13,9 @@ holds no row. Everything is SQL, so a Spark Connect client (no JVM) does it as a
   partition's metadata in place), read back with ``DESCRIBE TABLE EXTENDED ... PARTITION (...)``.
 
 Calls to the metastore: a claim 4 (list, read the latest, register, write), a renewal 2 (write, list), a release 1;
-the first claim of a process 2 more (the table made if missing, its directory read).
+the first claim of a process 2 more (the table made if missing, its directory read). A statement's check of the
+names it writes (``seqdedup.leases.refuse_held_names``) 1 (every partition listed: the table is not made for it),
+and 1 more per name with a live-looking lease.
 """
 from __future__ import annotations
 
@@ -62,6 +64,7 @@ class HiveLeases:
     def __init__(self, adapter):
         self.adapter = adapter
         self.table = in_catalog(exp.table_(LEASES_TABLE))
+        self._seen = False          # the table was seen to exist (``latest``)
 
     @functools.cached_property
     def application(self) -> str:
@@ -73,6 +76,31 @@ class HiveLeases:
         spec = f"PARTITIONS {self.adapter.sql(self.table)} {self.adapter.sql(self._partition(key))}"
         rows = self.adapter.fetchall(exp.Command(this="SHOW", expression=exp.Literal.string(spec)))
         return [int(row[0].rpartition("epoch=")[2]) for row in rows]
+
+    def latest(self, keys) -> dict[str, int]:
+        """The latest epoch of each of ``keys`` that has one: the table's partitions, listed in one call (none
+        before the table exists; it is not made for a look-up)."""
+        if not self._seen:
+            if not self.adapter.columns(self.table):
+                return {}
+            self._seen = True
+        spec = f"PARTITIONS {self.adapter.sql(self.table)}"
+        found: dict[str, int] = {}
+        for (partition,) in self.adapter.fetchall(exp.Command(this="SHOW", expression=exp.Literal.string(spec))):
+            values = dict(part.partition("=")[::2] for part in partition.split("/"))
+            key = values.get("lease")
+            if key in keys:
+                found[key] = max(found.get(key, 0), int(values["epoch"]))
+        return found
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the SparkSession was stopped: a Spark Connect client's ``is_stopped``; a classic session's
+        context has no JVM counterpart any more."""
+        spark = self.adapter.spark
+        if hasattr(type(spark), "is_stopped"):
+            return spark.is_stopped
+        return getattr(getattr(spark, "_sc", None), "_jsc", None) is None
 
     def read(self, key: str, epoch: int) -> tuple[dict[str, str], float]:
         rows = self.adapter.fetchall(exp.Describe(this=self.table.copy(), style="EXTENDED", kind="TABLE",

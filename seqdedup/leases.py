@@ -1,9 +1,14 @@
-"""R14 across processes: one live writer per producer name on a topic, through a lease the metastore arbitrates.
+"""R14: one live writer per producer name on a topic, in this process and, through a lease the metastore
+arbitrates, across processes.
 
-Inside a process ``seqdedup.producer`` refuses a second live producer of a name. That is the whole of R14 where no
-other process can write the database while it is open (DuckDB locks its file, a local Spark home is locked by its
-process). Where several Spark drivers share a Hive metastore, a producer with a name of the user's holds a *lease*
-on (topic, name) in the adapter's ``lease_store`` (extensions/hive_leases.py):
+Inside a process, the producers connected are registered by (database, topic, name) (``connect``): a second live
+producer of a name is refused, and so is a statement that writes under a name a live producer holds
+(``refuse_held_names``, which the statement path runs before it publishes): the producer's next automatic ids would
+fall on that statement's entries and be dropped as duplicates, with receipts that point at entries it never sent.
+That is the whole of R14 where no other process can write the database while it is open (DuckDB locks its file, a
+local Spark home is locked by its process). Where several Spark drivers share a Hive metastore, a producer with a
+name of the user's also holds a *lease* on (topic, name) in the adapter's ``lease_store``
+(extensions/hive_leases.py), which a statement of another driver reads too:
 
 - **claim** (``Lease.acquire``): the lease's epochs are listed and the latest one read. If its holder renewed it
   within its lease time and has not released it, the claim is refused with a ProducerError naming that holder and
@@ -24,9 +29,17 @@ renewals keep up. Another driver judges the lease by the renewal time its holder
 renewal's start, so the holder's own deadline never outlives what others read): drivers' clocks must agree to well
 within the lease time. A send already running when the lease lapses still ends; its entries, as every entry, are
 deduplicated by the topic, so two drivers under one name never write a duplicate, only R14's refusal can come late.
+So can a statement's, across drivers: one that read the leases in the instant before another driver's producer claimed
+the name, and publishes after that producer read its mark (inside a process the producer reads its mark under the
+writer lock, after the statement has published).
+
+A renewal that finds the engine's session stopped (``Store.stopped``: ``spark.stop()`` with the producer open) ends
+the renewals: the lease expires by itself.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime as dt
 import hashlib
 import json
@@ -35,8 +48,9 @@ import os
 import socket
 import threading
 import time
+import weakref
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Collection, Iterable, Protocol
 
 from seqdedup.errors import ProducerError
 
@@ -72,6 +86,13 @@ class Store(Protocol):
 
     def write(self, key: str, epoch: int, properties: dict[str, str]) -> None:
         """Set properties of a registered epoch (the others stay)."""
+
+    def latest(self, keys: Collection[str]) -> dict[str, int]:
+        """The latest epoch of each of ``keys`` that has one, in one call (a statement's check)."""
+
+    @property
+    def stopped(self) -> bool:
+        """Whether the engine's session this store calls through was stopped (no call can succeed any more)."""
 
 
 @dataclass(frozen=True)
@@ -139,6 +160,105 @@ def _when(seconds: float) -> str:
         '2026-11-26 13:33:20.250 UTC'
     """
     return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
+# --- R14 in this process, and the statements' check -----------------------------------------------------------
+
+#: The producers connected in this process, by (database identity, topic key, name); dropped with the producer.
+_connected: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_connected_lock = threading.Lock()
+#: The producer whose send runs in this thread: its statement writes under its own name (``sending``).
+_sending: contextvars.ContextVar = contextvars.ContextVar("seqdedup_sending", default=None)
+
+
+def connect(key: tuple[str, str, str], producer) -> None:
+    """Register ``producer`` under ``key`` (database, topic, name), or raise a ProducerError when a live producer is
+    connected there."""
+    with _connected_lock:
+        if key in _connected:
+            raise ProducerError(f"producer {key[2]!r} is already connected to topic {key[1]}; close it first "
+                                "(producer.close()), or give this one another name")
+        _connected[key] = producer
+
+
+def disconnect(key: tuple[str, str, str], producer) -> None:
+    """The name is free again (when ``producer`` is the one registered under ``key``)."""
+    with _connected_lock:
+        if _connected.get(key) is producer:
+            del _connected[key]
+
+
+def connected(which: Callable[[object], bool]) -> list:
+    """The live producers of this process for which ``which`` is true."""
+    with _connected_lock:
+        return [producer for producer in _connected.values() if which(producer)]
+
+
+@contextlib.contextmanager
+def sending(producer):
+    """While the block runs, this thread's statements are ``producer``'s sends: its own name is not refused."""
+    token = _sending.set(producer)
+    try:
+        yield
+    finally:
+        _sending.reset(token)
+
+
+def refuse_held_names(session, topic, producers: Iterable[str]) -> None:
+    """R14 for statements: a ProducerError when a live producer, other than the one whose send this is, holds one of
+    the names ``producers`` (the names a statement writes under) on ``topic`` (a ``Topic``): in this process, or
+    where the database has leases (``EngineAdapter.lease_store``), in another driver. Run before the statement
+    publishes: nothing is written. Costs nothing where no producer is connected here and there are no leases; where
+    there are, one call to the store for the names not connected here (none for a producer's own send), and one
+    read per such name that has a lease.
+
+    Example:
+        >>> import seqdedup
+        >>> session = seqdedup.connect(":memory:")
+        >>> topic = session.create_topic("events", {"payload": "STRING"})
+        >>> refuse_held_names(session, topic, ["x"])
+        >>> producer = session.producer("events", name="x")
+        >>> refuse_held_names(session, topic, ["y", "x"])
+        Traceback (most recent call last):
+        ...
+        seqdedup.errors.ProducerError: producer 'x' is connected to topic main.events (a live Producer in this ...
+        >>> with sending(producer):
+        ...     refuse_held_names(session, topic, ["x"])
+        >>> producer.close()
+        >>> refuse_held_names(session, topic, ["x"])
+    """
+    ref, identity, store = topic.ref, session.adapter.identity, session.adapter.lease_store
+    with _connected_lock:
+        here = {key[2]: producer for key, producer in _connected.items() if key[:2] == (identity, ref.key)}
+    if not here and store is None:
+        return
+    names, sender = set(producers), _sending.get()
+    named = sorted(name for name, producer in here.items() if producer is not sender and name in names)
+    if named:
+        raise ProducerError(_statement_refused(named[0], ref.key, "a live Producer in this process"))
+    if store is None:
+        return
+    # the names connected here are judged above (their leases are this process's): the others in the store
+    keys = {lease_key(ref.key, name): name for name in sorted(names - here.keys())}
+    if not keys:
+        return
+    own, now = Holder(socket.gethostname(), os.getpid(), store.application), time.time()
+    for key, epoch in sorted(store.latest(keys).items(), key=lambda item: keys[item[0]]):
+        properties, claimed_at = store.read(key, epoch)
+        record = Record.of(epoch, properties, claimed_at=claimed_at, seconds=topic.applied.producer_lease_seconds)
+        if record.live(now) and record.holder != own:     # (one of this process's own is closing)
+            holder = record.holder or "a driver that is claiming it now"
+            raise ProducerError(_statement_refused(
+                keys[key], ref.key, f"a live Producer of another driver: {holder}; its lease expires at "
+                f"{_when(record.expires_at)} unless renewed"))
+
+
+def _statement_refused(name: str, topic: str, holder: str) -> str:
+    return (f"producer {name!r} is connected to topic {topic} ({holder}): a statement may not write entries under a "
+            "name a live producer holds (R14; Pulsar: 'Producer with name ... is already connected'), since that "
+            "producer's next ids would fall on these entries and be dropped as duplicates. Send these entries through "
+            "that producer, close it first (producer.close()), or write them under another producer name. Nothing "
+            "was written")
 
 
 class Lease:
@@ -285,9 +405,20 @@ class Lease:
                 self.renew()
                 pause = self._next_renewal()
             except Exception as error:    # the next renewal tries again; a send after the deadline renews first
+                if self._store_stopped():
+                    log.warning("producer %r stops renewing its lease on topic %s: the engine's session it was "
+                                "opened on is stopped (close producers before stopping it); the name is free when "
+                                "the lease expires, at most %g s from now", self.producer, self.topic, self.seconds)
+                    return
                 pause = self.seconds / 3
                 log.warning("producer %r could not renew its lease on topic %s (%s); retrying in %g s",
                             self.producer, self.topic, error, pause)
+
+    def _store_stopped(self) -> bool:
+        try:
+            return bool(self.store.stopped)
+        except Exception:        # (a store that cannot say is not known stopped)
+            return False
 
     def _next_renewal(self) -> float:
         """Seconds until a third of the lease time has passed since the last renewal began (not since it ended: a

@@ -6,11 +6,16 @@ producer's mark, or after ``initial_sequence_id``) or explicit (a column of the 
 as a duplicate. When a send fails in a way that leaves its outcome unknown (the engine failed mid-commit, the
 connection dropped), the same entries are sent again with the same ids until they are settled: a retry never gets
 new ids, which is how Pulsar clients with a send timeout end up writing twice.
+
+A producer may be shared by threads, as Pulsar's is: its sends run one at a time, in the order they take its lock,
+each with its own receipts. Its name is its own on the topic (R14, seqdedup/leases.py): a second producer of the
+name is refused, and so is a statement that writes under it; closing the session closes its producers.
 """
 from __future__ import annotations
 
 import itertools
 import logging
+import numbers
 import os
 import socket
 import threading
@@ -28,6 +33,7 @@ from seqdedup.errors import (CatalogError, InvalidEntryError, NotRewrittenError,
                              ProducerError, RewriteError, SeqdedupWarning, TopicError)
 from seqdedup.extensions.base import ARRIVAL
 
+from . import leases
 from .frames import load
 from .leases import Lease
 from .receipts import HIGHEST, PRODUCER, SEQUENCE_ID, Receipts, receipts as read_receipts
@@ -43,10 +49,6 @@ FIRST_ID = exp.Placeholder(this="__sd_first_id")
 DEFINITE = (InvalidEntryError, TopicError, RewriteError, PolicyError, CatalogError, NotRewrittenError, ProducerError)
 
 
-# R14: the producers connected in this process, by (database, topic, name). Where other processes may write the
-# database too (Spark drivers on a shared metastore), a named producer also holds a lease (seqdedup/leases.py).
-_live: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-_live_lock = threading.Lock()
 _counter = itertools.count()
 
 
@@ -67,6 +69,40 @@ class _Send:
     own_commits: set[int]
 
 
+def close_producers(session) -> None:
+    """Close the producers of ``session`` (``Session.close``, before its engine connection goes): their names free,
+    their leases released and the threads that renew them stopped. One that cannot close cleanly is logged."""
+    for producer in leases.connected(lambda producer: producer.session is session):
+        try:
+            producer.close()
+        except Exception as error:      # (the others are closed all the same)
+            log.warning("could not close producer %r of topic %s with its session: %s", producer.name,
+                        producer.topic.ref.key, error)
+
+
+def _beyond_64_bits(data, columns: list[str]) -> tuple[int, str, int] | None:
+    """The first integer of ``data`` outside signed 64-bit, as (entry, column, value); None if there is none. Read
+    only once the data failed to load: rows (dicts, or tuples in ``columns`` order), or a pandas frame's values.
+
+    Example:
+        >>> _beyond_64_bits([("a", 1), ("b", 2**64)], ["payload", "id"])
+        (1, 'id', 18446744073709551616)
+        >>> _beyond_64_bits([{"id": -2**63}], [])
+    """
+    if hasattr(data, "to_dict") and hasattr(data, "columns"):      # pandas
+        rows = data.to_dict("records")
+    elif isinstance(data, list):
+        rows = [row if isinstance(row, dict) else dict(zip(columns, row)) for row in data]
+    else:
+        return None
+    for index, row in enumerate(rows):
+        for name, value in row.items():
+            if isinstance(value, numbers.Integral) and not isinstance(value, bool) and \
+                    not -MAX_ID - 1 <= value <= MAX_ID:
+                return index, name, int(value)
+    return None
+
+
 class Producer:
     """Writes entries to one topic under one name; create it with ``session.producer(topic, ...)``."""
 
@@ -85,20 +121,22 @@ class Producer:
         self.name = name or generated_name()
         self.send_timeout = send_timeout
         self._key = (session.adapter.identity, self.topic.ref.key, self.name)
-        with _live_lock:
-            if self._key in _live:
-                raise ProducerError(f"producer {self.name!r} is already connected to topic {self.topic.ref.key}; "
-                                    "close it first (producer.close()), or give this one another name")
-            _live[self._key] = self
         self._closed = False
+        self._lock = threading.RLock()        # one send, flush or close at a time: threads may share a producer
         self._tag = f"{session.writer.tag}_{next(_counter)}"
         self._pending: list[_Send] = []
         self._explicit: bool | None = None    # decided by the first send: explicit ids or automatic ones
         self._lease: Lease | None = None      # held where other processes may write the database (R14)
+        # R14 in this process (seqdedup/leases.py); where other processes may write the database too (Spark drivers
+        # on a shared metastore), a named producer also holds a lease
+        leases.connect(self._key, self)
         try:
             if name is not None:              # (a generated name is this producer's alone)
                 self._lease = self._take_lease()
-            mark = session.last_sequence_id(topic, self.name)
+            # under the writer lock: a statement in flight under this name, which checked the name before this
+            # producer connected, has published (or failed) by then, and the mark counts its entries
+            with session.writer:
+                mark = session.last_sequence_id(topic, self.name)
         except BaseException:
             self.close()
             raise
@@ -126,35 +164,42 @@ class Producer:
 
         ``data``: rows (dicts, or tuples in the topic's column order), a pandas DataFrame, a pyarrow Table, or a
         Spark DataFrame. ``sequence_id`` names the column that holds explicit ids; without it the producer numbers
-        the entries itself, after its last id. Entries still pending from a failed send go first.
+        the entries itself, after its last id. Entries still pending from a failed send go first. Threads may send
+        through one producer: a send waits for the one in flight.
         """
-        self._check_open()
-        self.flush()
-        with self.session.writer:      # staging runs on the writer's connection
-            send = self._stage(data, sequence_id)
-        if send is None:
-            return Receipts([])
-        self._pending.append(send)
-        return self._settle(send)
+        with self._lock:
+            self._check_open()
+            self.flush()
+            with self.session.writer:      # staging runs on the writer's connection
+                send = self._stage(data, sequence_id)
+            if send is None:
+                return Receipts([])
+            self._pending.append(send)
+            return self._settle(send)
 
     def flush(self) -> list[Receipts]:
         """Settle the pending entries of earlier sends, in order; their outcomes."""
-        return [self._settle(send) for send in list(self._pending)]
+        with self._lock:
+            return [self._settle(send) for send in list(self._pending)]
 
     def close(self) -> None:
         """Disconnect: the name can be used again, in any driver. Pending entries are dropped (their ids stay
-        theirs)."""
-        with self.session.writer:
-            for send in self._pending:
-                self.session.adapter.drop_temp_table(send.name)
-        self._pending.clear()
-        self._closed = True
-        with _live_lock:
-            if _live.get(self._key) is self:
-                del _live[self._key]
-        if self._lease is not None:
-            self._abandoned.detach()
-            self._lease.close()
+        theirs). A send in flight in another thread ends first. Closing again does nothing."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                if self._pending:
+                    with self.session.writer:
+                        for send in self._pending:
+                            self.session.adapter.drop_temp_table(send.name)
+            finally:
+                self._pending.clear()
+                leases.disconnect(self._key, self)
+                if self._lease is not None:
+                    self._abandoned.detach()
+                    self._lease.close()
 
     def __enter__(self) -> "Producer":
         return self
@@ -195,7 +240,7 @@ class Producer:
         adapter = self.session.adapter
         taken = {send.name for send in self._pending}        # the first free slot: one name, send after send
         name = next(n for n in (f"__sd_send_{self._tag}_{i}" for i in range(len(taken) + 1)) if n not in taken)
-        stage = load(adapter, name, data, [c for c, _ in self.topic.user_columns])
+        stage = self._load(name, data, column)
         try:
             types = {c: kind for c, kind in adapter.columns(stage) if c != ARRIVAL}
             self._check_columns(list(types), column)
@@ -222,6 +267,28 @@ class Producer:
             self._next += count
         return _Send(stage, name, ids, count, first, set())
 
+    def _load(self, name: str, data, column: str | None) -> exp.Table:
+        """The data as the send's staged table. A Python integer outside signed 64-bit (rows, or a pandas column of
+        objects) cannot be loaded: an InvalidEntryError naming it (the sequence id column) or a TopicError."""
+        columns = [c for c, _ in self.topic.user_columns]
+        if not hasattr(data, "sparkSession") and not hasattr(data, "schema") and not hasattr(data, "columns"):
+            data = list(data)          # (rows: read once, and again to name a value that does not fit)
+        try:
+            return load(self.session.adapter, name, data, columns)
+        except OverflowError:
+            found = _beyond_64_bits(data, columns)
+            if found is None:
+                raise
+        index, where, value = found
+        if column is not None and where.lower() == column.lower():
+            raise InvalidEntryError(
+                f"entry {index} has sequence id {value} in column {where!r}, which is "
+                f"{'below 0' if value < 0 else f'above {MAX_ID}'}: sequence ids are signed 64-bit, 0 to {MAX_ID}. "
+                "Give every entry an id in that range. Nothing was sent") from None
+        raise TopicError(f"entry {index} has the value {value} in column {where!r}, which does not fit a signed "
+                         f"64-bit integer (-{MAX_ID + 1} to {MAX_ID}); give values in that range, or send the column "
+                         "as a string or a decimal. Nothing was sent") from None
+
     def _check_columns(self, present: list[str], column: str | None) -> None:
         wanted = {c.lower() for c, _ in self.topic.user_columns}
         have = {c.lower() for c in present}
@@ -237,10 +304,11 @@ class Producer:
 
     def _check_id_type(self, column: str, types: dict[str, str]) -> None:
         """Explicit ids are integers; the error names the column (the statement's would name is_not_dup's argument)."""
-        kind = next(k for c, k in types.items() if c.lower() == column.lower()).split("(")[0].upper()
+        kind = next(k for c, k in types.items() if c.lower() == column.lower()).split("(")[0].strip('"').upper()
         if kind not in self.session.adapter.INTEGER_TYPES | self.session.adapter.NULL_TYPES:
             raise InvalidEntryError(f"the sequence id column {column!r} has type {kind}; sequence ids are integers "
-                                    "(64-bit signed, 0 or more)")
+                                    f"(64-bit signed, 0 to {MAX_ID}): give the column integer values. Nothing was "
+                                    "sent")
 
     def _count_fitting(self, stage: exp.Table, types: dict[str, str]) -> int:
         """The staged rows, once every value is known to cast to its topic column's type: a value that does not
@@ -273,8 +341,15 @@ class Producer:
         while True:
             self._check_open()      # a retry may come long after the send began
             try:
-                with session.adapter.parameters(self._parameters(send)):
-                    result = session.run(self._statement(send))
+                # (under the writer lock: the commit it attempted is known before another thread's statement begins)
+                with session.writer, leases.sending(self), session.adapter.parameters(self._parameters(send)):
+                    try:
+                        result = session.run(self._statement(send))
+                    except Exception:
+                        # The statement may have committed before failing: its commit is among those to look in.
+                        if ref.key in session.writer.attempted:
+                            send.own_commits.add(session.writer.attempted[ref.key])
+                        raise
                 break
             except DEFINITE:
                 self._pending.remove(send)
@@ -284,9 +359,6 @@ class Producer:
                     self._next = send.first_automatic      # nothing was written: the ids are free again
                 raise
             except Exception as error:
-                # The statement may have committed before failing: its commit is among those to look in.
-                if ref.key in session.writer.attempted:
-                    send.own_commits.add(session.writer.attempted[ref.key])
                 if deadline is not None and time.monotonic() >= deadline:
                     raise OutcomeUnknownError(
                         f"{send.count} entries of producer {self.name!r} are not settled after {self.send_timeout} s "

@@ -1,16 +1,18 @@
 """The lease protocol of R14 across drivers (seqdedup/leases.py) on a store in memory, with leases of a fraction of
 a second: its paths in time that the drivers' test (tests/concurrency/test_drivers.py, real processes on a real
-metastore) cannot reach in a few seconds: renewals that fail, a lapse nobody used, a release read at once.
+metastore) cannot reach in a few seconds: renewals that fail, a lapse nobody used, a release read at once, an engine
+session stopped under an open producer; and a statement's check of the names it writes against other drivers' leases.
 """
 from __future__ import annotations
 
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from seqdedup.errors import ProducerError
-from seqdedup.leases import Lease
+from seqdedup.leases import Lease, lease_key, refuse_held_names
 
 SECONDS = 0.3        # renewed every 0.1 s
 
@@ -24,6 +26,7 @@ class Store:
         self.epochs_of: dict[tuple[str, int], tuple[dict, float]] = {}
         self.calls = 0
         self.down = False
+        self.stopped = False        # the engine's session was stopped
 
     def _call(self) -> None:
         self.calls += 1
@@ -46,6 +49,14 @@ class Store:
     def write(self, key, epoch, properties):
         self._call()
         self.epochs_of[key, epoch][0].update(properties)
+
+    def latest(self, keys):
+        self._call()
+        found = {}
+        for key, epoch in self.epochs_of:
+            if key in keys:
+                found[key] = max(found.get(key, 0), epoch)
+        return found
 
 
 def lease(store: Store) -> Lease:
@@ -95,3 +106,39 @@ def test_a_holder_whose_name_was_taken_is_fenced_for_good():
     with pytest.raises(ProducerError, match="lost its name"):      # the name free again changes nothing
         paused.check()
     paused.close()
+
+
+def test_renewals_end_when_the_engine_session_is_stopped_under_an_open_lease():
+    store = Store()
+    held = lease(store)
+    store.down = store.stopped = True        # spark.stop() with the producer open
+    held._thread.join(SECONDS * 3)
+    assert not held._thread.is_alive()       # no retry every third of the lease time for the life of the process
+    held.close()
+
+
+def test_a_statement_is_refused_a_name_a_live_lease_of_another_driver_holds():
+    store = Store()
+    store.application = "app-2"              # the other driver's
+    other = lease(store)
+    store.application = "app-1"              # this one's
+    session = SimpleNamespace(adapter=SimpleNamespace(identity="db", lease_store=store))
+    topic = SimpleNamespace(ref=SimpleNamespace(key="main.events"),
+                            applied=SimpleNamespace(producer_lease_seconds=SECONDS))
+    refuse_held_names(session, topic, ["m", "o"])          # names nobody holds
+    calls = store.calls
+    with pytest.raises(ProducerError, match=r"producer 'n' is connected to topic main.events \(a live Producer of "
+                                            r"another driver: host .*, Spark application app-2; its lease expires at "
+                                            r".*\): a statement may not write entries under a name a live producer "
+                                            r"holds.*Nothing was written"):
+        refuse_held_names(session, topic, ["m", "n"])
+    assert store.calls - calls == 2                        # the latest epochs of every name at once, one read
+    # another topic's name; then a released lease, and a live one of this driver's own (its producer is connected
+    # in this process, and judged there)
+    refuse_held_names(session, SimpleNamespace(ref=SimpleNamespace(key="main.other"), applied=topic.applied), ["n"])
+    other.close()
+    refuse_held_names(session, topic, ["n"])
+    own = lease(store)
+    assert store.latest({lease_key("main.events", "n")}) == {lease_key("main.events", "n"): own.epoch}
+    refuse_held_names(session, topic, ["n"])
+    own.close()

@@ -1,12 +1,14 @@
-"""The Producer, the client side of PIP 6, on every engine: names (R14), resuming after the mark (R13, C06, C07,
-C16), explicit ids with holes and disorder (R1, R3), refused sends (R4), per-entry receipts (R5), and sends whose
-outcome is unknown, retried under the same ids (R6).
+"""The Producer, the client side of PIP 6, on every engine: names (R14, for producers and statements alike), resuming
+after the mark (R13, C06, C07, C16), explicit ids with holes and disorder (R1, R3), refused sends (R4), per-entry
+receipts (R5), sends whose outcome is unknown, retried under the same ids (R6), and producers closed with their
+session.
 
 A send costs a few statements, and a statement costs seconds on Spark: each test makes few sends and checks much.
 """
 from __future__ import annotations
 
 import os
+import threading
 
 import pandas as pd
 import pyarrow as pa
@@ -14,7 +16,7 @@ import pytest
 
 from seqdedup import InvalidEntryError, TopicError, failpoints
 from seqdedup.errors import OutcomeUnknownError, ProducerError
-from seqdedup.producer import SeqdedupWarning
+from seqdedup.producer import MAX_ID, SeqdedupWarning
 
 
 @pytest.fixture(autouse=True)
@@ -209,3 +211,81 @@ def test_a_send_timeout_leaves_entries_pending_under_their_ids_and_flush_settles
     assert settled.positions == [positions[("p", 1)], positions[("p", 2)]]
     assert dedup.session.sql("SELECT payload FROM events ORDER BY _sequence_id").rows == [
         ("a",), ("b",), ("c",), ("d",)]
+
+
+@pytest.mark.notyet(["duckdb", "spark"], reason="the statement path does not call seqdedup.leases.refuse_held_names "
+                                                "before it publishes yet (seqdedup/statement.py)")
+def test_a_statement_may_not_write_under_a_name_a_live_producer_holds(dedup):
+    """R14 covers statements: one under a producer's name would take the ids the producer sends next, which would
+    then come back as duplicates of entries it never sent, pointing at the statement's rows."""
+    dedup.topic()
+    other = dedup.connect()          # another session of the process: the name is held there too
+    statement = ("INSERT INTO events SELECT payload FROM (VALUES ('s2', 'x', 2), ('s0', 'y', 0)) AS t(payload, p, s) "
+                 "WHERE is_not_dup(p, s)")
+    refused = (r"producer 'x' is connected to topic \S*events \(a live Producer in this process\): a statement may not "
+               r"write entries under a name a live producer holds .* close it first .*Nothing was written")
+    try:
+        with dedup.session.producer("events", name="x") as producer:
+            assert outcomes(producer.send([("m0",), ("m1",)])) == [(0, False), (1, False)]
+            for session in (dedup.session, other):
+                with pytest.raises(ProducerError, match=refused):
+                    session.sql(statement)
+            sent = producer.send([("m2",), ("m3",)])
+        assert outcomes(sent) == [(2, False), (3, False)]
+        assert other.sql(statement).written == 1            # closed: the name is free (x 2 is a duplicate now)
+    finally:
+        other.close()
+    positions = topic_rows(dedup)
+    assert sent.positions == [positions["x", 2], positions["x", 3]]
+    assert sorted(dedup.session.sql("SELECT _producer, _sequence_id, payload FROM events").rows) == [
+        ("x", 0, "m0"), ("x", 1, "m1"), ("x", 2, "m2"), ("x", 3, "m3"), ("y", 0, "s0")]
+
+
+@pytest.mark.connect_ci             # (where a named producer holds a lease, renewed by a thread of its own)
+@pytest.mark.notyet(["duckdb", "spark"], reason="Session.close does not call seqdedup.producer.close_producers yet "
+                                                "(seqdedup/session.py)")
+def test_closing_a_session_closes_its_producers_and_frees_their_names(dedup):
+    dedup.topic()
+    session = dedup.connect()
+    producer = session.producer("events", name="closed-with-its-session")
+    assert outcomes(producer.send([("a",)])) == [(0, False)]
+    session.close()
+    # its lease released and its renewals stopped, where it held one (drivers sharing a metastore, Spark Connect)
+    assert not [t for t in threading.enumerate() if t.name == "seqdedup-lease-closed-with-its-session"]
+    with pytest.raises(ProducerError, match="'closed-with-its-session' is closed; create a new one"):
+        producer.send([("b",)])
+    producer.close()                 # closing it again changes nothing
+    with dedup.session.producer("events", name="closed-with-its-session") as again:     # the name is free
+        assert again.last_sequence_id == 0
+    assert dedup.ids("closed-with-its-session") == [0]
+
+
+def test_explicit_ids_beyond_signed_64_bit_are_refused_naming_the_id_and_nothing_is_sent(dedup):
+    dedup.topic()
+    fix = r"sequence ids are signed 64-bit, 0 to 9223372036854775807\. Give every entry an id in that range\. Nothing"
+    with dedup.session.producer("events", name="p") as producer:
+        for data, said in [
+            ([{"payload": "a", "id": 1}, {"payload": "b", "id": 2**64}],
+             r"entry 1 has sequence id 18446744073709551616 in column 'id', which is above 9223372036854775807"),
+            ([{"payload": "a", "id": 2**63}], r"entry 0 has sequence id 9223372036854775808 .* above 9223372036854775807"),
+            ([{"payload": "a", "id": -2**64}], r"entry 0 has sequence id -18446744073709551616 .* below 0"),
+            (pd.DataFrame({"payload": ["a"], "id": pd.Series([2**64], dtype=object)}),
+             r"entry 0 has sequence id 18446744073709551616 in column 'id', which is above 9223372036854775807"),
+        ]:
+            with pytest.raises(InvalidEntryError, match=f"{said}: {fix}"):
+                producer.send(data, sequence_id="id")
+        # not an integer, or NULL: said as clearly (NULL by the statement, which writes nothing)
+        with pytest.raises(InvalidEntryError, match=r"'id' has type DOUBLE; sequence ids are integers \(64-bit signed, "
+                                                    r"0 to 9223372036854775807\): give the column integer values"):
+            producer.send([{"payload": "a", "id": 1.5}], sequence_id="id")
+        with pytest.raises(InvalidEntryError, match="1 entry has a NULL sequence_id"):
+            producer.send([{"payload": "a", "id": None}], sequence_id="id")
+        # a value of another column beyond 64 bits is the data's problem, named too
+        with pytest.raises(TopicError, match=r"entry 0 has the value 18446744073709551616 in column 'payload', which "
+                                             r"does not fit a signed 64-bit integer"):
+            producer.send([{"payload": 2**64, "id": 1}], sequence_id="id")
+        assert producer.pending == 0
+        # the edges themselves are ids
+        assert outcomes(producer.send([{"payload": "a", "id": 0}, {"payload": "b", "id": MAX_ID}],
+                                      sequence_id="id")) == [(0, False), (MAX_ID, False)]
+    assert dedup.entries() == [("p", 0, 0), ("p", MAX_ID, MAX_ID)]

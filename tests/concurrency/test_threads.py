@@ -1,5 +1,6 @@
 """Concurrent writers inside one process, on every engine: threads on one session and on several sessions of one
-database (C17, R6, R14), several topics at once, and a bounded wait with a clear error for the loser.
+database (C17, R6, R14), several topics at once, one producer shared by threads, and a bounded wait with a clear
+error for the loser.
 
 Writes take the database's writer lock (seqdedup/locks.py), so they run one at a time whatever session they use;
 reads of committed state do not wait.
@@ -83,6 +84,29 @@ def test_threads_on_one_session_and_several_topics_at_once(dedup, engine):
         assert sorted(dedup.entries(topic)) == sorted((p, s, s) for p in producers for s in ids), topic
         assert len(dedup.positions(topic)) == len(ids) * len(producers), topic
         assert dedup.position_problem(topic) is None, topic
+
+
+def test_a_producer_shared_by_threads_writes_every_send_once_with_its_own_receipts(dedup, engine):
+    """As Pulsar's, a producer may be shared: its sends run one at a time, each gets ids of its own and receipts for
+    its own entries, and nothing written is reported as failed."""
+    dedup.topic()
+    sends, threads = SENDS[engine.name], 4
+    with dedup.session.producer("events", name="shared") as producer:
+        def job(thread: int):
+            return lambda: [producer.send([(f"{thread}-{i}-{j}",) for j in range(5)]) for i in range(sends)]
+
+        results = in_threads(*[job(thread) for thread in range(threads)])
+        assert producer.flush() == [] and producer.pending == 0
+        assert producer.last_sequence_id == threads * sends * 5 - 1
+    rows = {position: (s, payload) for s, payload, position in dedup.session.sql(
+        "SELECT _sequence_id, payload, _position FROM events WHERE _producer = 'shared'").rows}
+    assert sorted(s for s, _ in rows.values()) == list(range(threads * sends * 5))     # each id once
+    for thread, receipts in enumerate(results):
+        for i, receipt in enumerate(receipts):
+            ids = [r.sequence_id for r in receipt]
+            assert receipt.written == 5 and ids == list(range(ids[0], ids[0] + 5))   # a send's ids are its own
+            assert [rows[r.position] for r in receipt] == [(s, f"{thread}-{i}-{j}") for j, s in enumerate(ids)]
+    assert dedup.position_problem() is None
 
 
 def test_the_loser_waits_a_bounded_time_and_gets_a_clear_error(dedup):
