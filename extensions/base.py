@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 
 from sqlglot import exp
 
-from seqdedup.catalog.schema import (FOREIGN_COLUMNS, SYSTEM_COLUMNS, create_table, foreign_commits,
+from seqdedup.catalog.schema import (FOREIGN_COLUMNS, IN_CATALOG, SYSTEM_COLUMNS, create_table, foreign_commits,
                                      written_by_seqdedup)
 from seqdedup.catalog.state import literal
 
@@ -255,6 +255,11 @@ class EngineAdapter:
     def refresh(self, *tables: exp.Table) -> None:
         """Forget what this process knows of ``tables``' files, where another process may have written them since."""
 
+    def check_settings(self) -> None:
+        """Raise an EngineError where the session has a setting that changes how seqdedup's own queries compare
+        producer names or order entries (nothing where the engine has none: Spark's session collation does not
+        change a string's, and seqdedup holds what it needs, ``SparkAdapter.SETTINGS``)."""
+
     def attempt(self, topic) -> str | None:
         """The open commit's attempt id, written in its catalog rows where another process may take the same commit
         number (``catalog.schema.COMMITS``); None where one process writes."""
@@ -409,6 +414,19 @@ class EngineAdapter:
         return text[1]
 
     def _generate(self, tree: exp.Expression) -> str:
+        """An engine looks up a name without a database in the session's current one at each query, and the user may
+        change it (``USE``, DuckDB's ``ATTACH``) or hide a table behind a temporary one of the same name: seqdedup's
+        own tables (``IN_CATALOG``) are named with the database the catalog is in, where ``connect`` found it
+        (``DEFAULT_NAMESPACE``, in ``DATABASE`` where the engine has several)."""
+        def unqualified(table: exp.Table) -> bool:
+            return table.args.get("db") is None and table.meta.get(IN_CATALOG, False)
+
+        if any(map(unqualified, tree.find_all(exp.Table))):
+            tree = tree.copy()      # (the caller's tree, kept ones too, stays as built: copied only when it changes)
+            for table in filter(unqualified, list(tree.find_all(exp.Table))):
+                table.set("db", exp.to_identifier(self.DEFAULT_NAMESPACE, quoted=True))
+                if self.DATABASE:
+                    table.set("catalog", exp.to_identifier(self.DATABASE, quoted=True))
         return tree.sql(dialect=self.DIALECT)
 
 

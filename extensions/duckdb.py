@@ -12,6 +12,7 @@ import duckdb
 from sqlglot import exp
 
 from seqdedup.errors import EngineError
+from seqdedup.sql.dialects import DuckDBExplicit
 from seqdedup.udfs.guards import SIGNATURES, guard_message
 
 from .base import EngineAdapter
@@ -28,8 +29,12 @@ _files_lock = threading.Lock()
 DISK_FULL = ("No space left on device", "File too large", "Disk quota exceeded")
 
 
-def _friendly(error: duckdb.Error, path: str, *, waited: float | None = None) -> EngineError:
-    """An EngineError that names the problem and the fix for the DuckDB errors users meet most."""
+def _friendly(error: duckdb.Error, path: str, *, waited: float | None = None) -> Exception:
+    """An EngineError that names the problem and the fix for the DuckDB errors users meet most; an
+    OutcomeUnknownError where DuckDB stopped using the database as it wrote, so that what a statement wrote is
+    unknown (a checkpoint after a commit, with the disk full)."""
+    from seqdedup.errors import OutcomeUnknownError
+
     text = str(error)
     if "Could not set lock on file" in text:
         holder = re.search(r"PID (\d+)", text)
@@ -39,14 +44,27 @@ def _friendly(error: duckdb.Error, path: str, *, waited: float | None = None) ->
                            "while a writer has it open: stop the other process, close its session, or connect "
                            "with a longer lock_timeout")
     said = text.splitlines()[0] if text else type(error).__name__
-    # After a fatal error (a checkpoint that could not be written) DuckDB refuses every statement on the database.
+    full = any(words in text for words in DISK_FULL)
+    cause = f"the disk is full: DuckDB could not write the database {path} ({said})" if full else None
+    space = "free space (or raise the file size limit, ulimit -f), then " if full else ""
+    retry = "retry the statement with the same producer names and sequence ids, which seqdedup deduplicates"
+    # After a fatal error DuckDB refuses every statement on the database. The error that made it fatal came as it
+    # wrote (a checkpoint that could not be written, after the commit was made durable): what the statement wrote
+    # is unknown. The errors after it refuse work from its start: that work wrote nothing.
     fatal = isinstance(error, duckdb.FatalException) or "database has been invalidated" in text
-    reopen = "; DuckDB stopped using the database after this error: close this session and connect again" if fatal \
-        else ""
-    if any(words in text for words in DISK_FULL):
-        return EngineError(f"the disk is full: DuckDB could not write the database {path} ({said}); free space (or "
-                           "raise the file size limit, ulimit -f), then run the statement again: seqdedup writes "
-                           f"each entry once, so a retry is safe{reopen}")
+    if fatal and "previous fatal error" in text:
+        return EngineError(f"DuckDB stopped using the database {path} after an earlier fatal error and refused this "
+                           f"work, which wrote nothing ({said}); {space}close this session and connect again. The "
+                           f"statement that met the first error may or may not have been written: {retry}")
+    if fatal:
+        return OutcomeUnknownError(
+            f"{cause or f'DuckDB stopped using the database {path} after a fatal error ({said})'}. The outcome is "
+            "unknown: the statement may or may not have been written (DuckDB fails so when a checkpoint after a "
+            f"commit cannot be written); {space}close this session, connect again and {retry}: each entry is "
+            "written once")
+    if full:
+        return EngineError(f"{cause}; {space}run the statement again: seqdedup writes each entry once, so a retry "
+                           "is safe")
     if "Read-only file system" in text:
         return EngineError(f"the database {path} is on a read-only file system ({said}); remount it writable or "
                            "copy the file somewhere writable, or connect with read_only=True to only read")
@@ -57,9 +75,6 @@ def _friendly(error: duckdb.Error, path: str, *, waited: float | None = None) ->
     if "read-only" in text.lower() or "read only" in text.lower():
         return EngineError(f"the database {path} is open read-only, so nothing can be written; connect without "
                            f"read_only=True to write (DuckDB said: {said})")
-    if fatal:
-        return EngineError(f"DuckDB stopped using the database {path} after a fatal error ({said}); close this "
-                           "session and connect again")
     return EngineError(f"DuckDB: {text}")
 
 
@@ -100,7 +115,7 @@ def _around(query: exp.Expression, what: str, build) -> exp.Expression:
 
 
 class DuckDBAdapter(EngineAdapter):
-    DIALECT = "duckdb"
+    DIALECT = DuckDBExplicit      # (an ORDER BY means one order, whatever the session's default_order)
     DEFAULT_NAMESPACE = "main"
     SUPPORTS_TRANSACTIONS = True
     # DuckDB scans an Arrow table where it lies, but a join still reads every mark: above this, the read of the
@@ -254,6 +269,23 @@ class DuckDBAdapter(EngineAdapter):
             exp.select(exp.column("table_name").as_("name")).from_("duckdb_tables()").where("temporary"),
             exp.select(exp.column("view_name").as_("name")).from_("duckdb_views()").where("temporary"), distinct=False)
         return bool(self.fetchall(exp.select("1").from_(temporary.subquery("t")).where(named)))
+
+    #: DuckDB's settings that change how strings compare, with the values seqdedup's queries assume (as
+    #: ``current_setting`` reads them): producer names and topic names compare byte for byte.
+    #: (The order settings need no check: every ORDER BY seqdedup generates says its direction and NULLs,
+    #: ``DuckDBExplicit``.)
+    SETTINGS = {"default_collation": ""}
+
+    def check_settings(self) -> None:
+        found = dict(zip(self.SETTINGS, self.fetchall(exp.select(*[
+            exp.func("current_setting", exp.Literal.string(name)) for name in self.SETTINGS]))[0]))
+        changed = {name: value for name, value in found.items() if str(value).upper() != self.SETTINGS[name]}
+        if changed:
+            said = ", ".join(f"{name} = {value!r}" for name, value in changed.items())
+            raise EngineError(
+                f"this DuckDB session sets {said}, which changes how seqdedup compares producer and topic names "
+                "(byte for byte): seqdedup writes and reads topics only under DuckDB's default collation. RESET "
+                f"{', '.join(changed)} (and write COLLATE in your own expressions instead); nothing was done")
 
     def load_arrow(self, name: str, table) -> exp.Table:
         view = f"{name}_arrow"

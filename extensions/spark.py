@@ -693,19 +693,6 @@ class SparkAdapter(EngineAdapter):
             args = self.bound(text, ":")
             return self.spark.sql(text, args=args) if args else self.spark.sql(text)
 
-    def _generate(self, tree: exp.Expression) -> str:
-        """Spark looks up a name without a database in the session's current one at each query, and the user may
-        change it (``USE``): seqdedup's own tables (``IN_CATALOG``) are named with the database the catalog is in,
-        where ``connect`` found it."""
-        def unqualified(table: exp.Table) -> bool:
-            return table.args.get("db") is None and table.meta.get(IN_CATALOG, False)
-
-        if any(map(unqualified, tree.find_all(exp.Table))):
-            tree = tree.copy()      # (the caller's tree, kept ones too, stays as built: copied only when it changes)
-            for table in filter(unqualified, list(tree.find_all(exp.Table))):
-                table.set("db", exp.to_identifier(self.DEFAULT_NAMESPACE, quoted=True))
-        return tree.sql(dialect=self.DIALECT)
-
     def _database(self, table: exp.Table) -> str | None:
         """The database ``table`` is in: the one named, else the catalog's for seqdedup's own tables (``_generate``);
         None for another name without one."""

@@ -9,6 +9,7 @@ from typing import Iterator
 
 from sqlglot import exp
 
+from seqdedup.catalog.schema import CATALOG_TABLES
 from seqdedup.errors import TopicError
 from seqdedup.extensions.base import ARRIVAL
 
@@ -52,6 +53,8 @@ def register(session, name: str, data) -> exp.Table:
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise TopicError(f"{name!r} cannot name a DataFrame in SQL; use letters, digits and _ (not first)")
     ref = session.ref(name)
+    if name.lower() in CATALOG_TABLES:
+        raise TopicError(f"{name!r} is a seqdedup catalog table; register the DataFrame under another name")
     # (the topic list only when a table has the name: it is a job on Spark, where the table's lookup is not)
     if session.adapter.columns(ref.table) and ref.key in session.topics():
         raise TopicError(f"{name!r} is a topic; register the DataFrame under another name")

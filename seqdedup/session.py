@@ -102,6 +102,10 @@ class Session:
         A topic that exists already is a TopicError, unless ``if_not_exists``: then nothing changes (its columns
         and policies stay as they are)."""
         ref = self.ref(name, namespace)
+        if "." in ref.namespace:    # its key, namespace.name, would be that of a topic with a dot in its name
+            raise TopicError(f"namespace {ref.namespace!r} has a dot: topic {ref.key} could not be told apart from "
+                             f"topic {ref.key.split('.', 1)[0]!r}.{ref.key.split('.', 1)[1]!r} in the catalog; use "
+                             "a namespace name without dots (a topic's own name may have them)")
         types = {}
         for column, kind in dict(columns).items():
             try:
@@ -261,6 +265,12 @@ class Session:
         command = statements.catalog_command(tree)
         if command is not None:
             return self._catalog_command(command)
+        if isinstance(tree, (exp.Transaction, exp.Commit, exp.Rollback)):
+            said = {exp.Transaction: "BEGIN", exp.Commit: "COMMIT", exp.Rollback: "ROLLBACK"}[type(tree)]
+            raise RewriteError(f"{said} through a seqdedup session is refused: each statement is one "
+                               "commit of its own (all of it or none), and a transaction around several would hold "
+                               "seqdedup's marks in the dark; run the statements one by one (a failed one changes "
+                               "nothing), or write them into a staging table and insert from it in one statement")
         self._refuse_writes_around(tree)
         with self.writer, self.writer.scratch() as scratch:
             tree = expand_state_functions(
@@ -283,6 +293,8 @@ class Session:
         for table in written:
             ref = self.ref(table)
             what = tree.key.upper() if not isinstance(tree, exp.Create) else f"CREATE {tree.kind}"
+            if isinstance(tree, exp.Copy):
+                what = "COPY ... FROM"
             if ref.key.lower() in topics:
                 if isinstance(tree, exp.Insert):
                     raise RewriteError(f"INSERT INTO topic {ref.key} must filter with WHERE is_not_dup(producer, "
@@ -485,6 +497,9 @@ class Session:
         return ingest_batches(self, topic, batches, order_by=order_by)
 
     def close(self) -> None:
+        from .producer import close_producers
+
+        close_producers(self)        # what the session opened: its producers' names free, their leases released
         self.writer.close()
         self.adapter.close()
 

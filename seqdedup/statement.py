@@ -28,7 +28,7 @@ from seqdedup.errors import (CommitConflict, EngineError, InvalidEntryError, Rew
                              at)
 from seqdedup.sql import plan, rewrite
 
-from . import compaction
+from . import compaction, leases
 from .compaction import Compaction
 from .failpoints import failpoint
 from .results import ProducerCount, StatementResult
@@ -81,6 +81,7 @@ class Run:
 
     def __init__(self, session, statement: rewrite.DedupInsert):
         self.session, self.statement = session, statement
+        self.written = statement        # the statement as written (``statement`` may read its rows from a table)
         self.writer: Writer = session.writer
         self.adapter = session.adapter
         self.ref = session.ref(statement.target)
@@ -226,10 +227,11 @@ class Run:
     def own_expressions_fail(self) -> bool:
         """Whether the statement's own expressions (its values, is_not_dup's arguments, its WHERE and ORDER BY),
         computed alone on every row, fail: one aggregate that needs every column of every row (a hash of them)."""
-        columns = [exp.column(s.alias_or_name) for s in self.statement.values.selects]
+        values = self.written.values
+        columns = [exp.column(s.alias_or_name) for s in values.selects]
         try:
             self.adapter.fetchall(exp.select(exp.Max(this=exp.func(self.adapter.KEY_HASH, *columns))).from_(
-                self.statement.values.subquery("v")))
+                values.subquery("v")))
         except EngineError:
             return True
         return False
@@ -425,6 +427,8 @@ class Run:
                             outcome = self.window(state, commit, targets, values, scratch)
                         if outcome is None:
                             outcome = self.exceptions(state, commit, targets, values, scratch)
+                        # R14: no entry under a name a live producer holds (its next ids would fall on them)
+                        leases.refuse_held_names(session, state.topic, outcome.producers.column("producer").to_pylist())
                         failpoint("after_topic_rows")
                         self.run_log(outcome, statement_id, now, commit)
                     written = pc.sum(outcome.producers.column("written")).as_py() or 0

@@ -150,6 +150,7 @@ class Writer:
         self.pushed = self.database.pushed
         self.attempted: dict[str, int] = {}   # table key -> number of the last commit begun (a failed one too)
         self._scratches = 0                   # scratches open now (nested ones name their tables apart)
+        self._settings_checked = False        # the engine's settings were checked since this thread took the lock
         self._closed = False
 
     def __enter__(self) -> "Writer":
@@ -158,6 +159,16 @@ class Writer:
 
     def __exit__(self, *exc) -> None:
         self.lock.__exit__(*exc)
+        if not self.lock.held():
+            self._settings_checked = False
+
+    def check_settings(self) -> None:
+        """The engine's settings allow seqdedup's own work (``EngineAdapter.check_settings``): checked once each
+        time the lock is taken for work that reads or writes a topic's state, not for the user's own queries, whose
+        settings are theirs."""
+        if not self._settings_checked:
+            self.adapter.check_settings()
+            self._settings_checked = True
 
     def held(self) -> bool:
         """Whether this thread is the database's writer now."""
@@ -168,6 +179,7 @@ class Writer:
     def state(self, ref: TopicRef) -> TopicState:
         """The topic's state: recovered on first use, or when another process has published since. The caller
         holds the lock."""
+        self.check_settings()
         state = self.current(ref)
         if state is None:
             # where another process may have written, what this one read of the catalog before is stale
@@ -207,6 +219,7 @@ class Writer:
         from the catalog. If anything fails inside, the topic's state is dropped: whatever the engine did, the next
         use recovers what was published."""
         adapter = self.adapter
+        self.check_settings()
         try:
             with adapter.transaction():     # DuckDB publishes when this transaction commits
                 if number is None:

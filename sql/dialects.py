@@ -6,20 +6,56 @@ old non-ANSI behaviour and would turn ``CAST`` into DuckDB's ``TRY_CAST`` and ``
 """
 from __future__ import annotations
 
+from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
+from sqlglot.dialects.duckdb import DuckDB
 from sqlglot.dialects.spark import Spark
 from sqlglot.parsers.spark import SparkParser
+from sqlglot.tokens import TokenType
 
 from seqdedup.errors import SeqdedupError
 
 
 class SparkAnsi(Spark):
-    """Spark SQL as Spark 4 runs it: ANSI mode on."""
+    """Spark SQL as Spark 4 runs it: ANSI mode on. ``RESET [key]`` is Spark's statement (sqlglot would read the
+    word as a column).
+
+    Example:
+        >>> import sqlglot
+        >>> sqlglot.parse_one("RESET seqdedup.deduplication_enabled", read=SparkAnsi).sql(SparkAnsi)
+        'RESET seqdedup.deduplication_enabled'
+    """
 
     SAFE_DIVISION = False
 
+    class Tokenizer(Spark.Tokenizer):
+        KEYWORDS = {**Spark.Tokenizer.KEYWORDS, "RESET": TokenType.COMMAND}
+
     class Parser(SparkParser):
         STRICT_CAST = True
+
+
+class DuckDBExplicit(DuckDB):
+    """DuckDB SQL whose every ORDER BY says its direction and where its NULLs go.
+
+    DuckDB's settings ``default_order`` and ``default_null_order`` change what an ORDER BY that says neither means;
+    the SQL seqdedup generates (its own queries, and the Spark SQL it reads, whose ORDER BY is ascending) means one
+    order whatever a session sets.
+
+    Example:
+        >>> import sqlglot
+        >>> sqlglot.parse_one("SELECT a FROM t ORDER BY a, b DESC", read="spark").sql(DuckDBExplicit)
+        'SELECT a FROM t ORDER BY a ASC NULLS FIRST, b DESC NULLS LAST'
+    """
+
+    class Generator(DuckDB.Generator):
+        def ordered_sql(self, expression: exp.Ordered) -> str:
+            desc = bool(expression.args.get("desc"))
+            nulls_first = expression.args.get("nulls_first")
+            if nulls_first is None:         # DuckDB's own default: NULLs last, either way
+                nulls_first = False
+            return (f"{self.sql(expression, 'this')} {'DESC' if desc else 'ASC'} "
+                    f"NULLS {'FIRST' if nulls_first else 'LAST'}")
 
 
 #: The dialects users may write statements in, by name.

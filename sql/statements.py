@@ -77,6 +77,11 @@ def parse(text: str, read) -> list[exp.Expression]:
     trees = [t for t in trees if t is not None]
     if not trees:
         raise RewriteError("no SQL statement given")
+    for tree in trees:      # a word sqlglot does not know as a statement (START TRANSACTION) reads as a bare name
+        if isinstance(tree, (exp.Alias, exp.Column, exp.Identifier)):
+            words = f"{tree.this.sql('spark')} {tree.alias}" if isinstance(tree, exp.Alias) else tree.sql("spark")
+            raise RewriteError(f"cannot read {words!r} as a SQL statement (seqdedup reads Spark SQL: "
+                               "queries, INSERT, DDL, SET)")
     if any(depth(tree) > MAX_DEPTH for tree in trees):
         raise too_deep
     return trees
@@ -102,11 +107,21 @@ def written_tables(tree: exp.Expression) -> list[exp.Table]:
         ['ns.events']
         >>> [t.sql() for t in written_tables(parse("TRUNCATE TABLE a", "spark")[0])], written_tables(parse("SELECT 1", "spark")[0])
         (['a'], [])
+        >>> [[t.sql() for t in written_tables(parse(q, "spark")[0])] for q in (
+        ...     "COPY a FROM 'x.csv'", "COPY a TO 'x.csv'", "CREATE INDEX i ON a (x)", "CREATE TEMPORARY TABLE a (x INT)")]
+        [['a'], [], ['a'], ['a']]
     """
     if isinstance(tree, exp.Query) or not isinstance(tree, (exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.Alter,
-                                                           exp.Create, exp.Drop, exp.TruncateTable)):
+                                                           exp.Create, exp.Drop, exp.TruncateTable, exp.Copy)):
         return []
-    if isinstance(tree, exp.Create) and not (tree.args.get("replace") or tree.kind != "TABLE"):
+    if isinstance(tree, exp.Copy):      # COPY t FROM a file writes t; COPY t TO a file reads it
+        return [tree.this] if tree.args.get("kind") and isinstance(tree.this, exp.Table) else []
+    if isinstance(tree, exp.Create) and tree.kind == "INDEX":    # an index (a UNIQUE one refuses rows) on a table
+        table = tree.this.args.get("table") if isinstance(tree.this, exp.Index) else None
+        return [table] if isinstance(table, exp.Table) else []
+    temporary = any(isinstance(p, exp.TemporaryProperty) for p in (tree.args.get("properties") or exp.Properties(
+        expressions=[])).expressions)
+    if isinstance(tree, exp.Create) and not (tree.args.get("replace") or tree.kind != "TABLE" or temporary):
         return []          # a new table (a topic is created through create_topic; see catalog_command)
     if isinstance(tree, exp.TruncateTable):
         return [t for t in tree.expressions if isinstance(t, exp.Table)]

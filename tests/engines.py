@@ -157,6 +157,11 @@ class Harness:
         self.session.adapter.execute(exp.Create(this=exp.table_(name), kind="VIEW", replace=True, expression=select,
                                                 properties=exp.Properties(expressions=[exp.TemporaryProperty()])))
 
+    def temporary(self, name: str) -> str:
+        """How a statement names a temporary view of the session whatever database is in use (DuckDB keeps them in
+        the catalog ``temp``; Spark finds one by its bare name first)."""
+        return f"temp.{name}" if self.engine.family == "duckdb" else name
+
     def send(self, rows: list[tuple], topic: str = "events", ordered: bool = True):
         """One statement with these entries, in this arrival order (or the default order when not ordered)."""
         self.stage(rows)

@@ -15,7 +15,7 @@ from sqlglot import exp
 
 from seqdedup.extensions.base import EngineAdapter
 from seqdedup.sql import plan, rewrite
-from seqdedup.sql.dialects import SparkAnsi
+from seqdedup.sql.dialects import DuckDBExplicit, SparkAnsi
 
 GOLDEN = pathlib.Path(__file__).resolve().parent / "golden"
 STATEMENTS = {
@@ -37,7 +37,7 @@ ENGINES = {
                    refuse=plan.refusal("raise_error")),
               dict(kind="exceptions", partitions=2, number=SPARK_NUMBER)],
 }
-DIALECT = {"duckdb": "duckdb", "spark": SparkAnsi}
+DIALECT = {"duckdb": DuckDBExplicit, "spark": SparkAnsi}
 
 
 def plan_sql(statement: str, engine: str) -> str:

@@ -50,8 +50,7 @@ class Prepared:
         of_events = exp.column("topic").eq(key)
         reads = {
             "topics": exp.select("*").from_(catalog_table("seqdedup_topics")),
-            "events": exp.select("*").from_(exp.table_(exp.to_identifier("events", quoted=True),
-                                                        db=exp.to_identifier(self.harness.namespace, quoted=True))),
+            "events": exp.select("*").from_(self.session.ref("events").table),
             "snapshots": exp.select("*").from_(catalog_table("producer_sequences")).where(of_events.copy()),
             "run log": exp.select("*").from_(catalog_table("seqdedup_statements")).where(of_events.copy()),
             "policies": exp.select("*").from_(catalog_table("seqdedup_policies")),
@@ -206,6 +205,28 @@ STATEMENTS = {
                       TopicError, "system columns .* are written by seqdedup"),
     "repeated-column": ("INSERT INTO events (payload, PAYLOAD) SELECT payload, payload FROM staging "
                         "WHERE is_not_dup(producer, seq)", TopicError, "lists the columns .* more than once"),
+    # writes around the guard: a file copied in, a temporary object or an index over a topic or catalog table
+    "copy-into-a-topic": ("COPY events FROM 'entries.csv'", RewriteError,
+                          r"COPY \.\.\. FROM on topic \S+\.events is refused: a topic is written only through INSERT"),
+    "copy-into-the-catalog": ("COPY producer_sequences FROM 'snapshot.csv'", RewriteError,
+                              "COPY ... FROM on producer_sequences is refused: the catalog tables are written by seqdedup"),
+    "temporary-table-named-like-the-catalog": (
+        "CREATE TEMPORARY TABLE producer_sequences AS SELECT * FROM producer_sequences", RewriteError,
+        "CREATE TABLE on producer_sequences is refused"),
+    "temporary-view-named-like-the-catalog": (
+        "CREATE TEMPORARY VIEW seqdedup_topics AS SELECT * FROM seqdedup_topics", RewriteError,
+        "CREATE VIEW on seqdedup_topics is refused"),
+    "temporary-view-named-like-a-topic": ("CREATE TEMPORARY VIEW events AS SELECT * FROM staging", RewriteError,
+                                          r"CREATE VIEW on topic \S+\.events is refused"),
+    "unique-index-on-a-topic": ("CREATE UNIQUE INDEX one_payload ON events (payload)", RewriteError,
+                                r"CREATE INDEX on topic \S+\.events is refused"),
+    "insert-or-replace": (f"INSERT OR REPLACE INTO events SELECT payload FROM staging WHERE is_not_dup(producer, seq)",
+                          RewriteError, "cannot parse|OR ... "),
+    # a transaction around statements: each is one commit of its own
+    "begin": ("BEGIN TRANSACTION", RewriteError, "BEGIN through a seqdedup session is refused: each statement is one commit"),
+    "start-transaction": ("START TRANSACTION", RewriteError, "cannot read 'START TRANSACTION' as a SQL statement"),
+    "commit": ("COMMIT", RewriteError, "COMMIT through a seqdedup session is refused"),
+    "rollback": ("ROLLBACK", RewriteError, "ROLLBACK through a seqdedup session is refused"),
     # unknown topics, names that are data
     "unknown-topic": ("INSERT INTO nowhere SELECT payload FROM staging WHERE is_not_dup(producer, seq)", TopicError,
                       r"unknown topic \S+\.nowhere; create it first"),
@@ -247,6 +268,41 @@ def test_a_failure_of_seqdedups_own_query_never_blames_the_statement(db, monkeyp
                            "defect of seqdedup, not of the statement.*Nothing was written$") as raised:
             db.session.sql(f"{INSERT} WHERE is_not_dup(producer, seq)")
     assert "is_not_dup's arguments" not in str(raised.value)
+
+
+@pytest.mark.parametrize("name", ["producer_sequences", "seqdedup_statements", "events"])
+def test_a_frame_named_like_a_catalog_table_or_a_topic_is_refused(db, name):
+    import pyarrow as pa
+
+    frame = pa.table({"producer": ["p"], "seq": [9], "payload": ["x"]})
+    with db.unchanged():
+        with pytest.raises(TopicError, match=f"'{name}' is a (seqdedup catalog table|topic); register the DataFrame "
+                                             "under another name"):
+            db.session.sql("SELECT COUNT(*) FROM staging", **{name: frame})
+        with pytest.raises(TopicError, match="register the DataFrame under another name"):
+            db.session.register(name, frame)
+
+
+#: How a session selects another database, and back (DuckDB: an attached one; Spark: a database of the metastore).
+ANOTHER_DATABASE = {"duckdb": (["ATTACH ':memory:' AS elsewhere", "USE elsewhere"], "USE {database}"),
+                    "spark": (["CREATE DATABASE IF NOT EXISTS elsewhere", "USE elsewhere"], "USE {namespace}")}
+
+
+def test_another_database_in_use_does_not_move_the_catalog_or_the_topic(db):
+    """A USE (after DuckDB's ATTACH) changes where the user's own names resolve, never seqdedup's catalog or the
+    topic the session connected with: a statement still writes the topic and keeps its marks."""
+    switch, back = ANOTHER_DATABASE[db.harness.engine.family]
+    db.harness.stage([("elsewhere", 0)], name="elsewhere_staging")
+    for statement in switch:
+        db.harness.around(statement)
+    try:
+        with db.unchanged("events", "run log", "snapshots"):
+            result = db.session.sql(f"INSERT INTO events SELECT payload FROM {db.harness.temporary('elsewhere_staging')} "
+                                    "WHERE is_not_dup(producer, seq)")
+            assert (result.written, db.session.last_sequence_id("events", "elsewhere")) == (1, 0)
+    finally:
+        db.harness.around(back.format(database=db.session.adapter.DATABASE, namespace=db.harness.namespace))
+    assert ("elsewhere", 0, 0) in db.harness.entries()
 
 
 ENTRIES = {

@@ -213,8 +213,6 @@ def test_a_send_timeout_leaves_entries_pending_under_their_ids_and_flush_settles
         ("a",), ("b",), ("c",), ("d",)]
 
 
-@pytest.mark.notyet(["duckdb", "spark"], reason="the statement path does not call seqdedup.leases.refuse_held_names "
-                                                "before it publishes yet (seqdedup/statement.py)")
 def test_a_statement_may_not_write_under_a_name_a_live_producer_holds(dedup):
     """R14 covers statements: one under a producer's name would take the ids the producer sends next, which would
     then come back as duplicates of entries it never sent, pointing at the statement's rows."""
@@ -242,8 +240,6 @@ def test_a_statement_may_not_write_under_a_name_a_live_producer_holds(dedup):
 
 
 @pytest.mark.connect_ci             # (where a named producer holds a lease, renewed by a thread of its own)
-@pytest.mark.notyet(["duckdb", "spark"], reason="Session.close does not call seqdedup.producer.close_producers yet "
-                                                "(seqdedup/session.py)")
 def test_closing_a_session_closes_its_producers_and_frees_their_names(dedup):
     dedup.topic()
     session = dedup.connect()

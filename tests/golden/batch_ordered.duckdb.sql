@@ -14,7 +14,7 @@ SELECT
   *,
   COALESCE(
     SUM(__sd_room) OVER (
-      ORDER BY __sd_producer NULLS FIRST
+      ORDER BY __sd_producer ASC NULLS FIRST
       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
     ),
     0
@@ -175,7 +175,7 @@ SELECT
           __sd_mark,
           MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
             PARTITION BY __sd_producer
-            ORDER BY __sd_o0 NULLS FIRST, __sd_sequence_id NULLS FIRST, __sd_highest NULLS FIRST
+            ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           )
         ),
@@ -186,12 +186,12 @@ SELECT
         __sd_mark,
         MAX(__sd_sequence_id) OVER (
           PARTITION BY __sd_producer
-          ORDER BY __sd_o0 NULLS FIRST, __sd_sequence_id NULLS FIRST, __sd_highest NULLS FIRST
+          ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
         ),
         MAX(CASE WHEN __sd_accepted THEN __sd_highest END) OVER (
           PARTITION BY __sd_producer
-          ORDER BY __sd_o0 NULLS FIRST, __sd_sequence_id NULLS FIRST, __sd_highest NULLS FIRST
+          ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
         )
       )
@@ -224,7 +224,7 @@ SELECT
           __sd_mark,
           MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
             PARTITION BY __sd_producer
-            ORDER BY __sd_o0 NULLS FIRST, __sd_sequence_id NULLS FIRST, __sd_highest NULLS FIRST
+            ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           )
         ),
@@ -235,12 +235,12 @@ SELECT
         __sd_mark,
         MAX(__sd_sequence_id) OVER (
           PARTITION BY __sd_producer
-          ORDER BY __sd_o0 NULLS FIRST, __sd_sequence_id NULLS FIRST, __sd_highest NULLS FIRST
+          ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
         ),
         MAX(CASE WHEN __sd_accepted THEN __sd_highest END) OVER (
           PARTITION BY __sd_producer
-          ORDER BY __sd_o0 NULLS FIRST, __sd_sequence_id NULLS FIRST, __sd_highest NULLS FIRST
+          ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
         )
       )
@@ -360,7 +360,7 @@ FROM (
     __sd_o0,
     CASE
       WHEN __sd_sparse
-      THEN 41 + __sd_offset + ROW_NUMBER() OVER (PARTITION BY __sd_producer ORDER BY __sd_sequence_id)
+      THEN 41 + __sd_offset + ROW_NUMBER() OVER (PARTITION BY __sd_producer ORDER BY __sd_sequence_id ASC NULLS LAST)
       ELSE __sd_by_id
     END AS __sd_position
   FROM (
@@ -417,7 +417,7 @@ FROM (
     QUALIFY
       ROW_NUMBER() OVER (
         PARTITION BY v.__sd_producer, v.__sd_sequence_id, v.__sd_highest, v.__sd_o0
-        ORDER BY v.__sd_producer, v.__sd_sequence_id, v.__sd_highest, v.__sd_o0
+        ORDER BY v.__sd_producer ASC NULLS LAST, v.__sd_sequence_id ASC NULLS LAST, v.__sd_highest ASC NULLS LAST, v.__sd_o0 ASC NULLS LAST
       ) = 1
   ) AS w
 ) AS w;

@@ -11,7 +11,7 @@ SELECT
   *,
   COALESCE(
     SUM(__sd_room) OVER (
-      ORDER BY __sd_producer NULLS FIRST
+      ORDER BY __sd_producer ASC NULLS FIRST
       ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
     ),
     0
@@ -167,7 +167,7 @@ SELECT
           __sd_mark,
           MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
             PARTITION BY __sd_producer
-            ORDER BY __sd_sequence_id NULLS FIRST, __sd_highest NULLS FIRST
+            ORDER BY __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           )
         ),
@@ -178,12 +178,12 @@ SELECT
         __sd_mark,
         MAX(__sd_sequence_id) OVER (
           PARTITION BY __sd_producer
-          ORDER BY __sd_sequence_id NULLS FIRST, __sd_highest NULLS FIRST
+          ORDER BY __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
         ),
         MAX(CASE WHEN __sd_accepted THEN __sd_highest END) OVER (
           PARTITION BY __sd_producer
-          ORDER BY __sd_sequence_id NULLS FIRST, __sd_highest NULLS FIRST
+          ORDER BY __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
         )
       )
@@ -214,7 +214,7 @@ SELECT
           __sd_mark,
           MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
             PARTITION BY __sd_producer
-            ORDER BY __sd_sequence_id NULLS FIRST, __sd_highest NULLS FIRST
+            ORDER BY __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           )
         ),
@@ -225,12 +225,12 @@ SELECT
         __sd_mark,
         MAX(__sd_sequence_id) OVER (
           PARTITION BY __sd_producer
-          ORDER BY __sd_sequence_id NULLS FIRST, __sd_highest NULLS FIRST
+          ORDER BY __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
         ),
         MAX(CASE WHEN __sd_accepted THEN __sd_highest END) OVER (
           PARTITION BY __sd_producer
-          ORDER BY __sd_sequence_id NULLS FIRST, __sd_highest NULLS FIRST
+          ORDER BY __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
         )
       )
@@ -345,7 +345,7 @@ FROM (
     __sd_highest,
     CASE
       WHEN __sd_sparse
-      THEN 41 + __sd_offset + ROW_NUMBER() OVER (PARTITION BY __sd_producer ORDER BY __sd_sequence_id)
+      THEN 41 + __sd_offset + ROW_NUMBER() OVER (PARTITION BY __sd_producer ORDER BY __sd_sequence_id ASC NULLS LAST)
       ELSE __sd_by_id
     END AS __sd_position
   FROM (
@@ -399,7 +399,7 @@ FROM (
     QUALIFY
       ROW_NUMBER() OVER (
         PARTITION BY v.__sd_producer, v.__sd_sequence_id, v.__sd_highest
-        ORDER BY v.__sd_producer, v.__sd_sequence_id, v.__sd_highest
+        ORDER BY v.__sd_producer ASC NULLS LAST, v.__sd_sequence_id ASC NULLS LAST, v.__sd_highest ASC NULLS LAST
       ) = 1
   ) AS w
 ) AS w;

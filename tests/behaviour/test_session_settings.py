@@ -1,0 +1,62 @@
+"""A session setting that changes how an engine compares strings or orders rows never changes what seqdedup writes
+or reads: producer names compare byte for byte, entries in the arrival order the statement says (Spark SQL's
+ORDER BY: ascending, NULLs first), whatever the session sets.
+
+DuckDB: every ORDER BY seqdedup generates says its direction and NULLs, so ``default_order`` and
+``default_null_order`` change nothing; seqdedup refuses to work under ``default_collation`` (which would merge
+producers that differ in case), with an error that names the setting and says to RESET it, and nothing changes;
+the user's own queries keep the setting. Spark: ``spark.sql.session.collation`` does not change the collation of a
+string in Spark 4.3 (checked here), so the scenarios hold under it.
+"""
+from __future__ import annotations
+
+import pytest
+
+from seqdedup import EngineError, Reader
+
+#: Per engine family: (a statement that sets the setting, the one that takes it back, refused?).
+SETTINGS = {
+    "duckdb": [("SET default_collation = 'nocase'", "RESET default_collation", True),
+               ("SET default_order = 'DESC'", "RESET default_order", False),
+               ("SET default_null_order = 'nulls_first'", "RESET default_null_order", False)],
+    "spark": [("SET spark.sql.session.collation = UTF8_LCASE", "RESET spark.sql.session.collation", False)],
+}
+
+
+def scenarios(dedup, topic: str) -> None:
+    """C01 with producers that differ only in case, C02 (a batch entry rejected whole), an ordered statement, a
+    restart, and a Reader from the start: as the rules say."""
+    dedup.topic(topic)
+    dedup.send([("A", 0), ("a", 0), ("A", 1), ("a", 5)], topic)
+    dedup.send([("A", 1), ("a", 1), ("p", 1, 5), ("p", 4, 8), ("p", 6)], topic)
+    dedup.send([("q", 2), ("q", 1), ("q", 3)], topic)
+    dedup.restart()
+    dedup.send([("A", 1), ("q", 3), ("q", 4)], topic)
+    expected = [("A", 0, 0), ("A", 1, 1), ("a", 0, 0), ("a", 5, 5), ("p", 1, 5), ("p", 6, 6), ("q", 2, 2), ("q", 3, 3),
+                ("q", 4, 4)]
+    assert sorted(dedup.entries(topic)) == expected
+    assert [dedup.last(p, topic) for p in ("A", "a", "p", "q")] == [1, 5, 6, 4]
+    read = Reader(dedup.session, topic).read(100)
+    at = {name: read.columns.index(name) for name in ("_producer", "_sequence_id", "_position")}
+    assert sorted((r[at["_producer"]], r[at["_sequence_id"]]) for r in read.rows) == [(p, s) for p, s, _ in expected]
+    assert [r[at["_position"]] for r in read.rows] == sorted(dedup.positions(topic))
+
+
+def test_seqdedup_works_under_session_settings_of_comparison_and_order_or_refuses_them(dedup):
+    dedup.topic()
+    for i, (setting, reset, refused) in enumerate(SETTINGS[dedup.engine.family]):
+        dedup.session.sql(setting)
+        try:
+            if refused:
+                dedup.stage([("A", 0), ("a", 0)])
+                for work in (lambda: dedup.session.sql("INSERT INTO events SELECT payload FROM staging "
+                                                       "WHERE is_not_dup(producer, seq)"),
+                             lambda: (dedup.restart(), dedup.session.sql(setting), dedup.last("A"))):
+                    with pytest.raises(EngineError, match=r"sets default_collation = 'nocase', which changes how "
+                                       r"seqdedup compares .* RESET default_collation .*nothing was done"):
+                        work()
+                assert dedup.session.adapter.fetchall("SELECT COUNT(*) FROM events") == [(0,)]
+            else:
+                scenarios(dedup, f"events_{i}")
+        finally:
+            dedup.session.sql(reset)
