@@ -378,15 +378,17 @@ class Session:
         with writer:
             state = writer.state(ref)
             taken = None
+            reading = self.clock()
+            now = state.stamp(reading)
             with writer.commit(ref, state.commit + 1) as commit:
                 before = state.header
-                state = statement_path.follow_policies(self, state, commit, self.clock())
+                state = statement_path.follow_policies(self, state, commit, now, reading=reading)
                 if state.header is not before:
                     taken = state.header.snapshot_id
                 if state.enabled and state.since_snapshot:
-                    state = statement_path.take_snapshot(self, state, commit, kind="snapshot", now=self.clock())
+                    state = statement_path.take_snapshot(self, state, commit, kind="snapshot", now=now)
                     taken = state.header.snapshot_id
-            writer.keep(ref, state.after(commit=commit.number))
+            writer.keep(ref, state.after(commit=commit.number, published_at=now))
         return taken
 
     def drop_topic(self, name: str) -> dict:

@@ -415,11 +415,12 @@ class Run:
                 self.shape = (writer.tag, self.statement.source.sql(), tuple(state.topic.user_columns),
                               adapter.PARTITIONS)
                 targets, values = self.check(state)
-                now, statement_id = session.clock(), str(uuid.uuid4())
+                reading, statement_id = session.clock(), str(uuid.uuid4())
+                now = state.stamp(reading)
                 with writer.commit(ref, state.commit + 1) as commit, writer.scratch() as scratch:
                     self.scratch = scratch
                     before = state
-                    state = follow_policies(self.session, state, commit, now)
+                    state = follow_policies(self.session, state, commit, now, reading=reading)
                     self.shape += (scratch.depth, state.enabled, state.marks.num_rows > 0)
                     outcome = None
                     with adapter.parameters({"__sd_base": state.end, "__sd_commit": commit.number, "__sd_now": now}):
@@ -438,7 +439,7 @@ class Run:
                                                               delta.column("sequence_id").to_pylist())))
                     failpoint("after_run_log")
                     state = state.after(commit=commit.number, end=outcome.end, delta=delta,
-                                        since_snapshot=state.since_snapshot + written)
+                                        since_snapshot=state.since_snapshot + written, published_at=now)
                     snapshot_id, state = self.snapshot_if_due(state, commit, now)
                     if not outcome.producers.num_rows and state.header is before.header:
                         commit.abandon()        # no entry, no snapshot: nothing to publish (no empty commit)
@@ -548,17 +549,22 @@ def prune(session, ref, header: SnapshotHeader, policies, now: dt.datetime) -> N
 
 
 def follow_policies(session, state: TopicState, commit: Commit, now: dt.datetime, *,
-                    purge: bool = True) -> TopicState:
-    """The state follows its policies, in the open commit. R10: disabling forgets, enabling starts empty at the
-    log's end. R11 (with ``purge``): producers idle longer than the timeout leave the state, and a snapshot
-    records it."""
+                    purge: bool = True, reading: dt.datetime | None = None) -> TopicState:
+    """The state follows its policies, in the open commit stamped ``now``. R10: disabling forgets, enabling starts
+    empty at the log's end. R11 (with ``purge``): producers idle longer than the timeout leave the state, and a
+    snapshot records it.
+
+    Idleness is judged by the earlier of the clock's ``reading`` and the topic's latest publish time before this
+    commit: both must say a producer has been idle past the timeout, so that one statement's clock, stepped
+    forward, expires nobody (and a stamp it left, once the clock is back, neither)."""
     enabled = state.topic.applied.deduplication_enabled
     if state.header.enabled != enabled:
         state = take_snapshot(session, state, commit, kind="enabled" if enabled else "disabled", now=now,
                               empty=True)
     timeout = state.topic.applied.producer_inactivity_timeout      # None: never expire
     if purge and state.enabled and timeout is not None:
-        cutoff = now - dt.timedelta(minutes=timeout)
+        judged = min(filter(None, (reading or now, state.published_at)))
+        cutoff = judged - dt.timedelta(minutes=timeout)
         oldest = state.oldest_write()
         if oldest is not None and oldest < cutoff:
             marks = state.marks.table

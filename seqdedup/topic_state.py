@@ -45,6 +45,9 @@ class TopicState:
     # commit numbers of partitions another tool registered (Spark; seqdedup/foreign.py), as of the recovery: no commit
     # takes one (its publish would collide), and none counts as published
     taken: frozenset[int] = frozenset()
+    # the latest publish time of the topic this state knows (a commit's, a producer's last write, the last snapshot):
+    # a commit is stamped no earlier (publish times never go backwards), and R11 judges idleness by it
+    published_at: dt.datetime | None = None
 
     @property
     def enabled(self) -> bool:
@@ -56,13 +59,19 @@ class TopicState:
         found = self.marks.lookup(pa.array([producer], pa.string()))
         return None if not found.num_rows else found.column("sequence_id")[0].as_py()
 
+    def stamp(self, reading: dt.datetime) -> dt.datetime:
+        """The publish time of the next commit, for a clock that reads ``reading``: never before the topic's
+        latest (a clock stepped back, or another process's behind this one's, does not stamp an entry earlier than
+        one already written)."""
+        return reading if self.published_at is None else max(reading, self.published_at)
+
     def oldest_write(self) -> dt.datetime | None:
         """The earliest ``last_publish_time`` of any producer: nobody expires before the timeout from it (R11)."""
         return self.marks.oldest()
 
     def after(self, *, commit: int, end: int | None = None, delta: pa.Table | None = None,
               marks: pa.Table | None = None, header: SnapshotHeader | None = None, since_snapshot: int | None = None,
-              topic: Topic | None = None) -> "TopicState":
+              topic: Topic | None = None, published_at: dt.datetime | None = None) -> "TopicState":
         """The state once ``commit`` is published: the log's new ``end``; ``marks`` as the whole new marks (a
         purge, a reset) and/or ``delta`` folded in (the new highest id and write time of each producer that wrote);
         a new last snapshot, count of entries after it, or topic (policies) when the commit changed them. A new
@@ -80,7 +89,10 @@ class TopicState:
             recent = fold(recent, delta)
             gone = [pc.filter(g, pc.invert(pc.is_in(g, delta.column("producer")))) for g in gone]   # came back
         published = None if self.published is None else self.published | {commit}
+        if published_at is not None and self.published_at is not None:
+            published_at = max(published_at, self.published_at)
         return replace(self, topic=topic or self.topic, commit=_past(max(self.commit, commit), self.taken),
+                       published_at=published_at or self.published_at,
                        end=self.end if end is None else max(self.end, end), header=header or self.header,
                        since_snapshot=self.since_snapshot if since_snapshot is None else since_snapshot,
                        marks=new, published=published, recent=recent, gone=_union(gone))
@@ -144,7 +156,7 @@ def created(topic: Topic, *, commit: int, snapshot_id: int, kind: str, taken_at:
     header = SnapshotHeader(snapshot_id, 0, kind, taken_at, commit, snapshot_id + 1, (snapshot_id,),
                             start_id=snapshot_id if kind in STARTS else None)
     return TopicState(topic=topic, commit=commit, published=frozenset({commit}) if tracks_commits else None, end=0,
-                      header=header, since_snapshot=0, marks=Marks.of())
+                      header=header, since_snapshot=0, marks=Marks.of(), published_at=taken_at)
 
 
 def _load(catalog: Catalog, adapter, ref: TopicRef, topic) -> TopicState:
@@ -181,8 +193,10 @@ def _load(catalog: Catalog, adapter, ref: TopicRef, topic) -> TopicState:
             catalog.highest_written_commit(ref).subquery("w"), join_type="cross"))[0]
         commit = catalog.next_commit(ref, written) - 1
     commit = _past(commit, taken)
+    written = pc.max(marks.table.column("last_publish_time")).as_py() if marks.num_rows else None
     return TopicState(topic=topic, commit=commit, published=frozenset(published) if adapter.TRACKS_COMMITS else None,
-                      end=end, header=header, since_snapshot=since, marks=marks, recent=recent, taken=taken)
+                      end=end, header=header, since_snapshot=since, marks=marks, recent=recent, taken=taken,
+                      published_at=max(filter(None, (written, header.taken_at)), default=None))
 
 
 __all__ = ["TopicState", "MARKS", "marks_table", "unmarked", "load", "created"]

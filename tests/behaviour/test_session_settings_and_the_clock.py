@@ -7,6 +7,9 @@ DuckDB: every ORDER BY seqdedup generates says its direction and NULLs, so ``def
 producers that differ in case), with an error that names the setting and says to RESET it, and nothing changes;
 the user's own queries keep the setting. Spark: ``spark.sql.session.collation`` does not change the collation of a
 string in Spark 4.3 (checked here), so the scenarios hold under it.
+
+The writer's clock is such a setting too: a step of it never expires a producer (R11) nor stamps an entry before
+one already written (docs/semantics.md, "The clock").
 """
 from __future__ import annotations
 
@@ -60,3 +63,30 @@ def test_seqdedup_works_under_session_settings_of_comparison_and_order_or_refuse
                 scenarios(dedup, f"events_{i}")
         finally:
             dedup.session.sql(reset)
+
+
+# --- the clock: a step of the writer's clock never expires a producer nor stamps an entry earlier -------------------
+
+def test_a_clock_stepped_forward_for_one_statement_expires_nobody_and_publish_times_never_go_back(dedup):
+    """R11 judges idleness by the clock and by the topic's latest publish time together: a statement whose clock is
+    7 hours ahead (the timeout is 1 hour) expires nobody, nor does the stamp it left once the clock is back; a
+    clock 10 days behind stamps no entry before one already written."""
+    dedup.topic(producer_inactivity_timeout=60)
+    dedup.send([("a", 0), ("a", 1)])
+    dedup.clock.advance(hours=7)
+    dedup.send([("b", 0)])
+    dedup.clock.advance(hours=-7, minutes=1)
+    assert dedup.send([("a", 0), ("a", 1)]).duplicates == 2
+    dedup.clock.advance(days=-10)
+    assert dedup.send([("c", 0)]).written == 1
+    dedup.clock.advance(days=10)
+    dedup.restart()
+    assert dedup.send([("a", 0), ("a", 1), ("c", 0)]).duplicates == 3
+    assert dedup.last("a") == 1
+    stamps = dedup.session.sql("SELECT _commit, _publish_time FROM events ORDER BY _commit").rows
+    assert [t for _, t in stamps] == sorted(t for _, t in stamps)
+    # idleness the clock and the log agree on still expires a producer (C11)
+    dedup.clock.advance(hours=8)
+    dedup.send([("b", 1)])
+    dedup.session.purge_inactive("events")
+    assert (dedup.last("a"), dedup.last("b")) == (-1, 1)
