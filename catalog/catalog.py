@@ -10,7 +10,7 @@ from typing import Protocol
 import sqlglot
 from sqlglot import exp
 
-from seqdedup.errors import CatalogError, EngineError, TopicError, already_exists
+from seqdedup.errors import CatalogError, EngineError, PolicyError, TopicError, already_exists
 from seqdedup.udfs import Policies
 
 from . import policies as policy
@@ -99,7 +99,13 @@ class Topic:
     ref: TopicRef
     user_columns: list[tuple[str, str]]          # the user's columns (name, type), in order
     settings: dict[str, dict[str, str]] = field(default_factory=dict)   # scope -> policy -> value as set
-    applied: Policies = field(default_factory=Policies)
+
+    @functools.cached_property
+    def applied(self) -> Policies:
+        """The policies that apply (R9), resolved from ``settings`` when first read. A value that cannot be read (a
+        policy row written by hand) is a PolicyError then, naming the row and the command that sets it right: the
+        topic can still be looked up, and altered, which is how the row is set right."""
+        return policy.resolve(self.settings, self.ref.key)
 
 
 @dataclass(frozen=True)
@@ -293,8 +299,7 @@ class Catalog:
         if problem:
             raise CatalogError(f"the table of topic {ref.key} is damaged: {problem} (changed outside seqdedup?); "
                                "restore the table from a backup of this database")
-        return Topic(ref=ref, user_columns=[c for c in columns if c[0] not in SYSTEM_COLUMNS], settings=settings,
-                     applied=policy.resolve(settings))
+        return Topic(ref=ref, user_columns=[c for c in columns if c[0] not in SYSTEM_COLUMNS], settings=settings)
 
     def create_table(self, ref: TopicRef, columns: dict[str, exp.DataType]) -> bool:
         """The topic's table, with the user's columns and the system columns (before ``register``); False when an
@@ -361,6 +366,8 @@ class Catalog:
         which its first commit must not make visible); the policy settings that apply to it, and the highest policy
         version."""
         registered, settings, numbers = self._lookup(ref, creating=True)
+        if not registered:       # a value that cannot be read is refused before anything is created
+            policy.resolve(settings, ref.key)
         return Creation(registered=registered, written=numbers["numbers"][0], snapshot_id=numbers["numbers"][1],
                         settings=settings, version=numbers["version"][0])
 
@@ -396,6 +403,7 @@ class Catalog:
         latest: dict[tuple[str, str], tuple[int, str | None]] = {}
         for kind, scope, key, value, number, snapshot_id in self.executor.fetchall(query):
             if kind == "setting":
+                number = -1 if number is None else number      # (a row written by hand without a version)
                 if (scope, key) not in latest or number > latest[scope, key][0]:
                     latest[scope, key] = (number, value)
             else:
@@ -410,7 +418,8 @@ class Catalog:
         rows = [policy.normalize(k, v) for k, v in values.items()]
         if not rows:
             return
-        if base is None:
+        if base is None:       # (a topic's creation checked what applies to it: ``creation``)
+            self._check_change(scope, target, dict(rows))
             versions = exp.select(_highest("version")).from_(catalog_table("seqdedup_policies"))
             base = self.executor.fetchall(versions)[0][0]
         selects = [
@@ -423,6 +432,52 @@ class Catalog:
         for select in selects[1:]:
             body = exp.union(body, select, distinct=False)
         self.executor.execute(exp.insert(body, catalog_table("seqdedup_policies")))
+
+    def history(self, ref: TopicRef) -> list[Policies]:
+        """The policies that applied to the topic after each change of a setting that applies to it, oldest first,
+        the defaults first (recovery checks a snapshot against what the policies could have made it). A value that
+        cannot be read never applied, and is left out."""
+        rows = self.executor.fetchall(exp.select("scope", "key", "value").from_(catalog_table("seqdedup_policies"))
+                                      .where(_applying_to(ref)).order_by("version"))
+        settings: dict[str, dict[str, str]] = {scope: {} for scope in policy.SCOPES}
+        applied = [policy.resolve(settings)]
+        for scope, key, value in rows:
+            if key not in policy.DEFINITIONS:
+                continue
+            try:
+                if value is not None:
+                    policy.resolve({scope: {key: value}})
+            except PolicyError:
+                continue
+            if value is None:
+                settings[scope].pop(key, None)
+            else:
+                settings[scope][key] = value
+            applied.append(policy.resolve(settings))
+        return applied
+
+    def _check_change(self, scope: str, target: str, values: dict[str, str | None]) -> None:
+        """Refuse, before anything is written, a change of the settings at ``scope``/``target`` after which a topic
+        it applies to would read a policy value that cannot be read (a row written by hand that the change leaves in
+        force): a PolicyError naming that row. One read of the policy rows and one of the registry."""
+        rows = self.executor.fetchall(exp.select("scope", "target", "key", "value", "version").from_(
+            catalog_table("seqdedup_policies")))
+        newest: dict[tuple[str, str, str], tuple[int, str | None]] = {}
+        for row_scope, row_target, key, value, version in rows:
+            version = -1 if version is None else version
+            if (row_scope, row_target, key) not in newest or version > newest[row_scope, row_target, key][0]:
+                newest[row_scope, row_target, key] = (version, value)
+        for key, value in values.items():
+            newest[scope, target, key] = (0, value)
+        for ref in self.topics():
+            targets = {"topic": ref.key, "namespace": ref.namespace, "global": ""}
+            if targets[scope] != target:
+                continue
+            settings: dict[str, dict[str, str]] = {s: {} for s in policy.SCOPES}
+            for (row_scope, row_target, key), (_, value) in newest.items():
+                if targets.get(row_scope) == row_target and value is not None:
+                    settings[row_scope][key] = value
+            policy.resolve(settings, ref.key)
 
     # --- commits --------------------------------------------------------------------------------------------
 
@@ -473,7 +528,9 @@ class Catalog:
         if header is None:
             raise CatalogError(f"topic {ref.key} has no complete snapshot in producer_sequences (its rows were "
                                "deleted, or the table restored from a backup older than the topic): the catalog is "
-                               "damaged; restore producer_sequences from a backup of this database")
+                               "damaged; restore producer_sequences from a backup of this database, or rebuild the "
+                               f"topic's state from its log with `seqdedup recover {ref.key} --repair`. Nothing was "
+                               "written")
         return header
 
     def last_position(self, ref: TopicRef, header: SnapshotHeader) -> int:

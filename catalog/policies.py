@@ -126,8 +126,9 @@ def normalize(key: str, value: object) -> tuple[str, str | None]:
     return name, text
 
 
-def resolve(settings: dict[str, dict[str, str | None]]) -> Policies:
-    """The applied policies from the settings of each scope (``{"topic": {...}, "namespace": {...}, "global": {...}}``).
+def resolve(settings: dict[str, dict[str, str | None]], topic: str | None = None) -> Policies:
+    """The applied policies from the settings of each scope (``{"topic": {...}, "namespace": {...}, "global": {...}}``)
+    of ``topic`` (its ``namespace.name``, for errors).
 
     Example:
         >>> resolve({"topic": {}, "namespace": {"deduplication_enabled": "false"},
@@ -139,6 +140,21 @@ def resolve(settings: dict[str, dict[str, str | None]]) -> Policies:
 
         >>> resolve({"topic": {"producer_inactivity_timeout": "99999999999"}}).producer_inactivity_timeout is None
         True
+
+    A value no seqdedup writes (a policy row written by hand) is a PolicyError that names the row and the command
+    that sets it right; only the value that applies is read, so setting the policy at a narrower scope works too.
+
+        >>> resolve({"global": {"snapshot_interval_entries": "abc"}}, "main.events")
+        Traceback (most recent call last):
+        ...
+        seqdedup.errors.PolicyError: the global policy snapshot_interval_entries = 'abc' (a row of seqdedup_policies: \
+scope 'global', target '', key 'snapshot_interval_entries') is not a value seqdedup can read: give a whole number \
+of entries from 1 to 9223372036854775807. Nothing was written; set it right with \
+`seqdedup sql "SET seqdedup.snapshot_interval_entries = VALUE"` (session.set_global_policy(...)), or set the policy \
+on topic main.events alone with `seqdedup topic alter main.events -p snapshot_interval_entries=VALUE`
+        >>> resolve({"topic": {"snapshot_interval_entries": "5"}, "global": {"snapshot_interval_entries": "abc"}},
+        ...         "main.events").snapshot_interval_entries
+        5
     """
     applied = Policies()
     for name, definition in DEFINITIONS.items():
@@ -149,9 +165,31 @@ def resolve(settings: dict[str, dict[str, str | None]]) -> Policies:
                     value = definition.parse(text)
                 except OverflowError:
                     value = definition.unlimited
+                except ValueError:
+                    raise unreadable(scope, name, text, topic) from None
                 setattr(applied, name, value)
                 break
     return applied
+
+
+def unreadable(scope: str, name: str, text: str, topic: str | None = None) -> PolicyError:
+    """The error for the value ``text`` of the policy ``name`` set at ``scope`` (of ``topic``, ``namespace.name``)
+    that does not parse: the row it is in, and the commands that set it right."""
+    definition = DEFINITIONS[name]
+    namespace = topic.rsplit(".", 1)[0] if topic else "NAMESPACE"
+    target = {"topic": topic or "TOPIC", "namespace": namespace, "global": ""}[scope]
+    alter = f"`seqdedup topic alter {topic or 'TOPIC'} -p {name}=VALUE`"
+    fixes = {
+        "topic": f"{alter} (an empty VALUE unsets it)",
+        "namespace": f"`seqdedup sql \"ALTER DATABASE {namespace} SET DBPROPERTIES ('{PROPERTY_PREFIX}{name}' = "
+                     f"'VALUE')\"` (session.set_namespace_policy(...)), or set the policy on topic {topic or 'TOPIC'} "
+                     f"alone with {alter}",
+        "global": f"`seqdedup sql \"SET {PROPERTY_PREFIX}{name} = VALUE\"` (session.set_global_policy(...)), or set "
+                  f"the policy on topic {topic or 'TOPIC'} alone with {alter}",
+    }
+    return PolicyError(f"the {scope} policy {name} = {text!r} (a row of seqdedup_policies: scope {scope!r}, target "
+                       f"{target!r}, key {name!r}) is not a value seqdedup can read: give {definition.help}. Nothing "
+                       f"was written; set it right with {fixes[scope]}")
 
 
 def spelled(name: str, value: object) -> str:

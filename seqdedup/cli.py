@@ -201,23 +201,35 @@ def cmd_snapshot(args) -> None:
 
 
 def cmd_recover(args) -> None:
-    from seqdedup.recovery import recover
+    from seqdedup.recovery import recover, spelled_mark
 
     with _session(args) as s:
         report = recover(s, args.topic, repair=args.repair)
     checked = report.checked_from
-    lines = [f"{report.topic}: {report.producers} producers recovered from snapshot {report.snapshot_id} and "
-             f"{report.replayed} replayed entries, as of position {report.last_position}"]
+    if report.missing_state:
+        lines = [f"{report.topic}: no complete snapshot, so no state to recover; {report.replayed} entries in the log, "
+                 f"as of position {report.last_position}"]
+    else:
+        lines = [f"{report.topic}: {report.producers} producers recovered from snapshot {report.snapshot_id} and "
+                 f"{report.replayed} replayed entries, as of position {report.last_position}"]
     if checked is None:
         lines.append("deduplication is disabled: there is no state to check")
-    else:
-        lines.append(f"checked against a replay of the log from snapshot {checked['snapshot_id']} ({checked['kind']}, "
-                     f"position {checked['position']}): " + ("matches" if report.matches_full_replay else "DIFFERS"))
+    elif not report.missing_state:
+        start = "the whole log" if checked["snapshot_id"] is None else \
+            f"the log from snapshot {checked['snapshot_id']} ({checked['kind']}, position {checked['position']})"
+        lines.append(f"checked against a replay of {start}: "
+                     + ("matches" if report.matches_full_replay else "DIFFERS"))
+    if report.start_refused:
+        lines.append(report.start_refused)
+    lines += [f"  snapshot {checked['snapshot_id']} holds {d['producer']} at {spelled_mark(d['snapshot'])}, the log "
+              f"gives {spelled_mark(d['log'])}" for d in report.start_differences]
     lines += [f"  {d['producer']}: state {d['state']}, log {d['log']}" for d in report.differences]
     if report.left_out_by_cap:
         lines.append(f"left out of the state by max_producers_in_snapshot (R12): {', '.join(report.left_out_by_cap)}")
     if report.repaired_snapshot_id is not None:
-        lines.append(f"repaired: snapshot {report.repaired_snapshot_id} holds the replayed marks")
+        lines.append(f"rebuilt: snapshot {report.repaired_snapshot_id} holds the marks of a replay of the whole log"
+                     if report.missing_state else
+                     f"repaired: snapshot {report.repaired_snapshot_id} holds the replayed marks")
     if report.new_snapshot_id is not None:
         lines.append(f"took snapshot {report.new_snapshot_id} at the log's end")
     if report.foreign:
@@ -226,7 +238,11 @@ def cmd_recover(args) -> None:
     if report.ok:
         return
     fix = []
-    if report.differences and report.repaired_snapshot_id is None:
+    if report.missing_state and report.repaired_snapshot_id is None:
+        fix.append(f"nothing was written; run `seqdedup recover {args.topic} --repair` to rebuild the state from a "
+                   "replay of the whole log (ids a purge or a disable let in again are duplicates again), or restore "
+                   "producer_sequences from a backup of this database")
+    elif report.differences and report.repaired_snapshot_id is None:
         fix.append(f"nothing was written; run `seqdedup recover {args.topic} --repair` to replace the state with the "
                    "replayed marks")
     if report.duplicates_found:

@@ -57,7 +57,9 @@ class ProducerError(SeqdedupError):
 
 class OutcomeUnknownError(SeqdedupError):
     """A send could not be settled before its timeout; its entries stay pending, with their ids, and the next
-    ``send`` or ``flush`` retries them (never under new ids)."""
+    ``send`` or ``flush`` retries them (never under new ids). A statement raises it when the engine failed as it
+    wrote, so that it may or may not have been written (DuckDB: a checkpoint after the commit, with the disk full):
+    reconnect and retry it with the same producer names and sequence ids, which seqdedup deduplicates."""
 
 
 class SeqdedupWarning(UserWarning):

@@ -6,12 +6,24 @@ simply run again: everything already written is dropped as a duplicate. With ``o
 statement: all of it is written, or none.
 
 When a statement fails after earlier ones committed, the error says exactly what was written before it.
+
+Columns are matched by name: the columns named for the producer, the ids and the order exactly as written, the topic's
+own columns whatever their case (the engines spell a table's column names their own way). Neither engine tells two
+names apart by case, and each renames or refuses a second one (DuckDB reads ``Producer,producer`` as ``Producer`` and
+``producer_1``): a file whose column names repeat, whatever their case, is refused before anything is read, with the
+names, so that a column is never taken for another. The names are read from the file itself: a CSV file's header, a
+Parquet file's schema, the keys of a JSON lines file's first ``SAMPLE`` lines (the rows the engines infer its columns
+from).
 """
 from __future__ import annotations
 
+import csv
 import glob
-import warnings
+import json
 import re
+import warnings
+from collections import defaultdict
+from itertools import islice
 from pathlib import Path
 
 from sqlglot import exp
@@ -21,6 +33,8 @@ from seqdedup.sql.rewrite import RESERVED
 
 FORMATS = {".json": "json", ".jsonl": "json", ".ndjson": "json", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 ROW = "__sd_row"
+#: The lines of a JSON lines file whose keys are its column names (DuckDB infers a file's columns from as many).
+SAMPLE = 20_480
 
 
 def files(paths: str | list[str]) -> list[str]:
@@ -52,11 +66,14 @@ def ingest(session, topic: str, paths: str | list[str], *, producer: str, sequen
     adapter = session.adapter
     target = session.topic(topic)
     keys = [producer, sequence_id] + ([highest_sequence_id] if highest_sequence_id else [])
-    needed = list(dict.fromkeys(c.lower() for c in keys + ([order_by] if order_by else [])
-                                + [n for n, _ in target.user_columns]))
+    named = {"producer": producer, "sequence_id": sequence_id, "highest_sequence_id": highest_sequence_id,
+             "order_by": order_by}
+    for path, known in zip(inputs, formats):     # before anything is read into the engine
+        _distinct_names(path, _names(path, known))
     temps: list[str] = []
     try:
-        staging = _staging(adapter, inputs, formats, needed, temps)
+        staging = _staging(adapter, inputs, formats, {k: v for k, v in named.items() if v},
+                           [n for n, _ in target.user_columns], temps)
         total = adapter.fetchall(exp.select(exp.Count(this=exp.Star())).from_(staging.copy()))[0][0]
         call = exp.Anonymous(this="is_not_dup", expressions=[exp.column(c.lower(), quoted=True) for c in keys])
         order = [exp.column(order_by.lower(), quoted=True)] if order_by else [exp.column(ROW)]
@@ -97,8 +114,76 @@ def ingest(session, topic: str, paths: str | list[str], *, producer: str, sequen
             adapter.drop_temp_table(name)
 
 
-def _staging(adapter, inputs: list[str], formats: list[str], needed: list[str], temps: list[str]) -> exp.Table:
-    """One table of the ``needed`` columns (lower case) of every file, numbered from 1 as ``ROW`` in input order."""
+class _Pairs(list):
+    """A JSON object's (key, value) pairs, as read: a key twice in one object is there twice."""
+
+
+def _names(path: str, fmt: str) -> list[str]:
+    """The column names of a file as it writes them: a CSV file's header (its delimiter sniffed), a Parquet file's
+    schema, the keys of the objects on a JSON lines file's first ``SAMPLE`` lines (each once, but one twice in an
+    object)."""
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        return list(pq.read_schema(path).names)
+    with open(path, encoding="utf-8-sig", errors="replace", newline="") as file:
+        if fmt == "csv":
+            sample = file.read(1 << 16)
+            try:
+                dialect = csv.Sniffer().sniff(sample, delimiters=",;\t|")
+            except csv.Error:
+                dialect = csv.excel
+            return next(csv.reader(sample.splitlines(), dialect), [])
+        names: dict[str, None] = {}
+        twice: list[str] = []
+        for line in islice(file, SAMPLE):
+            try:
+                pairs = json.loads(line, object_pairs_hook=_Pairs)
+            except ValueError:
+                continue            # the engine says what is wrong with the line
+            keys = [key for key, _ in pairs] if isinstance(pairs, _Pairs) else []
+            twice += [key for key in dict.fromkeys(keys) if keys.count(key) > 1 and key not in twice]
+            names.update(dict.fromkeys(keys))
+        return [*names, *twice]
+
+
+def _distinct_names(path: str, names: list[str]) -> None:
+    """Refuse a file with two columns whose names are the same, whatever their case: neither engine tells them
+    apart, and each renames or refuses one, so a column could be taken for another."""
+    spellings: dict[str, list[str]] = defaultdict(list)
+    for name in names:
+        spellings[name.lower()].append(name)
+    clashes = [" and ".join(repr(name) for name in same) for same in spellings.values() if len(same) > 1]
+    if clashes:
+        raise TopicError(f"{path} has columns whose names are the same whatever their case ({'; '.join(clashes)}): "
+                         "DuckDB and Spark read column names without regard to case, so seqdedup cannot tell which one "
+                         "is meant. Rename one of each in the file: column names must differ in more than case. "
+                         "Nothing was written")
+
+
+def _column(path: str, names: list[str], name: str, option: str | None) -> str:
+    """The file's column for ``name``: as written for a column the user ``option`` named, whatever its case for one
+    of the topic's (``option`` None)."""
+    if option is not None and name in names:
+        return name
+    alike = [n for n in names if n.lower() == name.lower()]
+    if option is None and len(alike) == 1:
+        return alike[0]
+    hint = (f" (names are matched exactly, case included: pass {option} {alike[0]} for its column {alike[0]!r})"
+            if alike and option else "")
+    raise TopicError(f"{path} has no column {name!r}{hint}; its columns are {sorted(names)}")
+
+
+#: How the command line names the columns ``ingest`` is told (in errors).
+OPTIONS = {"producer": "--producer-column", "sequence_id": "--sequence-column",
+           "highest_sequence_id": "--highest-column", "order_by": "--order-by"}
+
+
+def _staging(adapter, inputs: list[str], formats: list[str], named: dict[str, str], columns: list[str],
+             temps: list[str]) -> exp.Table:
+    """One table of the columns ``named`` (producer, ids, order: matched exactly) and the topic's ``columns``
+    (matched whatever their case), each under its name in lower case, of every file, numbered from 1 as ``ROW`` in
+    input order."""
     parts, offset = [], 0
     for i, (path, fmt) in enumerate(zip(inputs, formats)):
         name = f"__sd_ingest_{i}"
@@ -111,12 +196,13 @@ def _staging(adapter, inputs: list[str], formats: list[str], needed: list[str], 
             raise TopicError(f"{path} has a column named like seqdedup's own ({sorted(reserved)}): names starting "
                              f"with {RESERVED} are reserved; rename the column in the file, or read it through SQL "
                              "with another name (AS ...)")
-        present = {column.lower(): column for column in names}
-        missing = [c for c in needed if c not in present]
-        if missing:
-            raise TopicError(f"{path} has no columns {missing}; its columns are {sorted(present.values())}")
+        _distinct_names(path, names)       # (as the engine read them: a key past the sample of a JSON file)
+        # each under its name in lower case (one file column, since none differ only in case)
+        chosen = {column.lower(): _column(path, names, column, OPTIONS[key]) for key, column in named.items()}
+        chosen.update({column.lower(): _column(path, names, column, None) for column in columns})
         table = adapter.create_temp_table(name, rows)
-        parts.append(exp.select(*[exp.alias_(exp.column(present[c], quoted=True), c, quoted=True) for c in needed],
+        parts.append(exp.select(*[exp.alias_(exp.column(column, quoted=True), alias, quoted=True)
+                                  for alias, column in chosen.items()],
                                 exp.alias_(exp.column(ROW) + offset, ROW)).from_(table))
         offset += adapter.fetchall(exp.select(exp.Count(this=exp.Star())).from_(table.copy()))[0][0]
     union = parts[0]

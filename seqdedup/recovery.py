@@ -2,29 +2,55 @@
 a replay of the whole log since the state last started over, before anything is written.
 
 The state the session uses is the chain of snapshots (the latest complete full one and its increments, see
-``catalog.state.SnapshotHeader``) plus a replay of the entries after it. A snapshot row can
-be wrong (written by hand, restored from the wrong backup, a bug): its mark, higher than the log supports, would
-then drop new ids up to it. So ``recover`` recomputes the marks the slow, obviously right way too: from the last
-full snapshot where the state started over (``enabled``: empty; ``purge``: after dropping idle producers) plus every
-entry after it, less the producers a later increment purged (a tombstone at position P drops what the producer
-wrote up to P), and compares. (Retention keeps that snapshot: ``Catalog.prune_snapshots``.) It also checks what no
+``catalog.state.SnapshotHeader``) plus a replay of the entries after it. A snapshot row can be wrong (written by
+hand, copied in from elsewhere, restored from the wrong backup, a bug): a mark lower than the log supports lets a
+retry be written twice, a higher one drops new ids up to it. So ``recover`` recomputes the marks the slow, obviously
+right way too: from the last full snapshot where the state started over (``catalog.state.STARTS``:
+``enabled``, empty; ``purge``, after dropping idle producers; the whole log where none is kept) plus every entry
+after it, less the producers a later increment purged (a tombstone at position P drops what the producer wrote up
+to P), and compares. (Retention keeps that snapshot: ``Catalog.prune_snapshots``.) It also checks what no
 deduplicated topic can hold: two rows at one position, or two rows with one ``(producer, sequence_id)`` since the
 state started over.
+
+The snapshot it starts from is checked against the log too, never trusted (``_Reader.start``), as far as the log
+still holds the rows and the catalog the history that explain it:
+
+- a mark it holds must be one its producer wrote at or below its position, and no entry of that producer after the
+  last one with that id may hold a higher id (ids only grow between two starts: a lower mark is a retry let through,
+  a higher one an id never written). A producer purged (R11) and back, or forgotten by a disable (R10), wrote its
+  ids again after the higher ones, so this holds for a true snapshot whatever happened before it; compaction keeps
+  every entry's position, so it holds across compactions;
+- a producer it lacks that wrote before it: an ``enabled`` snapshot lacks every one (R10), but only where the topic's
+  policies ever disabled deduplication; a ``purge`` lacks those idle past the timeout when it was taken (R11), so not
+  one that wrote after a producer it keeps, nor (where deduplication was never disabled and no cap, R12, ever left
+  producers out) one that wrote within the shortest timeout the topic ever had. A disabled snapshot (R10) where the
+  policies never disabled deduplication is no state at all.
+
+What the log says replaces what the snapshot says for those producers (the highest id each wrote up to its
+position: never lower than the truth), or the whole log where the snapshot cannot be a start, and the state is held
+against the replay from there. (Once ``repair`` has written the replayed marks, the state agrees with that replay,
+and each later check says again what the snapshot holds wrong, until the state starts over again.)
 
 - Everything agrees: a fresh snapshot is taken at the log's end, so the next start replays nothing.
 - The marks differ: nothing is written, and the producers that differ are named, unless ``repair`` is asked for:
   then a snapshot of the replayed marks (kind ``repair``) replaces the wrong state.
+- No complete snapshot at all (``producer_sequences`` emptied around seqdedup): statements refuse the topic; without
+  ``repair`` nothing is written and the report says so, with ``repair`` the state is rebuilt from a replay of the whole
+  log (never lower than the truth: ids that a purge or a disable would have let in again are duplicates again).
 - Duplicate rows: reported; seqdedup never deletes topic rows, so they are removed by hand.
 - Rows seqdedup did not write (inserted around it, seqdedup/foreign.py): left out of everything above, and counted
   with how to move them aside; they leave the state sound, so they do not make the report fail.
 
-Everything is read as of one position of the log, the last committed one when recovery starts (a commit's entries all
-come after the entries of the commits before it), so a writer running meanwhile never makes a false difference.
+The snapshots are read first, then the log's last committed position, and everything is read as of that position (a
+commit's entries all come after the entries of the commits before it), so a writer running meanwhile never makes a
+false difference; the chain is the one a session starts from, wherever its position.
 """
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import asdict, dataclass, field
 
+import pyarrow as pa
 from sqlglot import exp
 
 from seqdedup.catalog.schema import catalog_table
@@ -35,13 +61,19 @@ from .foreign import find as find_foreign
 #: How many duplicates a report lists (it counts them all).
 EXAMPLES = 10
 PRODUCER_SEQUENCES = catalog_table("producer_sequences")
+#: The corrected marks of the start's producers the log contradicts, as a relation of the recovery's queries.
+CORRECTED = "__sd_recover_start"
 
 
 @dataclass(frozen=True)
 class Header:
-    snapshot_id: int
+    snapshot_id: int | None    # None: no snapshot, the log from its beginning
     position: int      # the snapshot covers the entries at or below it
-    kind: str          # enabled | disabled | snapshot | purge | repair | increment
+    kind: str | None   # enabled | disabled | snapshot | purge | repair | increment
+
+
+#: The start of a replay of the whole log: no snapshot, no entry before it.
+WHOLE_LOG = Header(None, 0, None)
 
 
 @dataclass
@@ -50,8 +82,8 @@ class Report:
 
     topic: str
     last_position: int                   # everything was read as of this position of the log
-    snapshot_id: int                     # the latest complete snapshot, which the state starts from
-    snapshot_position: int
+    snapshot_id: int | None              # the latest complete snapshot, which the state starts from (None: none)
+    snapshot_position: int | None
     replayed: int                        # entries after it, replayed into the state
     producers: int                       # producers in the state
     checked_from: dict | None            # the snapshot the full replay starts from; None: nothing to check (disabled)
@@ -65,15 +97,24 @@ class Report:
     foreign_rows: int = 0                      # rows seqdedup did not write, left out of everything above
     foreign_partitions: list[str] = field(default_factory=list)    # Spark: partitions seqdedup did not publish
     foreign: str | None = None                 # what they are and how to move them aside (seqdedup/foreign.py)
+    # the snapshot the check starts from, held against the log: the producers whose marks there the log contradicts
+    # (producer, snapshot: its mark there, log: the highest id it wrote up to there), at most EXAMPLES of them, and
+    # how many in all; or why the snapshot cannot be where the state started over (then the whole log is replayed)
+    start_differences: list[dict] = field(default_factory=list)
+    start_differences_found: int = 0
+    start_refused: str | None = None
+    missing_state: bool = False                # no complete snapshot: the state cannot be recovered
 
     @property
     def matches_full_replay(self) -> bool | None:
-        return None if self.checked_from is None else not self.differences
+        return None if self.checked_from is None else not self.differences and not self.missing_state
 
     @property
     def ok(self) -> bool:
-        """Nothing wrong is left: the marks agree (or were repaired) and no entry is in the topic twice."""
-        return (not self.differences or self.repaired_snapshot_id is not None) and not self.duplicates_found
+        """Nothing wrong is left: the marks agree (or were repaired), the state is there (or was rebuilt), and no
+        entry is in the topic twice."""
+        wrong = self.differences or self.missing_state
+        return (not wrong or self.repaired_snapshot_id is not None) and not self.duplicates_found
 
     def to_dict(self) -> dict:
         return {**asdict(self), "matches_full_replay": self.matches_full_replay, "ok": self.ok}
@@ -81,9 +122,23 @@ class Report:
     def problems(self) -> str:
         """The problems found, in a sentence each."""
         lines = []
+        if self.missing_state:
+            lines.append(f"topic {self.topic} has no complete snapshot in producer_sequences (its rows were deleted "
+                         "around seqdedup, or the table restored from a backup older than the topic), so its state "
+                         "cannot be recovered and statements refuse it")
+        if self.start_refused:
+            lines.append(self.start_refused)
+        if self.start_differences_found:
+            start = self.checked_from or {}
+            shown = ", ".join(f"{d['producer']} (snapshot {spelled_mark(d['snapshot'])}, log "
+                              f"{spelled_mark(d['log'])})" for d in self.start_differences)
+            more = self.start_differences_found - len(self.start_differences)
+            lines.append(f"snapshot {start.get('snapshot_id')}, where the state last started over, holds marks the log "
+                         f"does not give for {self.start_differences_found} producer(s): {shown}"
+                         f"{f' and {more} more' if more > 0 else ''} (the check replays the log's marks for them)")
         if self.differences:
-            shown = ", ".join(f"{d['producer']} (state {_mark(d['state'])}, log {_mark(d['log'])})"
-                              for d in self.differences[:EXAMPLES])
+            shown = ", ".join(f"{d['producer']} (state {spelled_mark(d['state'])}, log "
+                              f"{spelled_mark(d['log'])})" for d in self.differences[:EXAMPLES])
             more = f" and {len(self.differences) - EXAMPLES} more" if len(self.differences) > EXAMPLES else ""
             lines.append(f"the state does not match a replay of the log for {len(self.differences)} producer(s): "
                          f"{shown}{more}")
@@ -95,59 +150,122 @@ class Report:
         return "; ".join(lines)
 
 
-def _mark(value: int | None) -> str:
+def spelled_mark(value: int | None) -> str:
+    """A mark as reports write it: ``none`` for no mark."""
     return "none" if value is None else str(value)
 
 
 def recover(session, topic: str, *, repair: bool = False) -> Report:
     """Check a topic's recovered state against its log (see the module's text); with ``repair``, replace a state
-    that differs with the replayed one. Nothing is written when something is wrong and ``repair`` is not asked."""
+    that differs with the replayed one, or rebuild one that is missing. Nothing is written when something is wrong
+    and ``repair`` is not asked."""
     ref = session.ref(topic)
     applied = session.topic(ref).applied
     read = _Reader(session, ref)
+    headers = read.headers()
     last = read.one(exp.select(exp.func("coalesce", exp.Max(this=exp.column("_position")), literal(0)))
                     .from_(ref.table.copy()).where(read.own.copy()))
-    headers = read.headers(last)
     current = chain_of(headers)
-    state = read.marks(read.chain_query(current, last))
-    start = next((Header(*row[:3]) for row in headers if row[0] == current.start_id), None)
-    base = start if current.kind != "disabled" else None
+    if current is None:
+        return _without_state(session, read, applied, last, repair)
+    disabled = current.kind == "disabled"
+    state = {} if disabled else read.marks(read.chain_query(current, last))
     report = Report(topic=ref.key, last_position=last, snapshot_id=current.snapshot_id,
                     snapshot_position=current.position, replayed=read.count(current.position, last),
-                    producers=len(state), checked_from=None if base is None else asdict(base))
+                    producers=len(state), checked_from=None)
     report.duplicate_positions, positions = read.duplicates(["_position"], read.entries(0, last))
-    foreign = find_foreign(session.adapter.committed_reads(), ref)
-    report.foreign_rows, report.foreign_partitions, report.foreign = foreign.rows, foreign.partitions, foreign.message
-    if base is not None:
-        complete = [row[0] for row in headers]
-        replayed = read.marks(read.replay_query(base, current, complete, last))
-        for producer in sorted(set(state) | set(replayed)):
-            if state.get(producer) == replayed.get(producer):
-                continue
-            if producer not in state and applied.max_producers_in_snapshot is not None:
-                report.left_out_by_cap.append(producer)
-            else:
-                report.differences.append({"producer": producer, "state": state.get(producer),
-                                           "log": replayed.get(producer)})
-        # (an id written again after its producer was purged is no duplicate: only entries after the last purge)
-        live = read.live_entries(base, current, complete, last)
-        report.duplicate_ids, ids = read.duplicates(["_producer", "_sequence_id"], live)
-        report.duplicates_found = positions + ids
-        if report.differences and repair:
-            report.repaired_snapshot_id = session.write_snapshot(
-                topic, read.replay_query(base, current, complete, last), position=last)
-    else:
-        report.duplicates_found = positions
-    if not report.differences and not report.duplicates_found:
+    _foreign(session, ref, report)
+    base, corrected, names = None, None, []
+
+    def relation(name: str, committed: bool) -> exp.Table:
+        names.append(name)
+        return session.adapter.relation(name, corrected, committed=committed)
+
+    try:
+        if disabled:
+            if applied.deduplication_enabled and not read.history().ever_disabled:
+                report.start_refused = (f"snapshot {current.snapshot_id} says deduplication is disabled (R10), but "
+                                        "the topic's policies never disabled it: the state is the whole log's")
+                base = WHOLE_LOG
+        else:
+            row = next((row for row in headers if row[0] == current.start_id), None)
+            base, corrected = read.start(report, row)
+        if base is not None:
+            report.checked_from = asdict(base)
+            complete = [row[0] for row in headers]
+            fixed = relation(CORRECTED, True) if corrected is not None else None
+            replayed = read.marks(read.replay_query(base, current, complete, last, fixed))
+            for producer in sorted(set(state) | set(replayed)):
+                if state.get(producer) == replayed.get(producer):
+                    continue
+                if producer not in state and applied.max_producers_in_snapshot is not None:
+                    report.left_out_by_cap.append(producer)
+                else:
+                    report.differences.append({"producer": producer, "state": state.get(producer),
+                                               "log": replayed.get(producer)})
+            # (an id written again after its producer was purged is no duplicate: only entries after the last purge)
+            live = read.live_entries(base, current, complete, last)
+            report.duplicate_ids, ids = read.duplicates(["_producer", "_sequence_id"], live)
+            report.duplicates_found = positions + ids
+            if repair and report.differences:
+                fixed = relation(f"{CORRECTED}_write", False) if corrected is not None else None   # (the writer's)
+                report.repaired_snapshot_id = session.write_snapshot(
+                    topic, read.replay_query(base, current, complete, last, fixed), position=last)
+        else:
+            report.duplicates_found = positions
+    finally:
+        for name in names:
+            session.adapter.drop_temp_table(name)
+    if not report.differences and not report.duplicates_found and report.repaired_snapshot_id is None:
         report.new_snapshot_id = session.snapshot(topic)
     return report
+
+
+def _foreign(session, ref, report: Report) -> None:
+    """The rows of the topic seqdedup did not write, into the report."""
+    foreign = find_foreign(session.adapter.committed_reads(), ref)
+    report.foreign_rows, report.foreign_partitions, report.foreign = foreign.rows, foreign.partitions, foreign.message
+
+
+def _without_state(session, read: "_Reader", applied, last: int, repair: bool) -> Report:
+    """The report on a topic with no complete snapshot: the state is missing. With ``repair``, rebuilt from a replay
+    of the whole log (an empty snapshot where deduplication is disabled), in a commit of its own."""
+    ref = read.ref
+    report = Report(topic=ref.key, last_position=last, snapshot_id=None, snapshot_position=None,
+                    replayed=read.count(0, last), producers=0, checked_from=asdict(WHOLE_LOG), missing_state=True)
+    # (not one id twice: an id written again after its producer was purged is none, and the purges are unknown)
+    report.duplicate_positions, report.duplicates_found = read.duplicates(["_position"], read.entries(0, last))
+    _foreign(session, ref, report)
+    if not repair:
+        return report
+    enabled = applied.deduplication_enabled
+    writer = session.writer
+    with writer:
+        try:
+            with writer.commit(ref) as commit:
+                report.repaired_snapshot_id = session.catalog.write_snapshot(
+                    ref, read.replay_query(WHOLE_LOG, None, [], last) if enabled else None, header=None,
+                    position=last, kind="repair" if enabled else "disabled", now=session.clock(),
+                    commit=commit.number, max_producers=applied.max_producers_in_snapshot)
+        finally:
+            writer.forget(ref)      # recovered on next use, from the snapshot just written
+    return report
+
+
+@dataclass(frozen=True)
+class History:
+    """What the topic's policies ever were (``Catalog.history``), for what a snapshot may have left out."""
+
+    ever_disabled: bool            # deduplication was disabled at some point (R10: an enable forgets every mark)
+    ever_capped: bool              # max_producers_in_snapshot was set at some point (R12: a snapshot leaves some out)
+    shortest_timeout: int | None   # the shortest producer_inactivity_timeout ever in force (R11); None: never purged
 
 
 class _Reader:
     """Reads of one topic's log and snapshot rows, committed only, as of a position of the log."""
 
     def __init__(self, session, ref):
-        self.adapter, self.ref = session.adapter, ref
+        self.session, self.adapter, self.ref = session, session.adapter, ref
         self.visible = session.adapter.visible_commits(ref, include_open=False)   # published commits' catalog rows
         self.own = session.adapter.own_rows(ref)      # the topic's rows seqdedup wrote (foreign ones are reported)
 
@@ -157,14 +275,20 @@ class _Reader:
     def one(self, query: exp.Expression):
         return self.rows(query)[0][0]
 
+    def history(self) -> History:
+        applied = self.session.committed.history(self.ref)
+        timeouts = [p.producer_inactivity_timeout for p in applied if p.producer_inactivity_timeout is not None]
+        return History(ever_disabled=any(not p.deduplication_enabled for p in applied),
+                       ever_capped=any(p.max_producers_in_snapshot is not None for p in applied),
+                       shortest_timeout=min(timeouts, default=None))
+
     def _snapshot_rows(self, *conditions: exp.Expression) -> exp.Select:
         return exp.select("*").from_(PRODUCER_SEQUENCES.copy()).where(
             exp.and_(exp.column("topic").eq(literal(self.ref.key)), self.visible.copy(), *conditions))
 
-    def headers(self, upto: int) -> list[tuple]:
-        """The complete snapshots at or below ``upto``, newest first, as ``complete_snapshots`` gives them."""
-        rows = complete_snapshots(self.rows(snapshot_headers_query(self.ref.key, self.visible.copy())))
-        return [row for row in rows if row[1] <= upto]
+    def headers(self) -> list[tuple]:
+        """The complete snapshots, newest first, as ``complete_snapshots`` gives them."""
+        return complete_snapshots(self.rows(snapshot_headers_query(self.ref.key, self.visible.copy())))
 
     def _entries(self, after: int, upto: int) -> exp.Expression:
         position = exp.column("_position")
@@ -173,6 +297,92 @@ class _Reader:
     def entries(self, after: int, upto: int) -> exp.Select:
         """The topic's entries after ``after`` up to ``upto``."""
         return exp.select("*").from_(self.ref.table.copy()).where(self._entries(after, upto))
+
+    # --- the snapshot the check starts from ---------------------------------------------------------------------
+
+    def start(self, report: Report, row: tuple | None) -> tuple[Header, pa.Table | None]:
+        """Where the check replays from: the snapshot where the state last started over (``row``, as
+        ``complete_snapshots`` gives it), held against the log (see the module's text); what the log contradicts
+        goes into ``report``. Returns the start, and the marks the log gives in place of the snapshot's for the
+        producers it contradicts (producer, sequence_id: NULL for none, last_publish_time; None: no such producer),
+        which ``replay_query`` reads as a relation."""
+        if row is None:             # not kept (removed around seqdedup): the whole log
+            return WHOLE_LOG, None
+        start = Header(*row[:3])
+        taken_at, producers = row[3], row[6]
+        if start.kind == "enabled" and start.position > 0 and not self.history().ever_disabled:
+            report.start_refused = (f"snapshot {start.snapshot_id} is an enabled snapshot at position "
+                                    f"{start.position}, which forgets every mark (R10), but the topic's policies "
+                                    "never disabled deduplication: the check replays the whole log")
+            return WHOLE_LOG, None
+        if start.position <= 0 or (not producers and start.kind != "purge"):
+            return start, None      # nothing before it to hold it against, or nothing it holds or lacks to check
+        wrong = self._held_marks(start, emptied=start.kind == "enabled")
+        if start.kind == "purge":
+            wrong += self._purged(start, taken_at)
+        if not wrong:
+            return start, None
+        report.start_differences_found = len(wrong)
+        report.start_differences = [{"producer": p, "snapshot": m, "log": h} for p, m, h, _ in sorted(
+            wrong, key=lambda w: w[0])[:EXAMPLES]]
+        corrected = pa.table({"producer": pa.array([w[0] for w in wrong], pa.string()),
+                              "sequence_id": pa.array([w[2] for w in wrong], pa.int64()),
+                              "last_publish_time": pa.array([w[3] for w in wrong], pa.timestamp("us"))})
+        return start, corrected
+
+    def _written(self, start: Header) -> exp.Select:
+        """The topic's entries at or below the start's position."""
+        return (exp.select("_producer", "_highest_sequence_id", "_position", "_publish_time")
+                .from_(self.ref.table.copy()).where(self._entries(0, start.position)))
+
+    def _held_marks(self, start: Header, *, emptied: bool) -> list[tuple]:
+        """(producer, its mark in the snapshot, the highest id it wrote up to there, when it last wrote) of each
+        producer whose mark there the log contradicts: no entry of it up to there has that id, or one after the
+        last that has it holds a higher id. ``emptied`` (an enabled snapshot, which forgot every mark, R10): every
+        producer it holds, with no mark."""
+        mark, highest = exp.column("sequence_id", "s"), exp.column("_highest_sequence_id", "e")
+        position = exp.column("_position", "e")
+        at = exp.Max(this=exp.Case(ifs=[exp.If(this=highest.eq(mark), true=position.copy())]))
+        above = exp.Max(this=exp.Case(ifs=[exp.If(this=highest.copy() > mark.copy(), true=position.copy())]))
+        held = self._snapshot_rows(exp.column("snapshot_id").eq(literal(start.snapshot_id)),
+                                   exp.not_(exp.column("producer").is_(exp.null())))
+        query = (exp.select("s.producer", mark.copy(), exp.Max(this=highest.copy()),
+                            exp.Max(this=exp.column("_publish_time", "e")))
+                 .from_(held.subquery("s"))
+                 .join(self._written(start).subquery("e"), on="e._producer = s.producer", join_type="left")
+                 .group_by("s.producer", mark.copy()))
+        if emptied:
+            return [(producer, held_mark, None, None) for producer, held_mark, _, _ in self.rows(query)]
+        wrote = exp.Count(this=position.copy()) > 0
+        return [tuple(row) for row in self.rows(query.having(exp.and_(wrote, exp.or_(at.is_(exp.null()),
+                                                                                    above > at.copy()))))]
+
+    def _purged(self, start: Header, taken_at: dt.datetime) -> list[tuple]:
+        """(producer, None, the highest id it wrote up to there, when it last wrote) of each producer a purge
+        snapshot lacks that cannot have been idle when it was taken: it wrote after a producer the snapshot keeps;
+        or, where deduplication was never disabled and no cap ever left producers out, within the shortest timeout
+        the topic ever had (or any, where no timeout ever applied)."""
+        held = self._snapshot_rows(exp.column("snapshot_id").eq(literal(start.snapshot_id)),
+                                   exp.not_(exp.column("producer").is_(exp.null())))
+        published = exp.Max(this=exp.column("_publish_time", "e"))
+        kept = self.one(exp.select(exp.Min(this=exp.column("last_publish_time"))).from_(held.subquery("k")))
+        busy = [published > literal(kept)] if kept is not None else []
+        history = self.history()
+        if not history.ever_disabled and not history.ever_capped:
+            if history.shortest_timeout is None:
+                busy.append(exp.true())
+            else:
+                busy.append(published.copy() >= literal(taken_at - dt.timedelta(minutes=history.shortest_timeout)))
+        if not busy:
+            return []
+        query = (exp.select("e._producer", exp.cast(exp.null(), "bigint"),
+                            exp.Max(this=exp.column("_highest_sequence_id", "e")), published.copy())
+                 .from_(self._written(start).subquery("e"))
+                 .join(held.subquery("s"), on="s.producer = e._producer", join_type="anti")
+                 .group_by("e._producer").having(exp.or_(*busy)))
+        return [tuple(row) for row in self.rows(query)]
+
+    # --- the replays ----------------------------------------------------------------------------------------------
 
     def _marks(self, rows: exp.Query, replay: exp.Query) -> exp.Select:
         both = exp.union(rows, replay, distinct=False).subquery("m")
@@ -194,17 +404,19 @@ class _Reader:
                   .where(self._entries(chain.position, upto)))
         return self._marks(rows, replay)
 
-    def _gone(self, start: Header, chain: SnapshotHeader, complete: list[int]) -> exp.Select:
+    def _gone(self, start: Header, chain: SnapshotHeader | None, complete: list[int]) -> exp.Select:
         """(producer, gone): the position of each producer's last tombstone in the complete snapshots after
         ``start`` (up to the chain's last): it was purged there, and what it wrote up to it no longer counts."""
-        later = [literal(i) for i in complete if start.snapshot_id < i <= chain.snapshot_id]
+        later = [literal(i) for i in complete
+                 if (start.snapshot_id or 0) < i <= (chain.snapshot_id if chain is not None else 0)]
         return (exp.select("producer", exp.alias_(exp.Max(this=exp.column("position")), "gone"))
                 .from_(self._snapshot_rows(exp.column("snapshot_id").isin(*later) if later else exp.false(),
                                            exp.not_(exp.column("producer").is_(exp.null())),
                                            exp.column("sequence_id").is_(exp.null())).subquery("t"))
                 .group_by("producer"))
 
-    def live_entries(self, start: Header, chain: SnapshotHeader, complete: list[int], upto: int) -> exp.Select:
+    def live_entries(self, start: Header, chain: SnapshotHeader | None, complete: list[int],
+                     upto: int) -> exp.Select:
         """The entries after ``start`` up to ``upto`` that count: each after its producer's last tombstone."""
         return (exp.select("e.*").from_(self.ref.table.copy().as_("e"))
                 .join(self._gone(start, chain, complete).subquery("g"), on="g.producer = e._producer",
@@ -213,15 +425,22 @@ class _Reader:
                                 exp.column("_position", "e") > exp.func("coalesce", exp.column("gone", "g"),
                                                                       literal(-1)))))
 
-    def replay_query(self, start: Header, chain: SnapshotHeader, complete: list[int], upto: int) -> exp.Select:
-        """(producer, sequence_id, last_publish_time) the slow way: the rows of ``start``, then every entry after
-        it up to ``upto``, less what the tombstones after it purged (``live_entries``; a producer's rows in
-        ``start`` count unless it was purged since)."""
+    def replay_query(self, start: Header, chain: SnapshotHeader | None, complete: list[int], upto: int,
+                     corrected: exp.Table | None = None) -> exp.Select:
+        """(producer, sequence_id, last_publish_time) the slow way: the rows of ``start`` (none for the whole log),
+        then every entry after it up to ``upto``, less what the tombstones after it purged (``live_entries``; a
+        producer's rows in ``start`` count unless it was purged since). ``corrected``: the marks that replace the
+        start's for the producers the log contradicts (``start``; a NULL mark: none)."""
+        in_start = exp.column("snapshot_id").eq(literal(start.snapshot_id)) if start.snapshot_id else exp.false()
         rows = (exp.select("s.producer", "s.sequence_id", "s.last_publish_time")
-                .from_(self._snapshot_rows(exp.column("snapshot_id").eq(literal(start.snapshot_id)),
-                                           exp.not_(exp.column("producer").is_(exp.null()))).subquery("s"))
-                .join(self._gone(start, chain, complete).subquery("g"), on="g.producer = s.producer",
-                      join_type="anti"))
+                .from_(self._snapshot_rows(in_start, exp.not_(exp.column("producer").is_(exp.null()))).subquery("s")))
+        if corrected is not None:
+            rows = rows.join(corrected.copy().as_("c"), on="c.producer = s.producer", join_type="anti")
+            rows = exp.union(rows, exp.select("producer", "sequence_id", "last_publish_time").from_(corrected.copy()),
+                             distinct=False)
+            rows = exp.select("s.producer", "s.sequence_id", "s.last_publish_time").from_(rows.subquery("s"))
+        rows = rows.join(self._gone(start, chain, complete).subquery("g"), on="g.producer = s.producer",
+                         join_type="anti")
         replay = exp.select("_producer", "_highest_sequence_id", "_publish_time").from_(
             self.live_entries(start, chain, complete, upto).subquery("l"))
         return self._marks(rows, replay)

@@ -134,3 +134,43 @@ def test_the_cli_a_user_reaches_for(run, tmp_path):
     assert status == 0 and "dropped topic main.events (5 entries" in out
     assert run("topic", "list")[1].startswith("no topics yet")
     one_line_error(run("topic", "drop", "events", "--yes"), "unknown topic main.events")
+
+
+def test_ingest_refuses_a_header_whose_names_differ_only_in_case(run, tmp_path):
+    run("topic", "create", "events", "-c", "payload:STRING")
+    (tmp_path / "in.csv").write_text("Producer,producer,seq,payload\nA,b,0,x\nA,b,1,y\n")
+    one_line_error(run("ingest", "events", "in.csv", "--producer-column", "producer", "--sequence-column", "seq"),
+                   "in.csv has columns whose names are the same whatever their case ('Producer' and 'producer')",
+                   "Rename one of each in the file", "Nothing was written")
+    assert json.loads(run("stats", "events", "--json")[1])["entries"] == 0
+
+
+def test_a_policy_row_written_by_hand_is_one_clear_error_and_topic_alter_sets_it_right(run, tmp_path):
+    events(run, ("p", 1))
+    by_hand(tmp_path, "INSERT INTO seqdedup_policies VALUES ('global', '', 'snapshot_interval_entries', 'abc', 1000, "
+                      "TIMESTAMP '2026-01-01 12:00:00')")
+    row = "the global policy snapshot_interval_entries = 'abc' (a row of seqdedup_policies: scope 'global', target ''"
+    for command in (["topic", "list"], ["topic", "show", "events"], ["recover", "events"]):
+        one_line_error(run(*command), row, 'seqdedup sql "SET seqdedup.snapshot_interval_entries = VALUE"',
+                       "seqdedup topic alter main.events -p snapshot_interval_entries=VALUE")
+    status, out, _ = run("topic", "alter", "events", "-p", "snapshot_interval_entries=5")
+    assert status == 0 and "snapshot_interval_entries = 5  (topic)" in out
+    assert run("recover", "events")[0] == 0
+    assert run("sql", "SET seqdedup.snapshot_interval_entries = 9")[0] == 0
+    status, out, _ = run("topic", "alter", "events", "-p", "snapshot_interval_entries=")
+    assert status == 0 and "snapshot_interval_entries = 9  (global)" in out
+    assert "main.events  enabled" in run("topic", "list")[1]
+
+
+def test_recover_explains_a_state_whose_snapshots_were_deleted_and_repair_rebuilds_it(run, tmp_path):
+    events(run, ("p", 0), ("p", 1), ("q", 5))
+    by_hand(tmp_path, "DELETE FROM producer_sequences")
+    status, out, err = run("recover", "events")
+    one_line_error((status, out, err), "main.events has no complete snapshot in producer_sequences",
+                   "nothing was written; run `seqdedup recover events --repair` to rebuild the state")
+    assert "no complete snapshot, so no state to recover; 3 entries in the log" in out
+    status, out, _ = run("recover", "events", "--repair")
+    assert status == 0 and "rebuilt: snapshot 1 holds the marks of a replay of the whole log" in out
+    assert [row[:2] for row in json.loads(run("state", "events", "--json")[1])["rows"]] == [["p", 1], ["q", 5]]
+    status, out, _ = run("recover", "events")
+    assert status == 0 and "checked against a replay of the whole log: matches" in out

@@ -1,6 +1,8 @@
 """A full disk: a statement that runs out of space while it writes fails with an EngineError that says the disk is
 full and what to do; once space is back the database opens, holds exactly what it held before (no partial rows, no
-torn snapshot), and a retry of the statement writes each entry once.
+torn snapshot), and a retry of the statement writes each entry once. A disk that fills after the statement's commit
+point (DuckDB's checkpoint, once the commit is durable) makes it an OutcomeUnknownError: the statement may or may
+not have been written, and a retry with the same ids writes each entry once.
 
 Two ways to fill a disk for real, picked at run time, and printed by the test (``SEQDEDUP_FULL_DISK=rlimit``
 forces the second):
@@ -22,7 +24,8 @@ from pathlib import Path
 import pytest
 
 import seqdedup
-from seqdedup.errors import EngineError
+from seqdedup.errors import EngineError, OutcomeUnknownError
+from seqdedup.failpoints import inject
 
 from ..engines import spark_session
 from .helpers import STATEMENT, dump, entries, rows, stage
@@ -66,11 +69,15 @@ class FullDisk:
 
     def _limit(self, watched: list[Path]) -> int:
         # above every file the process may extend while the statement runs (Derby's log files are 1 MiB)
-        largest = max((f.stat().st_size for d in watched for f in d.rglob("*") if f.is_file()), default=0)
-        return max(4 * MiB, largest + MiB)
+        return max(4 * MiB, self._largest(watched) + MiB)
 
-    def fill(self, writer: int, watched: list[Path]) -> None:
-        """Leave no room: ``writer`` is the process that writes the database's files."""
+    @staticmethod
+    def _largest(watched: list[Path]) -> int:
+        return max((f.stat().st_size for d in watched for f in d.rglob("*") if f.is_file()), default=0)
+
+    def fill(self, writer: int, watched: list[Path], *, grow: bool = True) -> None:
+        """Leave no room: ``writer`` is the process that writes the database's files. ``grow`` false (rlimit): no
+        file may grow past the largest one now, so that a file written anew fits and the largest cannot grow."""
         if self.mechanism == "tmpfs":
             stat = os.statvfs(self.path)
             left = stat.f_bavail * stat.f_frsize - self.RESERVE
@@ -79,7 +86,8 @@ class FullDisk:
                     left -= filler.write(b"\0" * min(MiB, left))
             return
         before = resource.prlimit(writer, resource.RLIMIT_FSIZE)
-        resource.prlimit(writer, resource.RLIMIT_FSIZE, (self._limit(watched), before[1]))
+        limit = self._limit(watched) if grow else self._largest(watched)
+        resource.prlimit(writer, resource.RLIMIT_FSIZE, (limit, before[1]))
         self.limited = (writer, before)
 
     def free(self) -> None:
@@ -126,6 +134,13 @@ class Database:
             return self.spark._jvm.java.lang.ProcessHandle.current().pid(), [self.home, self.disk.path]
         return os.getpid(), [self.disk.path]
 
+    def checkpoint_every_commit(self, session) -> None:
+        """DuckDB: the WAL written into the database file now, and at every commit from now on (a checkpoint, which
+        DuckDB makes once the commit is durable in the WAL). Spark writes no file after a commit."""
+        if self.engine != "spark":
+            session.adapter.connection.execute("CHECKPOINT")
+            session.adapter.connection.execute("SET checkpoint_threshold = '1KB'")
+
     def close(self) -> None:
         if self.engine == "spark":
             self.spark.sql(f"DROP DATABASE IF EXISTS {self.namespace} CASCADE")
@@ -167,3 +182,53 @@ def test_a_full_disk_fails_clearly_and_loses_nothing(engine, disk, tmp_path_fact
     finally:
         session.close()
         database.close()
+
+
+#: Where the disk fills after a statement's commit point on each engine (the failpoint, seqdedup/failpoints.py), and
+#: what the statement then raises (None: it returns its result).
+AFTER_THE_COMMIT = {
+    # DuckDB makes a commit durable in its WAL, then checkpoints the WAL into the database file, which must grow:
+    # the checkpoint fails after the commit, DuckDB stops using the database, and the statement cannot know whether
+    # its commit holds (it does: "Transaction COMMIT succeeded and is durable, but the autocheckpoint failed")
+    "duckdb": ("before_publish", OutcomeUnknownError),
+    # Spark's commit point is its publish, one metastore call; what follows it (removing the snapshots a full one
+    # made unneeded) is logged when it fails, never raised: the statement returns, and says what it wrote
+    "spark": ("after_publish", None),
+}
+
+
+def test_a_full_disk_after_the_commit_says_the_outcome_is_unknown_and_a_retry_writes_each_entry_once(
+        engine, tmp_path, tmp_path_factory):
+    at, raised = AFTER_THE_COMMIT[engine.family]
+    disk = FullDisk(tmp_path / "disk", "rlimit")       # files may not grow: the largest cannot, a new one can
+    database = Database(engine.name, disk, tmp_path_factory.getbasetemp() / "spark-home")
+    session = database.connect()
+    try:
+        session.create_topic("events", {"payload": "STRING"})
+        stage(session, engine.name, rows(2, range(300), payload_bytes=PAYLOAD))
+        assert session.sql(STATEMENT).written == 600     # the database file: larger than the next commit's WAL
+        database.checkpoint_every_commit(session)
+        writer, watched = database.writer()
+        more = rows(2, range(300, 500), payload_bytes=PAYLOAD)
+        stage(session, engine.name, more)
+        inject(at, lambda: disk.fill(writer, watched, grow=False))
+        if raised is None:
+            assert session.sql(STATEMENT).written == 400
+        else:
+            with pytest.raises(raised, match="the disk is full") as unknown:
+                session.sql(STATEMENT)
+            said = str(unknown.value)
+            assert "the statement may or may not have been written" in said, said
+            assert "connect again and retry the statement with the same producer names and sequence ids" in said
+        disk.free()
+        session.close()
+        session = database.connect()
+        stage(session, engine.name, more)               # the retry the error asks for
+        session.sql(STATEMENT)
+        assert sorted(entries(session)) == sorted((f"p{p}", s) for s in range(500) for p in range(2))
+        assert [(p, s) for p, s, _ in session.producer_state("events").rows] == [("p0", 499), ("p1", 499)]
+    finally:
+        disk.free()
+        session.close()
+        database.close()
+        disk.close()
