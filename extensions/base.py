@@ -47,10 +47,11 @@ class EngineAdapter:
     #: The engine catalog topics are qualified with, when the engine needs it (DuckDB: the attached database).
     DATABASE: str | None = None
 
-    #: The plan a statement runs by default (see sql/plan.py): "window" (one pass, a sort by producer) or
-    #: "exceptions" (a narrow decision on the keys, then one filtered write).
+    #: The plan a statement runs by default (see sql/plan.py): "window" (one pass, a sort by producer), "rows" (the
+    #: rows read once into a table whose rows the engine numbers, the few that are not written removed from it,
+    #: then one write) or "exceptions" (a narrow decision on the keys, then one filtered write).
     PLAN: str = "exceptions"
-    #: The function that hashes an entry's key for the check of written rows (64-bit).
+    #: The engine's hash of any columns (the check that a statement's own expressions compute, statement.py).
     KEY_HASH: str = "hash"
     #: Above this many producers in a topic's state, a statement reads the producers it carries first and joins
     #: only their marks (a semi-join, seqdedup/marks.py finds them without a pass over every mark), rather than
@@ -265,8 +266,9 @@ class EngineAdapter:
         number (``catalog.schema.COMMITS``); None where one process writes."""
         return None
 
-    def write_topic(self, topic, insert: exp.Insert) -> int | None:
-        """Write the open commit's topic rows (``insert``); the number written, when the engine says."""
+    def write_topic(self, topic, insert: exp.Insert, *, rows: int | None = None) -> int | None:
+        """Write the open commit's topic rows (``insert``, at most ``rows`` of them where the caller knows); the
+        number written, when the engine says."""
         return self.execute_count(insert)
 
     def write_decided(self, topic, decided: exp.Select, keep: str, insert_for: Callable[[exp.Expression], exp.Insert],

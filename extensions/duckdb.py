@@ -118,6 +118,7 @@ class DuckDBAdapter(EngineAdapter):
     DIALECT = DuckDBExplicit      # (an ORDER BY means one order, whatever the session's default_order)
     DEFAULT_NAMESPACE = "main"
     SUPPORTS_TRANSACTIONS = True
+    PLAN = "rows"           # its temporary tables number their rows (rowid): the row plan (sql/plan.py)
     # DuckDB scans an Arrow table where it lies, but a join still reads every mark: above this, the read of the
     # statement's producers (about a millisecond) costs less
     SEMI_JOIN_ABOVE = 100_000
@@ -286,6 +287,20 @@ class DuckDBAdapter(EngineAdapter):
                 f"this DuckDB session sets {said}, which changes how seqdedup compares producer and topic names "
                 "(byte for byte): seqdedup writes and reads topics only under DuckDB's default collation. RESET "
                 f"{', '.join(changed)} (and write COLLATE in your own expressions instead); nothing was done")
+
+    #: Above this many rows, a topic write lets DuckDB insert from every thread without keeping the order the rows
+    #: were read in (``preserve_insertion_order``): a topic's order is its positions. 5M rows: 2.3 s -> 1.4 s.
+    UNORDERED_WRITE_ABOVE = 100_000
+
+    def write_topic(self, topic, insert: exp.Insert, *, rows: int | None = None) -> int | None:
+        if rows is None or rows <= self.UNORDERED_WRITE_ABOVE:
+            return super().write_topic(topic, insert)
+        kept = self.fetchall("SELECT current_setting('preserve_insertion_order')")[0][0]
+        self.execute("SET preserve_insertion_order = false")
+        try:
+            return super().write_topic(topic, insert)
+        finally:
+            self.execute(f"SET preserve_insertion_order = {'true' if kept else 'false'}")
 
     def load_arrow(self, name: str, table) -> exp.Table:
         view = f"{name}_arrow"

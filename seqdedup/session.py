@@ -382,7 +382,7 @@ class Session:
             now = state.stamp(reading)
             with writer.commit(ref, state.commit + 1) as commit:
                 before = state.header
-                state = statement_path.follow_policies(self, state, commit, now, reading=reading)
+                state = statement_path.follow_policies(self, state, commit, now, reading=reading, by_log=False)
                 if state.header is not before:
                     taken = state.header.snapshot_id
                 if state.enabled and state.since_snapshot:

@@ -51,6 +51,8 @@ KEPT = 512
 CHANGED = ("the statement's SELECT gave other entries when read a second time (a non-deterministic expression such as "
            "rand(), a sample, or a source that changed during the statement): seqdedup cannot decide entries that "
            "change under it. Materialize the SELECT into a table first. Nothing was written")
+#: The words of an engine error about computing a value (not a full disk, a lost file or a lock).
+COMPUTING = re.compile(r"overflow|out of range|cast|conver|divi|arithmetic|invalid input|numeric", re.IGNORECASE)
 #: The outcome's columns as Arrow reads them (``sql.plan.OUTCOME``).
 OUTCOME = pa.schema([("producer", pa.string()), ("sent", pa.int64()), ("written", pa.int64()),
                      ("duplicates", pa.int64()), ("first_position", pa.int64()), ("last_position", pa.int64()),
@@ -216,6 +218,8 @@ class Run:
         look; or, where the user's expressions alone compute on every row, one of seqdedup's own, and the error says
         so (never "fix your arguments" for a valid statement)."""
         if not self.own_expressions_fail():
+            if not COMPUTING.search(str(error)):     # the engine failed otherwise (a full disk): as it said
+                return error
             return EngineError(
                 f"seqdedup's own query failed on a valid statement: {str(error).rstrip('.!')}. This is a defect of "
                 "seqdedup, not of the statement: please report it with this message. Nothing was written")
@@ -383,10 +387,60 @@ class Run:
             outcome.copy()).order_by("producer")))
         return Outcome(_outcome_table(table), state.end + room, rounds, table=outcome)
 
-    def decide(self, candidates: exp.Table, batches: bool, scratch: Scratch) -> tuple[exp.Table, int]:
-        """The windowed decision of the candidates, in rounds; after the first, only the producers with an
-        undecided entry (a batch entry that straddles) take part."""
-        key_columns, order = self.statement.key_columns, self.statement.order
+    def rows(self, state: TopicState, commit: Commit, targets: list[str], values: list[str],
+             scratch: Scratch) -> Outcome:
+        """The row plan (see sql/plan.py; an engine whose tables number their rows: ``PLAN`` "rows"): the statement's
+        rows read once into a table with their producers' marks, the repeats and the entries that came late removed
+        from it, then every candidate left written, its position its row's place in the table."""
+        adapter, kept = self.adapter, self.kept
+        statement = self.statement
+        marked = state.marks.num_rows if state.enabled else 0
+        large = adapter.SEMI_JOIN_ABOVE is not None and marked > adapter.SEMI_JOIN_ABOVE
+        try:
+            if large:       # the marks of the producers the rows carry, read from the rows (a semi-join)
+                statement = self.statement = statement.over(scratch.table("__sd_values", statement.values))
+                marks = scratch.relation("__sd_marks", self.carried_marks(state))
+            else:
+                marks = scratch.relation("__sd_marks", state.marks.table) if marked else None
+            rows = adapter.create_temp_table(scratch.name("__sd_rows"), kept(
+                f"rows {marks is None} {large}", lambda: plan.rows_once(statement.values, marks)))
+        except EngineError as error:
+            raise _Unsettled(error) from error
+        first, last, invalid, batches = adapter.fetchall(kept("rows summary", lambda: plan.rows_summary(rows)))[0]
+        if invalid:
+            self.refuse_invalid()
+        rounds, late = 1, statement.ordered or bool(batches)      # (out of order: a batch entry can overlap too)
+        if not late:
+            repeats = adapter.create_temp_table(scratch.name("__sd_repeats"), kept(
+                "repeats", lambda: plan.row_repeats(rows)))
+            adapter.execute(kept("drop repeats", lambda: plan.drop_repeats(rows, repeats)))
+            dropped = kept("dropped repeats", lambda: plan.dropped_repeats(repeats))
+        else:
+            key_columns = [plan.ROW] + statement.key_columns
+            candidates = adapter.create_temp_table(scratch.name("__sd_candidates"), kept(
+                "row candidates", lambda: plan.row_candidates(rows, statement.key_columns)))
+            decisions, rounds = self.decide(candidates, bool(batches), scratch, key_columns)
+            adapter.execute(kept(f"drop rejected {rounds}", lambda: plan.drop_rejected(rows, decisions)))
+            dropped = kept(f"dropped rejected {rounds}", lambda: plan.dropped_rejected(decisions))
+        with adapter.parameters({plan.FIRST_ROW.name: first if first is not None else 0}):
+            try:
+                adapter.write_topic(self.ref, kept("write rows", lambda: plan.insert_rows(
+                    self.ref.table, targets, values, plan.rows_written(rows, values, statement.key_columns, BASE),
+                    NOW, COMMIT)), rows=0 if first is None else last - first + 1)
+            except EngineError as error:
+                raise _Unsettled(error) from error
+            table = adapter.fetch_arrow(kept(f"row outcome {late} {rounds}", lambda: plan.row_outcome(
+                rows, dropped, BASE, late=late).order_by("producer")))
+        producers = _outcome_table(table)
+        end = max([state.end] + [p for p in producers.column("last_position").to_pylist() if p is not None])
+        return Outcome(producers, end, rounds)
+
+    def decide(self, candidates: exp.Table, batches: bool, scratch: Scratch,
+               key_columns: list[str] | None = None) -> tuple[exp.Table, int]:
+        """The windowed decision of the candidates (their ``key_columns``: the statement's keys unless given), in
+        rounds; after the first, only the producers with an undecided entry (a batch entry that straddles) take
+        part."""
+        key_columns, order = key_columns or self.statement.key_columns, self.statement.order
         decisions = self.adapter.create_temp_table(scratch.name("__sd_decisions"), self.kept(
             f"round 1 {batches}", lambda: plan.first_round(candidates, key_columns, order, batches=batches)))
         rounds = 1
@@ -427,7 +481,8 @@ class Run:
                         if adapter.PLAN == "window" or not state.enabled:
                             outcome = self.window(state, commit, targets, values, scratch)
                         if outcome is None:
-                            outcome = self.exceptions(state, commit, targets, values, scratch)
+                            outcome = (self.rows if adapter.PLAN == "rows" else self.exceptions)(
+                                state, commit, targets, values, scratch)
                         # R14: no entry under a name a live producer holds (its next ids would fall on them)
                         leases.refuse_held_names(session, state.topic, outcome.producers.column("producer").to_pylist())
                         failpoint("after_topic_rows")
@@ -549,21 +604,22 @@ def prune(session, ref, header: SnapshotHeader, policies, now: dt.datetime) -> N
 
 
 def follow_policies(session, state: TopicState, commit: Commit, now: dt.datetime, *,
-                    purge: bool = True, reading: dt.datetime | None = None) -> TopicState:
+                    purge: bool = True, reading: dt.datetime | None = None, by_log: bool = True) -> TopicState:
     """The state follows its policies, in the open commit stamped ``now``. R10: disabling forgets, enabling starts
     empty at the log's end. R11 (with ``purge``): producers idle longer than the timeout leave the state, and a
     snapshot records it.
 
-    Idleness is judged by the earlier of the clock's ``reading`` and the topic's latest publish time before this
-    commit: both must say a producer has been idle past the timeout, so that one statement's clock, stepped
-    forward, expires nobody (and a stamp it left, once the clock is back, neither)."""
+    A statement (``by_log``) judges idleness by the earlier of the clock's ``reading`` and the topic's latest
+    publish time before this commit: both must say a producer has been idle past the timeout, so that one
+    statement's clock, stepped forward, expires nobody (and a stamp it left, once the clock is back, neither). A
+    purge asked for (``seqdedup snapshot``, ``purge_inactive``) judges by the clock it is asked at."""
     enabled = state.topic.applied.deduplication_enabled
     if state.header.enabled != enabled:
         state = take_snapshot(session, state, commit, kind="enabled" if enabled else "disabled", now=now,
                               empty=True)
     timeout = state.topic.applied.producer_inactivity_timeout      # None: never expire
     if purge and state.enabled and timeout is not None:
-        judged = min(filter(None, (reading or now, state.published_at)))
+        judged = min(filter(None, (reading or now, state.published_at if by_log else None)))
         cutoff = judged - dt.timedelta(minutes=timeout)
         oldest = state.oldest_write()
         if oldest is not None and oldest < cutoff:

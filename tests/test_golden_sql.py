@@ -1,5 +1,5 @@
 """Golden SQL: what a statement actually runs on each engine, for reviewers to see (STYLE 11), as the plan in
-sql/plan.py describes it (``plan.describe``): DuckDB runs the exceptions plan; Spark the window plan, and the
+sql/plan.py describes it (``plan.describe``): DuckDB runs the row plan; Spark the window plan, and the
 exceptions plan when a batch entry straddles the mark.
 
 Set SEQDEDUP_UPDATE_GOLDEN=1 to rewrite the files after an intended change, and read the diff.
@@ -30,7 +30,7 @@ SPARK_NUMBER = sqlglot.parse_one(
     "+ CAST(SPARK_PARTITION_ID() AS BIGINT) + 1", read="spark")
 #: (Spark gives a small statement's window plan its base position as a DECIMAL: ``SparkAdapter.constant``)
 ENGINES = {
-    "duckdb": [dict(kind="exceptions", partitions=None,
+    "duckdb": [dict(kind="rows", partitions=None,
                     number=EngineAdapter().row_number())],
     "spark": [dict(kind="window", partitions=2, number=SPARK_NUMBER,
                    small_base=exp.cast(exp.convert(41), exp.DataType.build("DECIMAL(20, 0)")),

@@ -74,7 +74,8 @@ def test_purge_writes_tombstones_and_recovery_and_recover_agree(dedup):
     dedup.send([(f"x{i}", 0) for i in range(20)])
     dedup.session.alter_topic("events", full_snapshot_interval=100)
     dedup.clock.advance(seconds=31)
-    dedup.send([("x0", 1), ("x1", 1)])         # p and r are idle over a minute: purged first, in an increment
+    dedup.send([("x0", 1), ("x1", 1)])         # p and r are idle over a minute by the clock, not yet by the log
+    dedup.send([("y", 0)])                     # by both now (R11, the clock): purged first, in an increment
     purge = [h for h in headers(dedup) if h[2] == "purge"]
     assert len(purge) == 1 and purge[0][3] is not None
     assert [(p, s) for i, p, s in producer_rows(dedup) if i == purge[0][0]] == [("p", None), ("r", None)]

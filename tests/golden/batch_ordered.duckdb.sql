@@ -1,167 +1,75 @@
--- exceptions plan: the statement's rows, read once
+-- rows plan: the statement's rows, read once, with their producers' marks
 SELECT
-  payload AS __sd_v0,
-  producer AS __sd_producer,
-  seq AS __sd_sequence_id,
-  COALESCE(highest, seq) AS __sd_highest,
-  arrival AS __sd_o0
-FROM staging
-WHERE
-  NOT payload IS NULL;
-
--- exceptions plan: producers
-SELECT
-  *,
-  COALESCE(
-    SUM(__sd_room) OVER (
-      ORDER BY __sd_producer ASC NULLS FIRST
-      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-    ),
-    0
-  ) AS __sd_offset
+  v.*,
+  m.sequence_id AS __sd_mark
 FROM (
   SELECT
-    *,
-    __sd_largest - __sd_smallest > 4 * __sd_candidates + 64 AS __sd_sparse,
-    CASE
-      WHEN __sd_candidates = 0
-      THEN 0
-      WHEN __sd_largest - __sd_smallest > 4 * __sd_candidates + 64
-      THEN __sd_candidates
-      ELSE __sd_largest - __sd_smallest + 1
-    END AS __sd_room
-  FROM (
-    SELECT
-      k.__sd_producer,
-      MAX(m.sequence_id) AS __sd_mark,
-      COUNT(*) AS __sd_sent,
-      COUNT_IF(k.__sd_sequence_id > COALESCE(m.sequence_id, -1)) AS __sd_candidates,
-      MIN(
-        CASE
-          WHEN k.__sd_sequence_id > COALESCE(m.sequence_id, -1)
-          THEN k.__sd_sequence_id
-        END
-      ) AS __sd_smallest,
-      MAX(
-        CASE
-          WHEN k.__sd_sequence_id > COALESCE(m.sequence_id, -1)
-          THEN k.__sd_sequence_id
-        END
-      ) AS __sd_largest,
-      COUNT_IF(
-        k.__sd_sequence_id > COALESCE(m.sequence_id, -1)
-        AND k.__sd_highest > k.__sd_sequence_id
-      ) AS __sd_batches,
-      COUNT_IF(
-        k.__sd_producer IS NULL
-        OR k.__sd_sequence_id IS NULL
-        OR k.__sd_sequence_id < 0
-        OR k.__sd_sequence_id > 9223372036854775807
-        OR k.__sd_highest > 9223372036854775807
-        OR k.__sd_highest < k.__sd_sequence_id
-      ) AS __sd_invalid
-    FROM (
-      SELECT
-        __sd_producer,
-        __sd_sequence_id,
-        __sd_highest,
-        __sd_o0
-      FROM __sd_values
-    ) AS k
-    LEFT JOIN __sd_marks AS m
-      ON m.producer = k.__sd_producer
-    GROUP BY
-      k.__sd_producer
-  ) AS a
-) AS r;
-
--- exceptions plan: exceptions, without ORDER BY or batch entries: repeated keys
-SELECT
-  c.__sd_producer,
-  c.__sd_sequence_id,
-  c.__sd_highest,
-  COUNT(*) AS __sd_rows,
-  1 AS __sd_kept
-FROM (
-  SELECT
-    k.*,
-    p.__sd_mark
-  FROM (
-    SELECT
-      __sd_producer,
-      __sd_sequence_id,
-      __sd_highest,
-      __sd_o0
-    FROM __sd_values
-  ) AS k
-  JOIN __sd_producers AS p
-    ON p.__sd_producer = k.__sd_producer
+    payload AS __sd_v0,
+    producer AS __sd_producer,
+    seq AS __sd_sequence_id,
+    COALESCE(highest, seq) AS __sd_highest,
+    arrival AS __sd_o0
+  FROM staging
   WHERE
-    k.__sd_sequence_id > COALESCE(p.__sd_mark, -1)
-) AS c
+    NOT payload IS NULL
+) AS v
+LEFT JOIN __sd_marks AS m
+  ON m.producer = v.__sd_producer;
+
+-- rows plan: first and last row, invalid entries, batch entries
+SELECT
+  MIN(rowid),
+  MAX(rowid),
+  COUNT_IF(
+    __sd_producer IS NULL
+    OR __sd_sequence_id IS NULL
+    OR __sd_sequence_id < 0
+    OR __sd_sequence_id > 9223372036854775807
+    OR __sd_highest > 9223372036854775807
+    OR __sd_highest < __sd_sequence_id
+  ),
+  COUNT_IF(__sd_sequence_id > COALESCE(__sd_mark, -1) AND __sd_highest > __sd_sequence_id)
+FROM __sd_rows;
+
+-- rows plan: without ORDER BY or batch entries: repeated keys
+SELECT
+  __sd_producer,
+  __sd_sequence_id,
+  MIN(rowid) AS __sd_keep,
+  COUNT(*) AS __sd_rows
+FROM __sd_rows
+WHERE
+  __sd_sequence_id > COALESCE(__sd_mark, -1)
 GROUP BY
-  c.__sd_producer,
-  c.__sd_sequence_id,
-  c.__sd_highest
+  __sd_producer,
+  __sd_sequence_id
 HAVING
   COUNT(*) > 1;
 
--- exceptions plan: counts from the repeats
-SELECT
-  c.__sd_producer,
-  COUNT(*) - COALESCE(MAX(x.extra), 0) AS __sd_written,
-  COUNT(*) - COALESCE(MAX(x.extra), 0) AS __sd_ids,
-  MIN(c.__sd_sequence_id) AS __sd_first,
-  MAX(c.__sd_sequence_id) AS __sd_last,
-  MAX(c.__sd_highest) AS __sd_top
-FROM (
-  SELECT
-    k.*,
-    p.__sd_mark
-  FROM (
-    SELECT
-      __sd_producer,
-      __sd_sequence_id,
-      __sd_highest,
-      __sd_o0
-    FROM __sd_values
-  ) AS k
-  JOIN __sd_producers AS p
-    ON p.__sd_producer = k.__sd_producer
-  WHERE
-    k.__sd_sequence_id > COALESCE(p.__sd_mark, -1)
-) AS c
-LEFT JOIN (
-  SELECT
-    __sd_producer,
-    SUM(__sd_rows - 1) AS extra
-  FROM __sd_exceptions
-  GROUP BY
-    __sd_producer
-) AS x
-  ON x.__sd_producer = c.__sd_producer
-GROUP BY
-  c.__sd_producer;
-
--- exceptions plan: candidates, with ORDER BY or batch entries
-SELECT
-  k.*,
-  p.__sd_mark
-FROM (
-  SELECT
-    __sd_producer,
-    __sd_sequence_id,
-    __sd_highest,
-    __sd_o0
-  FROM __sd_values
-) AS k
-JOIN __sd_producers AS p
-  ON p.__sd_producer = k.__sd_producer
+-- rows plan: the repeats removed
+DELETE FROM __sd_rows USING   __sd_repeats AS x
 WHERE
-  k.__sd_sequence_id > COALESCE(p.__sd_mark, -1);
+  (
+    __sd_rows.__sd_producer = x.__sd_producer
+    AND __sd_rows.__sd_sequence_id = x.__sd_sequence_id
+  )
+  AND __sd_rows.rowid <> x.__sd_keep;
 
--- exceptions plan: decisions, round 1
+-- rows plan: with ORDER BY or batch entries: candidates
 SELECT
+  rowid AS __sd_row,
+  __sd_producer,
+  __sd_sequence_id,
+  __sd_highest,
+  __sd_o0,
+  __sd_mark
+FROM __sd_rows
+WHERE
+  __sd_sequence_id > COALESCE(__sd_mark, -1);
+
+-- rows plan: decisions, round 1
+SELECT
+  __sd_row,
   __sd_producer,
   __sd_sequence_id,
   __sd_highest,
@@ -200,6 +108,7 @@ SELECT
   ) AS __sd_accepted
 FROM (
   SELECT
+    __sd_row,
     __sd_producer,
     __sd_sequence_id,
     __sd_highest,
@@ -209,8 +118,9 @@ FROM (
   FROM __sd_candidates
 ) AS previous;
 
--- exceptions plan: decisions, next rounds (producers with an undecided entry only)
+-- rows plan: decisions, next rounds (producers with an undecided entry only)
 SELECT
+  __sd_row,
   __sd_producer,
   __sd_sequence_id,
   __sd_highest,
@@ -249,60 +159,18 @@ SELECT
   ) AS __sd_accepted
 FROM __sd_decisions AS previous;
 
--- exceptions plan: exceptions from the decisions
-SELECT
-  __sd_producer,
-  __sd_sequence_id,
-  __sd_highest,
-  __sd_o0,
-  COUNT(*) AS __sd_rows,
-  COUNT_IF(__sd_accepted) AS __sd_kept
-FROM __sd_decisions
-GROUP BY
-  __sd_producer,
-  __sd_sequence_id,
-  __sd_highest,
-  __sd_o0
-HAVING
-  COUNT_IF(__sd_accepted) = 0 OR COUNT(*) > 1;
+-- rows plan: the rejected removed
+DELETE FROM __sd_rows
+WHERE
+  rowid IN (
+    SELECT
+      __sd_row
+    FROM __sd_decisions
+    WHERE
+      NOT __sd_accepted
+  );
 
--- exceptions plan: counts from the decisions
-SELECT
-  __sd_producer,
-  COUNT_IF(__sd_accepted) AS __sd_written,
-  COUNT(DISTINCT __sd_sequence_id) AS __sd_ids,
-  MIN(CASE WHEN __sd_accepted THEN __sd_sequence_id END) AS __sd_first,
-  MAX(CASE WHEN __sd_accepted THEN __sd_sequence_id END) AS __sd_last,
-  MAX(CASE WHEN __sd_accepted THEN __sd_highest END) AS __sd_top
-FROM __sd_decisions
-GROUP BY
-  __sd_producer;
-
--- exceptions plan: outcome per producer
-SELECT
-  p.__sd_producer AS producer,
-  p.__sd_sent AS sent,
-  COALESCE(c.__sd_written, 0) AS written,
-  p.__sd_sent - COALESCE(c.__sd_written, 0) AS duplicates,
-  CASE
-    WHEN c.__sd_written > 0
-    THEN 41 + p.__sd_offset + CASE WHEN p.__sd_sparse THEN 1 ELSE c.__sd_first - p.__sd_smallest + 1 END
-  END AS first_position,
-  CASE
-    WHEN c.__sd_written > 0
-    THEN 41 + p.__sd_offset + CASE
-      WHEN p.__sd_sparse
-      THEN c.__sd_written
-      ELSE c.__sd_last - p.__sd_smallest + 1
-    END
-  END AS last_position,
-  c.__sd_top AS highest,
-  COALESCE(c.__sd_ids, 0) - COALESCE(c.__sd_written, 0) AS out_of_order
-FROM __sd_producers AS p
-LEFT JOIN __sd_counts AS c
-  ON c.__sd_producer = p.__sd_producer;
-
--- exceptions plan: write
+-- rows plan: write
 INSERT INTO main.events (
   "payload",
   "_producer",
@@ -322,102 +190,78 @@ SELECT
   7
 FROM (
   SELECT
-    v.__sd_v0,
-    v.__sd_producer,
-    v.__sd_sequence_id,
-    v.__sd_highest,
-    v.__sd_o0,
-    CASE
-      WHEN NOT p.__sd_sparse
-      THEN 41 + p.__sd_offset + v.__sd_sequence_id - p.__sd_smallest + 1
-    END AS __sd_position
-  FROM (
-    SELECT
-      *
-    FROM __sd_values
-  ) AS v
-  JOIN __sd_producers AS p
-    ON p.__sd_producer = v.__sd_producer
-  WHERE
-    v.__sd_sequence_id > COALESCE(p.__sd_mark, -1)
-    AND NOT EXISTS(
-      SELECT
-        1
-      FROM __sd_exceptions AS x
-      WHERE
-        x.__sd_producer = v.__sd_producer
-        AND x.__sd_sequence_id = v.__sd_sequence_id
-        AND x.__sd_highest = v.__sd_highest
-        AND x.__sd_o0 IS NOT DISTINCT FROM v.__sd_o0
-    )
-    AND NOT p.__sd_sparse
-  UNION ALL
-  SELECT
     __sd_v0,
     __sd_producer,
     __sd_sequence_id,
     __sd_highest,
     __sd_o0,
-    CASE
-      WHEN __sd_sparse
-      THEN 41 + __sd_offset + ROW_NUMBER() OVER (PARTITION BY __sd_producer ORDER BY __sd_sequence_id ASC NULLS LAST)
-      ELSE __sd_by_id
-    END AS __sd_position
-  FROM (
-    SELECT
-      v.__sd_v0,
-      v.__sd_producer,
-      v.__sd_sequence_id,
-      v.__sd_highest,
-      v.__sd_o0,
-      CASE
-        WHEN NOT p.__sd_sparse
-        THEN 41 + p.__sd_offset + v.__sd_sequence_id - p.__sd_smallest + 1
-      END AS __sd_by_id,
-      p.__sd_sparse AS __sd_sparse,
-      p.__sd_offset AS __sd_offset
-    FROM (
-      SELECT
-        *
-      FROM __sd_values
-    ) AS v
-    JOIN __sd_producers AS p
-      ON p.__sd_producer = v.__sd_producer
-    WHERE
-      v.__sd_sequence_id > COALESCE(p.__sd_mark, -1)
-      AND NOT EXISTS(
-        SELECT
-          1
-        FROM __sd_exceptions AS x
-        WHERE
-          (
-            x.__sd_producer = v.__sd_producer
-            AND x.__sd_sequence_id = v.__sd_sequence_id
-            AND x.__sd_highest = v.__sd_highest
-            AND x.__sd_o0 IS NOT DISTINCT FROM v.__sd_o0
-          )
-          AND x.__sd_kept = 0
-      )
-      AND (
-        p.__sd_sparse
-        OR EXISTS(
-          SELECT
-            1
-          FROM __sd_exceptions AS x
-          WHERE
-            (
-              x.__sd_producer = v.__sd_producer
-              AND x.__sd_sequence_id = v.__sd_sequence_id
-              AND x.__sd_highest = v.__sd_highest
-              AND x.__sd_o0 IS NOT DISTINCT FROM v.__sd_o0
-            )
-            AND x.__sd_kept = 1
-        )
-      )
-    QUALIFY
-      ROW_NUMBER() OVER (
-        PARTITION BY v.__sd_producer, v.__sd_sequence_id, v.__sd_highest, v.__sd_o0
-        ORDER BY v.__sd_producer ASC NULLS LAST, v.__sd_sequence_id ASC NULLS LAST, v.__sd_highest ASC NULLS LAST, v.__sd_o0 ASC NULLS LAST
-      ) = 1
-  ) AS w
+    41 + rowid - $__sd_first_row + 1 AS __sd_position
+  FROM __sd_rows
+  WHERE
+    __sd_sequence_id > COALESCE(__sd_mark, -1)
 ) AS w;
+
+-- rows plan: outcome per producer, without ORDER BY or batch entries
+SELECT
+  r.__sd_producer AS producer,
+  r.__sd_left + COALESCE(d.__sd_dropped, 0) AS sent,
+  r.__sd_written AS written,
+  r.__sd_left + COALESCE(d.__sd_dropped, 0) - r.__sd_written AS duplicates,
+  r.__sd_first_position AS first_position,
+  r.__sd_last_position AS last_position,
+  r.__sd_top AS highest,
+  0 AS out_of_order
+FROM (
+  SELECT
+    __sd_producer,
+    COUNT(*) AS __sd_left,
+    COUNT_IF(__sd_sequence_id > COALESCE(__sd_mark, -1)) AS __sd_written,
+    41 + MIN(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) - $__sd_first_row + 1 AS __sd_first_position,
+    41 + MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) - $__sd_first_row + 1 AS __sd_last_position,
+    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN __sd_highest END) AS __sd_top
+  FROM __sd_rows
+  GROUP BY
+    __sd_producer
+) AS r
+LEFT JOIN (
+  SELECT
+    __sd_producer,
+    SUM(__sd_rows - 1) AS __sd_dropped
+  FROM __sd_repeats
+  GROUP BY
+    __sd_producer
+) AS d
+  ON d.__sd_producer = r.__sd_producer;
+
+-- rows plan: outcome per producer, with them
+SELECT
+  r.__sd_producer AS producer,
+  r.__sd_left + COALESCE(d.__sd_dropped, 0) AS sent,
+  r.__sd_written AS written,
+  r.__sd_left + COALESCE(d.__sd_dropped, 0) - r.__sd_written AS duplicates,
+  r.__sd_first_position AS first_position,
+  r.__sd_last_position AS last_position,
+  r.__sd_top AS highest,
+  COALESCE(d.__sd_ids, r.__sd_written) - r.__sd_written AS out_of_order
+FROM (
+  SELECT
+    __sd_producer,
+    COUNT(*) AS __sd_left,
+    COUNT_IF(__sd_sequence_id > COALESCE(__sd_mark, -1)) AS __sd_written,
+    41 + MIN(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) - $__sd_first_row + 1 AS __sd_first_position,
+    41 + MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) - $__sd_first_row + 1 AS __sd_last_position,
+    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN __sd_highest END) AS __sd_top
+  FROM __sd_rows
+  GROUP BY
+    __sd_producer
+) AS r
+LEFT JOIN (
+  SELECT
+    __sd_producer,
+    COUNT_IF(NOT __sd_accepted) AS __sd_dropped,
+    COUNT(DISTINCT __sd_sequence_id) AS __sd_ids
+  FROM __sd_decisions
+  GROUP BY
+    __sd_producer
+) AS d
+  ON d.__sd_producer = r.__sd_producer;
