@@ -2,7 +2,7 @@
 
 A statement arrives split by ``sql.rewrite.expand_is_not_dup`` into ``keys`` (each entry's producer, lowest and
 highest id, and its ORDER BY values) and ``values`` (the same rows with the values to write). The producers' marks
-come from memory (``seqdedup.topic_state``), as a small relation ``marks(producer, sequence_id)``. Two plans decide
+come from memory (``seqdedup.topic_state``), as a small relation ``marks(producer, sequence_id)``. Three plans decide
 the same thing (R1, R2) at different costs:
 
 **The window plan** (one pass; Spark's): ``values`` joined to the marks, distributed by producer, sorted in arrival
@@ -15,7 +15,14 @@ counts at each producer's last row, so the statement reads its source once and r
 A batch entry that straddles the mark is left undecided by one pass (``ACCEPTED`` NULL); the statement then runs
 the exceptions plan, where only the producers that straddle pay for more rounds.
 
-**The exceptions plan** (narrow decision, then one filtered write; DuckDB's): the statement's rows are read once
+**The row plan** (DuckDB's: its tables number their rows): ``values`` read once into a table beside each row's mark;
+the repeats (no ORDER BY, no batch entries: a hash aggregate) or the candidates the windowed decision rejects are
+removed from it; every candidate left is written, at ``base`` plus its row's place in the table; the outcome is one
+aggregate of what is left::
+
+    values ⋈ marks ─► rows (read once) ─► repeats / rejected removed ─► write candidates ─► outcome
+
+**The exceptions plan** (narrow decision, then one filtered write; Spark's for a straddle): the statement's rows are read once
 into a table (``values``: a source read again may give other rows, such as a sample, ``rand()`` or a file replaced
 meanwhile, and the plan reads its rows several times). The decision runs on the keys alone, and what it finds is
 almost always small: the entries the simple rule "above the mark" gets wrong (repeats inside the statement,

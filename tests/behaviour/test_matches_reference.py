@@ -4,6 +4,9 @@ the marks, the status of every id, and the per-producer counts of every statemen
 order) must agree."""
 from __future__ import annotations
 
+import contextlib
+from typing import Iterator
+
 import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -68,16 +71,23 @@ def test_engine_matches_the_reference_model(engine, tmp_path_factory):
               suppress_health_check=[HealthCheck.too_slow], derandomize=engine.family == "spark")
     @given(steps=steps, interval=st.sampled_from([1, 2, 3, 1000]), distributed=st.booleans())
     def check(steps, interval, distributed):
-        where = tmp_path_factory.getbasetemp() / "spark-home" if engine.family == "spark" else \
-            tmp_path_factory.mktemp("prop") / "p.duckdb"
         # (distributed: the way a large statement is decided, which these small ones would not take otherwise)
-        harness = Harness(engine, str(where), adapter=DISTRIBUTED if distributed else {})
-        try:
+        with fresh(engine, tmp_path_factory, adapter=DISTRIBUTED if distributed else {}) as harness:
             run(harness, steps, interval)
-        finally:
-            harness.close()
 
     check()
+
+
+@contextlib.contextmanager
+def fresh(engine, tmp_path_factory, **options) -> Iterator[Harness]:
+    """A fresh database for one example (on Spark, a database of its own in the process's session)."""
+    where = tmp_path_factory.getbasetemp() / "spark-home" if engine.family == "spark" else \
+        tmp_path_factory.mktemp("prop") / "p.duckdb"
+    harness = Harness(engine, str(where), **options)
+    try:
+        yield harness
+    finally:
+        harness.close()
 
 
 def run(harness, steps, interval):
@@ -148,14 +158,8 @@ def test_engine_matches_the_reference_model_at_the_edges(engine, tmp_path_factor
               suppress_health_check=[HealthCheck.too_slow], derandomize=engine.family == "spark")
     @given(steps=st.lists(edge_step, min_size=2, max_size=8), interval=st.sampled_from([1, 2, 3]))
     def check(steps, interval):
-        where = tmp_path_factory.getbasetemp() / "spark-home" if engine.family == "spark" else \
-            tmp_path_factory.mktemp("edges") / "e.duckdb"
-        harness = Harness(engine, str(where))
-        try:
-            with harness.users_own_session():
-                run_edges(harness, steps, interval)
-        finally:
-            harness.close()
+        with fresh(engine, tmp_path_factory) as harness, harness.users_own_session():
+            run_edges(harness, steps, interval)
 
     check()
 
