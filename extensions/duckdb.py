@@ -202,6 +202,26 @@ class DuckDBAdapter(EngineAdapter):
         connection.register(name, table)      # a view over the Arrow table: no copy
         self._relations[name] = connection
         return exp.table_(exp.to_identifier(name, quoted=True))
+    def append_rows(self, table: exp.Table, rows) -> None:
+        """An Arrow table is read where it lies, under one name per adapter, by an INSERT built and generated once
+        per table and columns (a statement's run log: a tree and its text each time cost more than the INSERT)."""
+        if not rows.num_rows:
+            return
+        appends = self.__dict__.setdefault("_appends", {})
+        key = (table.sql(), tuple(rows.column_names))
+        name = f"__sd_append_{id(self):x}"
+        if key not in appends:
+            columns = [exp.to_identifier(c, quoted=True) for c in rows.column_names]
+            insert = exp.insert(exp.select(*[exp.column(c) for c in columns]).from_(
+                exp.table_(exp.to_identifier(name, quoted=True))), table.copy(), columns=columns)
+            insert.meta["kept"] = True
+            appends[key] = insert
+        self.connection.register(name, rows)
+        try:
+            self.execute(appends[key])
+        finally:
+            self.connection.unregister(name)
+
     def fetch_with_columns(self, statement: exp.Expression | str) -> tuple[list[str], list[tuple]]:
         result = self._run(statement)
         return [column[0] for column in result.description or []], result.fetchall()

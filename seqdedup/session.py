@@ -388,7 +388,7 @@ class Session:
                 if state.enabled and state.since_snapshot:
                     state = statement_path.take_snapshot(self, state, commit, kind="snapshot", now=now)
                     taken = state.header.snapshot_id
-            writer.keep(ref, state.after(commit=commit.number, published_at=now))
+            writer.keep(ref, state.after(commit=commit.number))
         return taken
 
     def drop_topic(self, name: str) -> dict:

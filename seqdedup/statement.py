@@ -494,7 +494,7 @@ class Run:
                                                               delta.column("sequence_id").to_pylist())))
                     failpoint("after_run_log")
                     state = state.after(commit=commit.number, end=outcome.end, delta=delta,
-                                        since_snapshot=state.since_snapshot + written, published_at=now)
+                                        since_snapshot=state.since_snapshot + written)
                     snapshot_id, state = self.snapshot_if_due(state, commit, now)
                     if not outcome.producers.num_rows and state.header is before.header:
                         commit.abandon()        # no entry, no snapshot: nothing to publish (no empty commit)

@@ -45,9 +45,9 @@ class TopicState:
     # commit numbers of partitions another tool registered (Spark; seqdedup/foreign.py), as of the recovery: no commit
     # takes one (its publish would collide), and none counts as published
     taken: frozenset[int] = frozenset()
-    # the latest publish time of the topic this state knows (a commit's, a producer's last write, the last snapshot):
-    # a commit is stamped no earlier (publish times never go backwards), and R11 judges idleness by it
-    published_at: dt.datetime | None = None
+    # the time of the latest commit that wrote an entry (a producer's last write, also one purged since); with the
+    # last snapshot's, what the catalog says of the topic's latest publish time (``published_at``)
+    written_at: dt.datetime | None = None
 
     @property
     def enabled(self) -> bool:
@@ -58,6 +58,13 @@ class TopicState:
         """The producer's persisted mark (R13), or None."""
         found = self.marks.lookup(pa.array([producer], pa.string()))
         return None if not found.num_rows else found.column("sequence_id")[0].as_py()
+
+    @property
+    def published_at(self) -> dt.datetime | None:
+        """The topic's latest publish time as its catalog says (the last write, the last snapshot): a commit is
+        stamped no earlier (publish times never go backwards), and R11 judges idleness by it. Recovered state and
+        state kept in memory say the same."""
+        return max(filter(None, (self.written_at, self.header.taken_at)), default=None)
 
     def stamp(self, reading: dt.datetime) -> dt.datetime:
         """The publish time of the next commit, for a clock that reads ``reading``: never before the topic's
@@ -71,7 +78,7 @@ class TopicState:
 
     def after(self, *, commit: int, end: int | None = None, delta: pa.Table | None = None,
               marks: pa.Table | None = None, header: SnapshotHeader | None = None, since_snapshot: int | None = None,
-              topic: Topic | None = None, published_at: dt.datetime | None = None) -> "TopicState":
+              topic: Topic | None = None) -> "TopicState":
         """The state once ``commit`` is published: the log's new ``end``; ``marks`` as the whole new marks (a
         purge, a reset) and/or ``delta`` folded in (the new highest id and write time of each producer that wrote);
         a new last snapshot, count of entries after it, or topic (policies) when the commit changed them. A new
@@ -89,10 +96,12 @@ class TopicState:
             recent = fold(recent, delta)
             gone = [pc.filter(g, pc.invert(pc.is_in(g, delta.column("producer")))) for g in gone]   # came back
         published = None if self.published is None else self.published | {commit}
-        if published_at is not None and self.published_at is not None:
-            published_at = max(published_at, self.published_at)
+        written_at = self.written_at
+        if delta is not None and delta.num_rows:
+            latest = pc.max(delta.column("last_publish_time")).as_py()
+            written_at = latest if written_at is None else max(written_at, latest)
         return replace(self, topic=topic or self.topic, commit=_past(max(self.commit, commit), self.taken),
-                       published_at=published_at or self.published_at,
+                       written_at=written_at,
                        end=self.end if end is None else max(self.end, end), header=header or self.header,
                        since_snapshot=self.since_snapshot if since_snapshot is None else since_snapshot,
                        marks=new, published=published, recent=recent, gone=_union(gone))
@@ -156,7 +165,7 @@ def created(topic: Topic, *, commit: int, snapshot_id: int, kind: str, taken_at:
     header = SnapshotHeader(snapshot_id, 0, kind, taken_at, commit, snapshot_id + 1, (snapshot_id,),
                             start_id=snapshot_id if kind in STARTS else None)
     return TopicState(topic=topic, commit=commit, published=frozenset({commit}) if tracks_commits else None, end=0,
-                      header=header, since_snapshot=0, marks=Marks.of(), published_at=taken_at)
+                      header=header, since_snapshot=0, marks=Marks.of())
 
 
 def _load(catalog: Catalog, adapter, ref: TopicRef, topic) -> TopicState:
@@ -193,10 +202,9 @@ def _load(catalog: Catalog, adapter, ref: TopicRef, topic) -> TopicState:
             catalog.highest_written_commit(ref).subquery("w"), join_type="cross"))[0]
         commit = catalog.next_commit(ref, written) - 1
     commit = _past(commit, taken)
-    written = pc.max(marks.table.column("last_publish_time")).as_py() if marks.num_rows else None
     return TopicState(topic=topic, commit=commit, published=frozenset(published) if adapter.TRACKS_COMMITS else None,
                       end=end, header=header, since_snapshot=since, marks=marks, recent=recent, taken=taken,
-                      published_at=max(filter(None, (written, header.taken_at)), default=None))
+                      written_at=pc.max(marks.table.column("last_publish_time")).as_py() if marks.num_rows else None)
 
 
 __all__ = ["TopicState", "MARKS", "marks_table", "unmarked", "load", "created"]

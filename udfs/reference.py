@@ -314,12 +314,20 @@ class SequenceTracker:
         self.last_snapshot_time = now
         return snapshot
 
-    def purge_inactive(self, now: float) -> list[str]:
+    def published_at(self) -> float:
+        """The topic's latest publish time as its catalog says: the last write of a producer in the state, or the
+        last snapshot (which recorded any purged since)."""
+        return max([*self.last_publish.values(), self.last_snapshot_time])
+
+    def purge_inactive(self, now: float, *, by_log: bool = False) -> list[str]:
         """R11: forget producers whose last write is strictly older than the timeout; a snapshot records the purge.
-        Returns the purged names, sorted."""
+        Returns the purged names, sorted. ``by_log`` (a statement): idleness is judged by the earlier of ``now``
+        and the topic's latest publish time before it, so one statement's clock, stepped forward, expires nobody
+        (docs/semantics.md, "The clock"); a purge asked for judges by ``now``."""
         if self.policies.producer_inactivity_timeout is None:     # "never": producers do not expire
             return []
-        cutoff = now - self.policies.producer_inactivity_timeout * 60
+        judged = min(now, self.published_at()) if by_log else now
+        cutoff = judged - self.policies.producer_inactivity_timeout * 60
         purged = sorted(p for p, t in self.last_publish.items() if t < cutoff)
         for p in purged:
             for marks in (self.pushed, self.persisted, self.last_publish):

@@ -155,8 +155,8 @@ class Model:
                     validate(entry, index)
             except InvalidEntryError as error:
                 return {"error": type(error).__name__}
-            if tracker.enabled:                  # a statement purges idle producers first (R11)
-                tracker.purge_inactive(at)
+            if tracker.enabled:                  # a statement purges idle producers first (R11, by the log too)
+                tracker.purge_inactive(at, by_log=True)
             result = tracker.apply_statement(entries, now=at,
                                              order=list(range(len(entries))) if operation["ordered"] else None)
             producers = set(result.written) | set(result.duplicates)
