@@ -9,15 +9,26 @@
 """
 from __future__ import annotations
 
+import datetime as _dt
+from typing import TYPE_CHECKING, Any, Callable
+
 from seqdedup.errors import (CatalogError, CommitConflict, EngineError, InvalidEntryError, NotRewrittenError,
                              PolicyError, RewriteError, SeqdedupError, TopicError)
 from seqdedup.udfs import DupStatus
 
 __version__ = "0.1.0"
 
+if TYPE_CHECKING:       # what the lazy names below are, for type checkers; nothing is imported at run time
+    from seqdedup import consumer, kafka, producer, recovery, streaming
+    from seqdedup.consumer import Reader, consume, consumer_position
+    from seqdedup.producer import Producer
+    from seqdedup.session import Session
+    from seqdedup.streaming import foreach_batch
 
-def connect(database=None, *, engine: str = "duckdb", read_only: bool = False, clock=None, dialect: str = "spark",
-            lock_timeout: float | None = 60.0):
+
+def connect(database: object = None, *, engine: str = "duckdb", read_only: bool = False,
+            clock: Callable[[], _dt.datetime] | None = None, dialect: str = "spark",
+            lock_timeout: float | None = 60.0) -> Session:
     """A seqdedup session on an engine.
 
     ``database`` is a DuckDB file path (default ``seqdedup.duckdb`` in the working folder), ``":memory:"``, an
@@ -49,7 +60,7 @@ _LAZY = {"consume": "seqdedup.consumer", "consumer_position": "seqdedup.consumer
 _SUBMODULES = ("streaming", "consumer", "producer", "kafka", "recovery")
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     import importlib
 
     if name in _LAZY:

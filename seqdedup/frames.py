@@ -1,10 +1,12 @@
-"""Client data into the engine: rows, pandas, Arrow or a Spark DataFrame become a temporary table whose column
+"""Client data into the engine: rows, a pandas or Spark DataFrame, or any table that offers the Arrow PyCapsule
+interface (``__arrow_c_stream__``: polars, pyarrow, a DuckDB relation, ...) becomes a temporary table whose column
 ``ARRIVAL`` numbers the rows from 0 in the order they were given (the arrival order of their entries); or, by name, a
 temporary table a statement reads (``session.register("staging", df)``, ``session.sql(text, staging=df)``)."""
 from __future__ import annotations
 
 import contextlib
 import re
+import sys
 from typing import Iterator
 
 from sqlglot import exp
@@ -25,15 +27,35 @@ def load(adapter, name: str, data, columns: list[str]) -> exp.Table:
 
 
 def to_arrow(data, columns: list[str]):
-    """A pyarrow Table of rows (dicts, or tuples in ``columns`` order), a pandas DataFrame or an Arrow table."""
+    """A pyarrow Table of rows (dicts, or tuples in ``columns`` order), a pandas DataFrame, or a table offered through
+    the Arrow PyCapsule interface (polars, pyarrow, a DuckDB relation: ``__arrow_c_stream__``, or
+    ``__arrow_c_array__`` for one record batch). Arrow's view types (polars' strings) become plain ones, which every
+    engine reads.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> class Stream:        # anything that hands out an Arrow stream of a table
+        ...     def __arrow_c_stream__(self, requested_schema=None):
+        ...         return pa.table({"s": pa.array(["a"], pa.string_view())}).__arrow_c_stream__(requested_schema)
+        >>> to_arrow(Stream(), []).schema
+        s: large_string
+    """
     import pyarrow as pa
 
-    if isinstance(data, pa.Table):
-        return data
     if isinstance(data, pa.RecordBatch):
-        return pa.Table.from_batches([data])
-    if hasattr(data, "to_numpy") and hasattr(data, "columns"):      # pandas
-        return pa.Table.from_pandas(data, preserve_index=False)
+        data = pa.Table.from_batches([data])
+    if isinstance(data, pa.Table):
+        return _plain(data)
+    if _is_pandas(data):       # (its own Arrow stream would carry a filtered frame's index as a column)
+        return _plain(pa.Table.from_pandas(data, preserve_index=False))
+    if hasattr(data, "__arrow_c_stream__") or hasattr(data, "__arrow_c_array__"):
+        try:
+            if hasattr(data, "__arrow_c_stream__"):
+                return _plain(pa.RecordBatchReader.from_stream(data).read_all())
+            return _plain(pa.Table.from_batches([pa.record_batch(data)]))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as error:
+            raise TopicError(f"the {type(data).__name__} given offers Arrow data that is no table ({error}); give "
+                             "a table of named columns, such as a polars or pandas DataFrame") from None
     rows = list(data)
     if rows and not isinstance(rows[0], dict):
         if any(len(row) != len(columns) for row in rows):
@@ -46,9 +68,31 @@ def to_arrow(data, columns: list[str]):
         raise TopicError(f"the rows cannot form a table: {error}; give each column values of one type") from None
 
 
+def _plain(table):
+    """The table with Arrow's view types (``string_view``, ``binary_view``, at any depth) as their large
+    counterparts, which Spark reads (it refuses a view type) and DuckDB reads the same; the table itself when it has
+    none."""
+    import pyarrow as pa
+
+    def plain(kind):
+        if pa.types.is_string_view(kind):
+            return pa.large_string()
+        if pa.types.is_binary_view(kind):
+            return pa.large_binary()
+        if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+            element = kind.value_field.with_type(plain(kind.value_type))
+            return pa.list_(element) if pa.types.is_list(kind) else pa.large_list(element)
+        if pa.types.is_struct(kind):
+            return pa.struct([field.with_type(plain(field.type)) for field in kind])
+        return kind
+
+    schema = pa.schema([field.with_type(plain(field.type)) for field in table.schema], metadata=table.schema.metadata)
+    return table if schema.equals(table.schema) else table.cast(schema)
+
+
 def register(session, name: str, data) -> exp.Table:
-    """A pandas DataFrame, a pyarrow Table or a Spark DataFrame as the temporary table ``name``, which statements
-    read by that name on either engine. It replaces a temporary table or view of that name; a topic's name is refused
+    """A DataFrame (pandas, polars or Spark), a pyarrow Table or any table with the Arrow PyCapsule interface as the
+    temporary table ``name``, which statements read by that name on either engine. It replaces a temporary table or view of that name; a topic's name is refused
     (the frame would hide the topic from every query of the session)."""
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         raise TopicError(f"{name!r} cannot name a DataFrame in SQL; use letters, digits and _ (not first)")
@@ -61,8 +105,10 @@ def register(session, name: str, data) -> exp.Table:
     if hasattr(data, "sparkSession"):
         return session.adapter.load_dataframe(name, data, numbered=False)
     if not _is_frame(data):
-        raise TopicError(f"cannot register {type(data).__name__} as {name!r}: give a pandas DataFrame, a pyarrow "
-                         "Table or a Spark DataFrame")
+        lazy = "; collect() it first" if hasattr(data, "collect") else ""
+        raise TopicError(f"cannot register {type(data).__name__} as {name!r}{lazy}: give a pandas, polars or Spark "
+                         "DataFrame, a pyarrow Table, or any table with the Arrow PyCapsule interface "
+                         "(__arrow_c_stream__, as a DuckDB relation has)")
     return session.adapter.load_arrow(name, to_arrow(data, []))
 
 
@@ -83,4 +129,11 @@ def registered(session, frames: dict) -> Iterator[None]:
 def _is_frame(data) -> bool:
     import pyarrow as pa
 
-    return isinstance(data, (pa.Table, pa.RecordBatch)) or (hasattr(data, "to_numpy") and hasattr(data, "columns"))
+    return (isinstance(data, (pa.Table, pa.RecordBatch)) or _is_pandas(data) or hasattr(data, "__arrow_c_stream__")
+            or hasattr(data, "__arrow_c_array__"))
+
+
+def _is_pandas(data) -> bool:
+    """Whether ``data`` is a pandas DataFrame (pandas is imported only by whoever made one)."""
+    pandas = sys.modules.get("pandas")
+    return pandas is not None and isinstance(data, pandas.DataFrame)

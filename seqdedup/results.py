@@ -1,12 +1,15 @@
 """What seqdedup returns: statement results with per-producer counts (R5), query rows, and state; each also as a
-pyarrow Table (``to_arrow()``) or a pandas DataFrame (``to_pandas()``)."""
+pyarrow Table (``to_arrow()``), a pandas DataFrame (``to_pandas()``) or a polars DataFrame (``to_polars()``)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
+from seqdedup.errors import SeqdedupError
+
 
 class _Frames:
-    """``to_arrow()`` and ``to_pandas()`` of a result whose ``_table()`` gives its column names and rows."""
+    """``to_arrow()``, ``to_pandas()`` and ``to_polars()`` of a result whose ``_table()`` gives its column names and
+    rows."""
 
     def _table(self) -> tuple[list[str], list[tuple]]:
         raise NotImplementedError
@@ -22,6 +25,15 @@ class _Frames:
     def to_pandas(self):
         """The rows as a pandas DataFrame."""
         return self.to_arrow().to_pandas()
+
+    def to_polars(self):
+        """The rows as a polars DataFrame."""
+        try:
+            import polars
+        except ImportError:
+            raise SeqdedupError("to_polars() needs polars, which is not installed: pip install polars (or take the "
+                                "rows with to_arrow() or to_pandas())") from None
+        return polars.from_arrow(self.to_arrow())
 
 
 @dataclass

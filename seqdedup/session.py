@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import time
 from dataclasses import replace
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import sqlglot
 from sqlglot import exp
@@ -36,6 +36,10 @@ from .frames import register, registered
 from .results import Done, QueryResult, StatementResult
 from .topic_state import TopicState, created, load
 from .writer import PushedMarks, Writer
+
+if TYPE_CHECKING:        # (for the annotations only: the session loads them on first use)
+    from .kafka import KafkaResult
+    from .producer import Producer
 
 
 def utcnow() -> dt.datetime:
@@ -233,12 +237,14 @@ class Session:
 
     # --- statements ----------------------------------------------------------------------------------------------
 
-    def sql(self, text: str, *, dialect: str | None = None, **frames):
+    def sql(self, text: str, *, dialect: str | None = None,
+            **frames: object) -> StatementResult | QueryResult | Done | None:
         """Run one or more statements; returns the result of the last one (see ``sql_all``)."""
         results = self.sql_all(text, dialect=dialect, **frames)
         return results[-1] if results else None
 
-    def sql_all(self, text: str, *, dialect: str | None = None, **frames) -> list:
+    def sql_all(self, text: str, *, dialect: str | None = None,
+                **frames: object) -> list[StatementResult | QueryResult | Done]:
         """Run statements; ``frames`` (name=DataFrame: pandas, pyarrow or Spark) are tables they read by name."""
         trees = statements.parse(text, read_dialect(dialect or self.dialect))
         if not frames:
@@ -246,7 +252,7 @@ class Session:
         with self.writer, registered(self, frames):       # DataFrames in, by name, for these statements
             return [self.run(tree) for tree in trees]
 
-    def register(self, name: str, data) -> None:
+    def register(self, name: str, data: object) -> None:
         """Make a pandas DataFrame, a pyarrow Table or a Spark DataFrame a table statements read as ``name``."""
         with self.writer:
             register(self, name, data)
@@ -256,7 +262,7 @@ class Session:
         with self.writer:
             self.adapter.drop_temp_table(name)
 
-    def run(self, tree: exp.Expression):
+    def run(self, tree: exp.Expression) -> StatementResult | QueryResult | Done:
         """Run one parsed statement."""
         if not self.adapter.READS_SPARK_FILE_SOURCES:     # parquet.`path`, USING csv OPTIONS (path ...) on DuckDB
             tree = to_duckdb_readers(tree)
@@ -486,13 +492,13 @@ class Session:
     # --- clients -------------------------------------------------------------------------------------------------
 
     def producer(self, topic: str, *, name: str | None = None, initial_sequence_id: int | None = None,
-                 send_timeout: float | None = 30.0):
+                 send_timeout: float | None = 30.0) -> Producer:
         """A producer for the topic (see ``seqdedup.producer.Producer``)."""
         from .producer import Producer
 
         return Producer(self, topic, name=name, initial_sequence_id=initial_sequence_id, send_timeout=send_timeout)
 
-    def kafka_ingest(self, topic: str, batches, *, order_by: str | None = None):
+    def kafka_ingest(self, topic: str, batches: object, *, order_by: str | None = None) -> KafkaResult:
         """Write Kafka record batches, each once, with epoch fencing (R15; see ``seqdedup.kafka``)."""
         from .kafka import ingest_batches
 

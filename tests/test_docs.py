@@ -35,3 +35,16 @@ def test_the_quick_start_runs_as_written(tmp_path, monkeypatch, capsys):
     printed = capsys.readouterr().out.splitlines()
     promised = re.findall(r"# (\d+(?: \d+)?)(?::|$)", block, re.M)
     assert printed[:3] == promised[:3]
+
+
+def test_no_doc_says_positions_are_dense():
+    """docs/semantics.md's rule: positions are unique and grow in commit order, but numbers are skipped (a statement
+    numbers its entries without a sort of them all). A page that promised 1, 2, 3, ... would have users count on it."""
+    import pathlib
+    import re
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    promises = [f"{page.relative_to(root)}: {found}" for page in [root / "README.md", *(root / "docs").rglob("*.md")]
+                for found in re.findall(r"[^.|]*\b(?:positions? (?:are|is) dense|dense \(1, 2, 3)[^.|]*",
+                                        page.read_text())]
+    assert promises == []
