@@ -424,8 +424,7 @@ class EngineAdapter:
             return table.args.get("db") is None and table.meta.get(IN_CATALOG, False)
 
         if any(map(unqualified, tree.find_all(exp.Table))):
-            if tree.meta.get("kept"):   # (a kept tree, which other sessions read, stays as built: its text is kept)
-                tree = tree.copy()
+            tree = tree.copy()      # (the caller's tree, kept ones and shared templates too, stays as built)
             for table in filter(unqualified, list(tree.find_all(exp.Table))):
                 table.set("db", exp.to_identifier(self.DEFAULT_NAMESPACE, quoted=True))
                 if self.DATABASE:
