@@ -72,3 +72,18 @@ def test_statements_on_a_disabled_topic_cost_the_same_each_time(duckdb_dedup):
         assert (result.written, result.duplicates) == (2, 0)        # unchecked: every entry is written
         sizes.append(kept_nodes())
     assert sizes[3:] == [sizes[3]] * 5, sizes
+
+
+def test_sessions_on_two_database_files_of_one_process_each_read_their_own_catalog(tmp_path):
+    """seqdedup's catalog tables are named with their database (a temporary table cannot hide them): the name is
+    put on a copy of each query, never on a template another session's query is made from."""
+    import seqdedup
+
+    for name, mark in (("one", 3), ("two", 7)):
+        with seqdedup.connect(str(tmp_path / f"{name}.duckdb")) as session:
+            session.create_topic("events", {"payload": "STRING"})
+            session.sql(f"INSERT INTO events SELECT 'x' AS payload FROM (SELECT 'p' AS producer, {mark} AS seq) "
+                        "WHERE is_not_dup(producer, seq)")
+    for name, mark in (("one", 3), ("two", 7)):
+        with seqdedup.connect(str(tmp_path / f"{name}.duckdb")) as session:
+            assert session.last_sequence_id("events", "p") == mark
