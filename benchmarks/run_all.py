@@ -28,6 +28,7 @@ BENCHMARKS = [
     ("foreach_batch.py", {"spark"}, False),
     ("spark_startup.py", {"spark"}, False),
     ("compaction.py", {"spark"}, False),
+    ("cli_remote.py", {"spark"}, False),
 ]
 
 

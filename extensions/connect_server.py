@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,6 +21,29 @@ from seqdedup.errors import EngineError
 
 #: The class pyspark's own start-connect-server.sh starts.
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+#: Spark Connect's port where a URL names none (pyspark's client and start-connect-server.sh use it).
+DEFAULT_PORT = 15002
+
+
+def remote_session(url: str, timeout: float = 10.0):
+    """A new Spark Connect session on the server at ``url`` (``sc://host:port``), or an EngineError at once where
+    nothing answers there (pyspark's client would retry for minutes, saying nothing)."""
+    from pyspark.sql.connect.session import SparkSession
+
+    parsed = urllib.parse.urlparse(url)
+    try:
+        port = parsed.port or DEFAULT_PORT
+    except ValueError:
+        port = None
+    if parsed.scheme != "sc" or not parsed.hostname or port is None:
+        raise EngineError(f"{url!r} is not a Spark Connect URL: write sc://HOST:PORT, for example "
+                          f"sc://127.0.0.1:{DEFAULT_PORT}")
+    try:
+        socket.create_connection((parsed.hostname, port), timeout=timeout).close()
+    except OSError as error:
+        raise EngineError(f"no Spark Connect server answers at {url} ({error.strerror or error}); start one "
+                          "(seqdedup connect-server) or check the address") from None
+    return SparkSession.builder.remote(url).create()
 
 
 @dataclass
@@ -30,9 +54,7 @@ class LocalConnectServer:
 
     def session(self):
         """A Spark Connect session on this server (a new one each call)."""
-        from pyspark.sql.connect.session import SparkSession
-
-        return SparkSession.builder.remote(self.url).create()
+        return remote_session(self.url)
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -51,16 +73,26 @@ def _free_port() -> int:
 
 
 def start_local_server(home: str | Path, master: str = "local[2]", timeout: float = 180.0,
-                       settings: dict[str, str] | None = None) -> LocalConnectServer:
-    """Start a Spark Connect server on loopback, on a free port, its warehouse and embedded Derby metastore in
-    ``home`` (one server per home: embedded Derby admits one process). Waits until it accepts connections."""
+                       settings: dict[str, str] | None = None, port: int | None = None,
+                       lock_timeout: float | None = 60.0) -> LocalConnectServer:
+    """Start a Spark Connect server on loopback, on ``port`` (None: a free one), its warehouse and embedded Derby
+    metastore in ``home``. Embedded Derby admits one process: this process locks the home as a local session does
+    (``local_session``), so that a local session on it is refused while the server runs, where it would hang.
+    Waits until the server accepts connections."""
     import pyspark
 
-    from .spark import SETTINGS, derby_settings, local_settings
+    from .spark import SETTINGS, _lock_home, derby_settings, local_settings
 
     home = Path(home).resolve()
     home.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
+    if port is None:
+        port = _free_port()
+    else:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                raise EngineError(f"port {port} is in use (another Spark Connect server?); give another port, or "
+                                  "stop the process that has it")
+    _lock_home(home, lock_timeout)
     conf = {"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(port),
             "spark.sql.catalogImplementation": "hive", **local_settings(home), **derby_settings(home),
             **SETTINGS, **(settings or {})}

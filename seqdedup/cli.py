@@ -1,6 +1,9 @@
-"""The seqdedup command line: ``seqdedup init | topic | sql | ingest | state | snapshot | recover | stats | demo``.
+"""The seqdedup command line: ``seqdedup init | topic | namespace | global | sql | ingest | state | snapshot | recover |
+stats | compact | demo | connect-server``.
 
-Errors print as one line on stderr and exit 1; ``--json`` prints machine-readable output; ``--debug`` re-raises.
+Errors print as one line on stderr and exit 1; ``--json`` prints machine-readable output; ``--debug`` re-raises. With
+``--remote sc://HOST:PORT`` (or SEQDEDUP_REMOTE) every command runs on a running Spark Connect server, with no JVM of
+its own (``seqdedup connect-server`` starts one with seqdedup's settings).
 """
 from __future__ import annotations
 
@@ -8,24 +11,40 @@ import argparse
 import contextlib
 import dataclasses
 import json
+import os
+import shlex
 import shutil
+import signal
 import sys
 import tempfile
+import textwrap
 import warnings
 from pathlib import Path
 
 import sqlglot
 
 from seqdedup import __version__
-from seqdedup.catalog.policies import spelled
+from seqdedup.catalog.policies import DEFINITIONS, spelled
 from seqdedup.compaction import FACTOR
 from seqdedup.errors import SeqdedupError, SeqdedupWarning
+from seqdedup.udfs import Policies
+
+#: The environment variable that stands for ``--remote`` (a command line's --engine duckdb or --remote wins over it).
+REMOTE_VARIABLE = "SEQDEDUP_REMOTE"
+#: Where ``seqdedup connect-server`` listens unless told otherwise: Spark Connect's own default port.
+SERVER_PORT = 15002
 
 
 def _session(args):
     import seqdedup
 
-    if args.engine == "spark":
+    if args.remote:
+        if args.spark is None:          # one Connect session per command, released by main()
+            from seqdedup.extensions.connect_server import remote_session
+
+            args.spark = remote_session(args.remote)
+        target = args.spark
+    elif args.engine == "spark":
         from seqdedup.extensions.spark import local_session
 
         target = local_session(args.database, master=args.master, lock_timeout=args.lock_timeout)
@@ -83,6 +102,37 @@ def _policies(pairs: list[str] | None) -> dict[str, object]:
     return policies
 
 
+def _applied(topic, keys=None) -> dict[str, dict[str, str]]:
+    """Each policy of ``topic`` (those of ``keys``, else all) as it applies: its value and the scope that set it."""
+    return {key: {"value": spelled(key, value),
+                  "set_at": next((at for at in ("topic", "namespace", "global") if key in topic.settings[at]),
+                                 "default")}
+            for key, value in vars(topic.applied).items() if keys is None or key in keys}
+
+
+def _set_policies(args, session, policies: dict[str, object], setter, **where) -> dict[str, int]:
+    """Set ``policies`` with ``setter()``; a change that turns deduplication off on a topic (R10: its marks are
+    forgotten) is refused without --yes, naming what it would forget. Returns what was forgotten (topic -> producers)."""
+    from seqdedup.session import forgetting
+
+    forgotten = session.would_forget(policies, **where)
+    if forgotten and not args.yes:
+        raise SeqdedupError(f"this turns deduplication off on {forgetting(forgotten)}, and forgets those marks "
+                            "(R10): once it is on again, every id sent before is accepted again and a retry is written "
+                            f"twice. Nothing was changed; add --yes to confirm: {shlex.join(['seqdedup', *args.argv])} "
+                            "--yes")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SeqdedupWarning)    # said in the command's own words
+        setter()
+    return forgotten
+
+
+def _forgot(forgotten: dict[str, int]) -> list[str]:
+    from seqdedup.session import forgetting
+
+    return [f"deduplication is off now on {forgetting(forgotten)}: those marks are forgotten (R10)"] if forgotten else []
+
+
 def cmd_topic(args) -> None:
     if args.action == "list":
         return _topic_list(args)
@@ -92,6 +142,7 @@ def cmd_topic(args) -> None:
         return _topic_drop(args)
     if args.action == "quarantine":
         return _topic_quarantine(args)
+    forgotten = {}
     with _session(args) as s:
         if args.action == "create":
             columns = {}
@@ -102,16 +153,56 @@ def cmd_topic(args) -> None:
                 columns[name] = kind
             s.create_topic(args.name, columns, **_policies(args.policy))
         elif args.action == "alter":
-            s.alter_topic(args.name, **_policies(args.policy))
+            policies = _policies(args.policy)
+            forgotten = _set_policies(args, s, policies, lambda: s.alter_topic(args.name, **policies), topic=args.name)
         topic = s.topic(args.name)
-        info = {"topic": topic.ref.key, "columns": dict(topic.user_columns), "settings": topic.settings,
-                "applied": vars(topic.applied)}
-        text = [f"topic {topic.ref.key}", "columns: " + ", ".join(f"{n} {t}" for n, t in topic.user_columns),
-                "policies (applied, and where set):"]
-        for key, value in vars(topic.applied).items():
-            origin = next((scope for scope in ("topic", "namespace", "global") if key in topic.settings[scope]), "default")
-            text.append(f"  {key} = {spelled(key, value)}  ({origin})")
-        _emit(args, info, "\n".join(text))
+    applied = _applied(topic)
+    info = {"topic": topic.ref.key, "columns": dict(topic.user_columns), "settings": topic.settings,
+            "applied": vars(topic.applied), **({"forgotten": forgotten} if forgotten else {})}
+    text = [*_forgot(forgotten), f"topic {topic.ref.key}",
+            "columns: " + ", ".join(f"{n} {t}" for n, t in topic.user_columns), "policies (applied, and where set):"]
+    text += [f"  {key} = {a['value']}  ({a['set_at']})" for key, a in applied.items()]
+    _emit(args, info, "\n".join(text))
+
+
+def cmd_namespace(args) -> None:
+    """``namespace alter NS -p k=v``: the namespace's policies, for its topics that set none of their own."""
+    policies = _policies(args.policy)
+    with _session(args) as s:
+        forgotten = _set_policies(args, s, policies, lambda: s.set_namespace_policy(args.name, **policies),
+                                  namespace=args.name)
+        topics = [s.topic(key) for key in s.topics()]
+    _policies_set(args, ("namespace", args.name), policies, forgotten,
+                  [t for t in topics if t.ref.namespace == args.name])
+
+
+def cmd_global(args) -> None:
+    """``global alter -p k=v``: the global policies, for every topic whose topic and namespace set none."""
+    policies = _policies(args.policy)
+    with _session(args) as s:
+        forgotten = _set_policies(args, s, policies, lambda: s.set_global_policy(**policies))
+        topics = [s.topic(key) for key in s.topics()]
+    _policies_set(args, ("global", ""), policies, forgotten, topics)
+
+
+def _policies_set(args, where: tuple[str, str], policies: dict[str, object], forgotten: dict[str, int],
+                  topics) -> None:
+    """What a namespace or global policy change (``where``: scope, target) set, and how each policy it set now
+    applies to the topics in its scope."""
+    from seqdedup.catalog.policies import normalize
+
+    scope, target = where
+    values = dict(normalize(key, value) for key, value in policies.items())
+    lines = [*_forgot(forgotten),
+             f"{' '.join(filter(None, where))}: " + ", ".join(f"unset {key}" if value is None else f"{key} = {value}"
+                                                             for key, value in values.items())]
+    applied = {t.ref.key: _applied(t, values) for t in topics}
+    lines += [f"  {key}: " + ", ".join(f"{k} = {a['value']} ({a['set_at']})" for k, a in policies_of.items())
+              for key, policies_of in applied.items()]
+    lines += [] if topics else ["  (no topic here yet: it applies to those created later)"]
+    _emit(args, {"scope": scope, "target": target, "set": values, "topics": applied,
+                 **({"forgotten": forgotten} if forgotten else {})},
+          "\n".join(lines))
 
 
 def _topic_list(args) -> None:
@@ -154,7 +245,9 @@ def cmd_sql(args) -> None:
         raise SeqdedupError("give a statement, or --file with statements")
     with _session(args) as s:
         results = s.sql_all(text, dialect=args.dialect)
-        _emit(args, [r.to_dict() for r in results], "\n".join(_result_text(r) for r in results))
+        shown = [r.to_dict() for r in results]
+        # one statement: its object; several: a list of them, in order (as Session.sql and Session.sql_all return)
+        _emit(args, shown[0] if len(shown) == 1 else shown, "\n".join(_result_text(r) for r in results))
 
 
 def cmd_ingest(args) -> None:
@@ -164,6 +257,8 @@ def cmd_ingest(args) -> None:
         raise SeqdedupError("--one-commit writes the whole input as one statement; leave out --batch-rows")
     with contextlib.ExitStack() as stack:
         paths = [_stdin(stack, args.format) if path == "-" else path for path in args.path]
+        if args.remote:         # the server reads the files: relative to its own folder, they would be other files
+            paths = [os.path.abspath(path) for path in paths]
         s = stack.enter_context(_session(args))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SeqdedupWarning)    # said below, once, in the result's own words
@@ -251,13 +346,46 @@ def cmd_recover(args) -> None:
     raise SeqdedupError(f"{report.topic}: {report.problems()}; {'; '.join(fix)}")
 
 
+def _count(number: int, word: str, words: str | None = None) -> str:
+    """``3 snapshot rows``, ``1 snapshot row``."""
+    return f"{number} {word if number == 1 else words or word + 's'}"
+
+
 def cmd_stats(args) -> None:
+    from seqdedup.results import ProducerCount
+
     with _session(args) as s:
         stats = s.stats(args.topic)
-        lines = [f"{k}: {v}" for k, v in stats.items() if k not in ("producers", "foreign")]
-        lines += [f"  {p}: wrote {c['written']}, dropped {c['duplicates']}" for p, c in stats["producers"].items()]
-        lines += [stats["foreign"]] if "foreign" in stats else []
-        _emit(args, stats, "\n".join(lines))
+    counts = {name: ProducerCount(producer=name, written=c["written"], duplicates=c["duplicates"],
+                                  first_position=None, last_position=None, out_of_order=c["out_of_order"])
+              for name, c in stats["producers"].items()}
+    for name, count in counts.items():              # (the duplicates that repeat an id, as by_producer() has them)
+        stats["producers"][name]["repeats"] = count.repeats
+    stats["repeats"] = sum(count.repeats for count in counts.values())
+    snapshot, catalog = stats["last_snapshot"], stats["catalog"]
+    facts = [
+        ("topic", stats["topic"]),
+        ("deduplication", "enabled" if stats["deduplication_enabled"] else "disabled"),
+        ("entries", f"{stats['entries']} (last position {stats['last_position']})"),
+        ("last snapshot", f"{snapshot['snapshot_id']} ({snapshot['kind']}) at position {snapshot['position']}, taken "
+                          f"{snapshot['taken_at'][:19].replace('T', ' ')}; "
+                          f"{_count(stats['entries_since_snapshot'], 'entry', 'entries')} since"),
+        ("catalog", f"{_count(catalog['snapshot_rows'], 'snapshot row')} in {_count(catalog['snapshots'], 'snapshot')}, "
+                    f"{_count(catalog['run_log_rows'], 'run log row')}; recovery reads snapshot"
+                    f"{'s' if len(catalog['chain']) != 1 else ''} {', '.join(map(str, catalog['chain'])) or 'none'}; "
+                    f"{_count(catalog['changed_since_snapshot'], 'producer')} changed since"),
+        ("written", stats["written"]),
+        ("duplicates", f"{stats['duplicates']} ({_count(stats['repeats'], 'repeat')}, {stats['out_of_order']} out "
+                       "of order)"),
+        ("foreign rows", f"{stats['foreign_rows']} (rows seqdedup did not write: left out)"),
+    ]
+    width = max(len(label) for label, _ in facts) + 1
+    lines = [f"{label + ':':<{width}} {value}" for label, value in facts]
+    if counts:
+        lines += ["", _table(["producer", "written", "duplicates", "repeats", "out_of_order"],
+                             [(c.producer, c.written, c.duplicates, c.repeats, c.out_of_order) for c in counts.values()])]
+    lines += [stats["foreign"]] if "foreign" in stats else []
+    _emit(args, stats, "\n".join(lines))
 
 
 def cmd_compact(args) -> None:
@@ -274,63 +402,131 @@ def cmd_demo(args) -> None:
     from seqdedup.demo import run_demo
 
     report = run_demo(lambda: _session(args), producers=args.producers, messages=args.messages, seed=args.seed,
-                      progress=not args.json, where=f"{args.database}, {args.engine}")
+                      progress=not args.json, where=args.remote or f"{args.database}, {args.engine}")
     _emit(args, report, report["text"])
     if not report["ok"]:
         raise SystemExit(1)
 
 
-def parser() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--database", "-d", default=None,
-                        help="DuckDB: the database file (default seqdedup.duckdb in the working folder; "
-                             "seqdedup-demo.duckdb for the demo). Spark: the folder of the local session's "
-                             "warehouse and Hive metastore (default seqdedup-spark)")
-    common.add_argument("--engine", default="duckdb", choices=["duckdb", "spark"],
-                        help="engine: duckdb (default, embedded) or spark (PySpark)")
-    common.add_argument("--master", default="local[2]", help="Spark master URL (with --engine spark)")
-    common.add_argument("--lock-timeout", type=float, default=60.0, metavar="SECONDS",
-                        help="how long to wait for another writer of the database (default 60)")
-    common.add_argument("--json", action="store_true", help="print JSON for scripts")
-    common.add_argument("--debug", action="store_true", help="show the full traceback on errors")
+def cmd_connect_server(args) -> None:
+    """Start a Spark Connect server with seqdedup's settings, its catalog in the Spark home, and run until stopped."""
+    from seqdedup.extensions.connect_server import start_local_server
 
-    top = argparse.ArgumentParser(prog="seqdedup", description="Effectively-once ingestion for tables, as SQL.")
+    # SIGTERM stops it as Ctrl-C does (the server is a process group of its own, which the terminal's signal misses);
+    # one that comes while the server starts stops it at exit (start_local_server)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    with contextlib.suppress(KeyboardInterrupt):
+        server = start_local_server(args.database, master=args.master, port=args.port or None,
+                                    lock_timeout=args.lock_timeout)
+        try:
+            home = Path(args.database).resolve()
+            _emit(args, {"url": server.url, "home": str(home), "log": str(server.log)},
+                  f"Spark Connect server ready at {server.url} (catalog in {home}; log: {server.log})\n"
+                  f"run commands on it with --remote {server.url}, or: export {REMOTE_VARIABLE}={server.url}\n"
+                  "stop it with Ctrl-C")
+            sys.stdout.flush()
+            code = server.process.wait()
+            raise SeqdedupError(f"the Spark Connect server exited with {code}; its log: {server.log}")
+        finally:
+            server.stop()
+
+
+def _policy_list() -> str:
+    """Every policy the code knows (catalog/policies.py), with the values it takes and its default: the epilog of
+    the commands that set policies."""
+    defaults = Policies()
+    columns = max(shutil.get_terminal_size().columns - 2, 60)      # (as argparse wraps its own help)
+    width = max(map(len, DEFINITIONS)) + 2
+    lines = textwrap.wrap("policies (-p NAME=VALUE; an empty VALUE unsets it, and then the namespace's, the global or "
+                          "the default value applies; docs/semantics.md says what each does):", columns)
+    for name, definition in DEFINITIONS.items():
+        text = f"{definition.help}; default {spelled(name, getattr(defaults, name))}"
+        lines += textwrap.wrap(text, columns, initial_indent=f"  {name:<{width}}", subsequent_indent=" " * (width + 2))
+    return "\n".join(lines)
+
+
+def parser() -> argparse.ArgumentParser:
+    output = argparse.ArgumentParser(add_help=False)
+    output.add_argument("--json", action="store_true", help="print JSON for scripts")
+    output.add_argument("--debug", action="store_true", help="show the full traceback on errors")
+    home = argparse.ArgumentParser(add_help=False)      # where a Spark session this process starts keeps its catalog
+    home.add_argument("--database", "-d", default=None,
+                      help="DuckDB: the database file (default seqdedup.duckdb in the working folder; "
+                           "seqdedup-demo.duckdb for the demo). Spark: the folder of the local session's "
+                           "warehouse and Hive metastore (default seqdedup-spark). Not with --remote: the server's "
+                           "catalog is the one it was started with")
+    home.add_argument("--master", default=None, help="Spark master URL (with --engine spark; default local[2])")
+    home.add_argument("--lock-timeout", type=float, default=60.0, metavar="SECONDS",
+                      help="how long to wait for another writer of the database (default 60)")
+    common = argparse.ArgumentParser(add_help=False, parents=[home, output])
+    common.add_argument("--engine", default=None, choices=["duckdb", "spark"],
+                        help="engine: duckdb (default, embedded) or spark (PySpark; a local session in this process, "
+                             "which starts a JVM, unless --remote)")
+    common.add_argument("--remote", default=None, metavar="sc://HOST:PORT",
+                        help=f"run on the Spark Connect server at this URL, with no JVM in this process (default: "
+                             f"${REMOTE_VARIABLE}, unless --engine duckdb); seqdedup connect-server starts one")
+    yes = argparse.ArgumentParser(add_help=False)
+    yes.add_argument("--yes", action="store_true",
+                     help="confirm a change that turns deduplication off on a topic, which forgets its producers' "
+                          "marks (R10: once it is on again, the ids they sent before are accepted again); with topic "
+                          "drop, confirm that the topic, its entries and its state are deleted for good")
+    setting = argparse.ArgumentParser(add_help=False, parents=[yes])
+    setting.add_argument("--policy", "-p", action="append", metavar="NAME=VALUE",
+                         help="a policy to set, repeatable; an empty VALUE unsets it (the policies are listed below)")
+    policies = dict(epilog=_policy_list(), formatter_class=argparse.RawDescriptionHelpFormatter)
+
+    top = argparse.ArgumentParser(prog="seqdedup", description="Effectively-once ingestion for tables, as SQL. Each "
+                                  "command takes --engine, --remote, --database and --json (seqdedup COMMAND --help).")
     top.add_argument("--version", action="version", version=f"seqdedup {__version__}")
     sub = top.add_subparsers(dest="command", required=True)
     sub.add_parser("init", parents=[common], help="create the catalog").set_defaults(func=cmd_init)
 
-    topic = sub.add_parser("topic", parents=[common], help="list topics; create, alter, show or drop one; quarantine "
-                                                           "its rows seqdedup did not write")
-    topic.add_argument("action", choices=["list", "create", "alter", "show", "drop", "quarantine"])
-    topic.add_argument("name", nargs="?")
-    topic.add_argument("--yes", action="store_true",
-                       help="with drop: confirm that the topic, its entries and its state are deleted for good")
-    topic.add_argument("--column", "-c", action="append", help="name:TYPE (Spark SQL type), repeatable")
-    topic.add_argument("--policy", "-p", action="append",
-                       help="policy=value, repeatable; an empty value unsets (deduplication_enabled, "
-                            "snapshot_interval_entries, snapshot_interval_seconds, producer_inactivity_timeout, "
-                            "max_producers_in_snapshot)")
+    topic = sub.add_parser("topic", parents=[common, setting], help="list topics; create, alter, show or drop one; "
+                           "quarantine its rows seqdedup did not write", **policies)
+    topic.add_argument("action", choices=["list", "create", "alter", "show", "drop", "quarantine"],
+                       help="what to do: list every topic, or create, alter (its policies), show, drop or quarantine "
+                            "(move its rows seqdedup did not write aside) the topic NAME")
+    topic.add_argument("name", nargs="?", help="the topic: NAME, or NAMESPACE.NAME")
+    topic.add_argument("--column", "-c", action="append", metavar="NAME:TYPE",
+                       help="with create: a column and its Spark SQL type (payload:STRING), repeatable")
     topic.set_defaults(func=cmd_topic)
 
+    namespace = sub.add_parser("namespace", parents=[common, setting], help="set a namespace's policies (a DuckDB "
+                               "schema, a Spark database), for its topics that set none of their own", **policies)
+    namespace.add_argument("action", choices=["alter"], help="alter: set or unset the namespace's policies")
+    namespace.add_argument("name", metavar="NAMESPACE", help="the namespace (main on DuckDB, default on Spark)")
+    namespace.set_defaults(func=cmd_namespace)
+
+    global_ = sub.add_parser("global", parents=[common, setting], help="set the global policies, for every topic "
+                             "whose topic and namespace set none", **policies)
+    global_.add_argument("action", choices=["alter"], help="alter: set or unset the global policies")
+    global_.set_defaults(func=cmd_global)
+
     sql = sub.add_parser("sql", parents=[common], help="run SQL statements (Spark SQL by default)")
-    sql.add_argument("statement", nargs="?")
-    sql.add_argument("--file", "-f")
-    sql.add_argument("--dialect", default="spark", choices=["spark", "duckdb"])
+    sql.add_argument("statement", nargs="?", help="statements, separated by ; (or give --file)")
+    sql.add_argument("--file", "-f", help="a file of statements, separated by ;")
+    sql.add_argument("--dialect", default="spark", choices=["spark", "duckdb"],
+                     help="the SQL dialect the statements are written in (default spark, on either engine)")
     sql.set_defaults(func=cmd_sql)
 
     ingest = sub.add_parser("ingest", parents=[common], help="ingest JSON lines, CSV or Parquet into a topic")
-    ingest.add_argument("topic")
+    ingest.add_argument("topic", help="the topic to write: NAME, or NAMESPACE.NAME")
     ingest.add_argument("path", nargs="+", help="files, globs (quoted: 'data/*.jsonl'), or - for standard input "
                                                 "(JSON lines unless --format says otherwise)")
-    ingest.add_argument("--producer-column", required=True)
-    ingest.add_argument("--sequence-column", required=True)
-    ingest.add_argument("--highest-column")
-    ingest.add_argument("--order-by", help="arrival order column (default: producer, sequence id)")
+    ingest.add_argument("--producer-column", required=True, metavar="COLUMN",
+                        help="the column of each row's producer name (exactly as written, case included)")
+    ingest.add_argument("--sequence-column", required=True, metavar="COLUMN",
+                        help="the column of each row's sequence id")
+    ingest.add_argument("--highest-column", metavar="COLUMN",
+                        help="the column of a batch entry's highest sequence id (a row that stands for ids from "
+                             "the sequence id to this one)")
+    ingest.add_argument("--order-by", metavar="COLUMN",
+                        help="the column that gives the rows' arrival order (default: the order of the input)")
     ingest.add_argument("--format", choices=["json", "csv", "parquet"], help="default: from the file name")
-    ingest.add_argument("--batch-rows", type=int, help="rows per statement (default 1,000,000)")
+    ingest.add_argument("--batch-rows", type=int, metavar="N", help="rows per statement (default 1,000,000)")
     ingest.add_argument("--one-commit", action="store_true",
                         help="the whole input as one statement: all of it is written, or nothing")
-    ingest.add_argument("--no-progress", action="store_true")
+    ingest.add_argument("--no-progress", action="store_true", help="no progress bar (none is shown with --json)")
     ingest.set_defaults(func=cmd_ingest)
 
     for name, func, text in (("state", cmd_state, "show the recovered producer marks of a topic"),
@@ -338,7 +534,7 @@ def parser() -> argparse.ArgumentParser:
                              ("recover", cmd_recover, "rebuild a topic's state and check it against the log"),
                              ("stats", cmd_stats, "what a topic holds and what was dropped")):
         command = sub.add_parser(name, parents=[common], help=text)
-        command.add_argument("topic")
+        command.add_argument("topic", help="the topic: NAME, or NAMESPACE.NAME")
         command.set_defaults(func=func)
         if name == "recover":
             command.add_argument("--repair", action="store_true",
@@ -346,28 +542,67 @@ def parser() -> argparse.ArgumentParser:
 
     compact = sub.add_parser("compact", parents=[common], help="merge a topic's commits into fewer partitions "
                                                                "(Spark: one per commit until compacted)")
-    compact.add_argument("topic")
+    compact.add_argument("topic", help="the topic: NAME, or NAMESPACE.NAME")
     compact.add_argument("--factor", type=int, default=FACTOR,
                          help=f"partitions of one tier merged into one of the next (default {FACTOR})")
     compact.set_defaults(func=cmd_compact)
 
     demo = sub.add_parser("demo", parents=[common], help="producers that retry, crash and restart; each message lands once")
-    demo.add_argument("--producers", type=int, default=4)
-    demo.add_argument("--messages", type=int, default=1000, help="messages per producer")
-    demo.add_argument("--seed", type=int, default=7)
+    demo.add_argument("--producers", type=int, default=4, help="how many producers write (default 4)")
+    demo.add_argument("--messages", type=int, default=1000, help="messages per producer (default 1000)")
+    demo.add_argument("--seed", type=int, default=7, help="the seed of the crashes and retries (default 7)")
     demo.set_defaults(func=cmd_demo)
+
+    server = sub.add_parser("connect-server", parents=[home, output], help="run a Spark Connect server with "
+                            "seqdedup's settings, its catalog in the Spark home, for --remote (until Ctrl-C)")
+    server.add_argument("--port", type=int, default=SERVER_PORT,
+                        help=f"the port it listens on, on 127.0.0.1 (default {SERVER_PORT}; 0: any free port)")
+    server.set_defaults(func=cmd_connect_server, engine="spark")
     return top
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+def _resolve(args) -> None:
+    """Where the command runs: --remote (or $SEQDEDUP_REMOTE, which a command line's --engine duckdb overrides), else
+    the engine; and the defaults that depend on it."""
+    if "remote" in vars(args):          # (connect-server starts a server: it runs on none)
+        given = args.remote is not None
+        if not given and args.engine != "duckdb":
+            args.remote = os.environ.get(REMOTE_VARIABLE) or None
+        if args.remote:
+            source = f"--remote {args.remote}" if given else f"{REMOTE_VARIABLE}={args.remote}"
+            for flag, clash in (("--engine duckdb", args.engine == "duckdb"),
+                                ("--database", args.database is not None), ("--master", args.master is not None)):
+                if clash:
+                    raise SeqdedupError(f"{flag} does not go with {source}: the command runs on that Spark Connect "
+                                        "server, on the catalog it was started with (seqdedup connect-server -d "
+                                        f"HOME); leave out {flag}" + ("" if given else f", or unset {REMOTE_VARIABLE}"))
+            args.engine = "spark"
+    args.engine = args.engine or "duckdb"
+    args.master = args.master or "local[2]"
     if args.database is None:
         if args.engine == "spark":
             args.database = "seqdedup-spark"
         else:
             args.database = "seqdedup-demo.duckdb" if args.func is cmd_demo else "seqdedup.duckdb"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)     # (repeated in a message that asks for --yes)
+    args.spark = None                                           # the Spark Connect session of --remote
+    shown = warnings.showwarning
+
+    def warn(message, category, *rest):       # a warning of seqdedup's: one line, as errors are
+        if issubclass(category, SeqdedupWarning):
+            print(f"seqdedup: warning: {message}", file=sys.stderr)
+        else:
+            shown(message, category, *rest)
+
     try:
-        args.func(args)
+        _resolve(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = warn
+            args.func(args)
     except BrokenPipeError:          # the reader went away (| head): not an error of ours
         sys.stderr.close()
         return 0
@@ -378,6 +613,10 @@ def main(argv: list[str] | None = None) -> int:
             error = SeqdedupError("the input nests too deeply for seqdedup to read; write it flatter")
         print(f"seqdedup: error: {error}", file=sys.stderr)
         return 1
+    finally:
+        if args.spark is not None:
+            with contextlib.suppress(Exception):    # (the command's outcome is known: a server gone since changes none)
+                args.spark.stop()
     return 0
 
 

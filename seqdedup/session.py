@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
+import warnings
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Iterable
 
@@ -18,8 +19,8 @@ from seqdedup.catalog import policies as policy
 from seqdedup.catalog.catalog import Catalog, Creation, Topic, TopicRef, topic_ref
 from seqdedup.catalog.schema import CATALOG_TABLES, catalog_table
 from seqdedup.catalog.state import literal
-from seqdedup.errors import (CommitConflict, EngineError, InvalidEntryError, RewriteError, SeqdedupError, TopicError,
-                             already_exists)
+from seqdedup.errors import (CommitConflict, EngineError, InvalidEntryError, PolicyError, RewriteError, SeqdedupError,
+                             SeqdedupWarning, TopicError, already_exists)
 from seqdedup.extensions.base import EngineAdapter
 from seqdedup.sql import rewrite, statements
 from seqdedup.sql.dialects import read_dialect
@@ -44,6 +45,30 @@ if TYPE_CHECKING:        # (for the annotations only: the session loads them on 
 
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+#: The policy whose turning off forgets a topic's marks (R10).
+ENABLED = "deduplication_enabled"
+
+
+def _applies(scope: str, target: str, ref: TopicRef) -> bool:
+    """Whether a policy set at ``scope`` on ``target`` (a topic's namespace.name, a namespace, "" for global) is
+    one of topic ``ref``'s (R9)."""
+    return scope == "global" or (scope == "namespace" and ref.namespace == target) or \
+        (scope == "topic" and ref.key == target)
+
+
+def forgetting(forgotten: dict[str, int]) -> str:
+    """The topics of ``Session.would_forget`` and what each would forget, in words.
+
+    Example:
+        >>> forgetting({"main.events": 3, "main.other": 0})
+        "main.events (3 producers' marks), main.other (no marks yet)"
+    """
+    def said(count: int) -> str:
+        return "no marks yet" if not count else "1 producer's mark" if count == 1 else f"{count} producers' marks"
+
+    return ", ".join(f"{key} ({said(count)})" for key, count in forgotten.items())
 
 
 class Session:
@@ -200,22 +225,66 @@ class Session:
         self.adapter.refresh(catalog_table("seqdedup_topics"), catalog_table("seqdedup_policies"))
 
     def alter_topic(self, name: str, **policies: object) -> Topic:
-        """Set topic policies; a value of ``None`` unsets one (then the namespace or global value applies)."""
+        """Set topic policies; a value of ``None`` unsets one (then the namespace or global value applies). Turning
+        deduplication off forgets the topic's marks (R10), with a SeqdedupWarning that says so."""
         ref = self.ref(name)
         self.topic(ref)
         self._set_policies("topic", ref.key, policies)
         return self.topic(ref)
 
     def set_namespace_policy(self, namespace: str, **policies: object) -> None:
+        """Set policies for the topics of ``namespace`` (where a topic sets none of its own); ``None`` unsets one.
+        Turning deduplication off forgets the marks of the topics it turns off (R10), with a SeqdedupWarning."""
         self._set_policies("namespace", namespace, policies)
 
     def set_global_policy(self, **policies: object) -> None:
+        """Set policies for every topic (where its topic and namespace set none); ``None`` unsets one. Turning
+        deduplication off forgets the marks of the topics it turns off (R10), with a SeqdedupWarning."""
         self._set_policies("global", "", policies)
 
+    def would_forget(self, policies: dict[str, object], *, topic: str | None = None,
+                     namespace: str | None = None) -> dict[str, int]:
+        """R10 ahead of a policy change: the topics on which setting ``policies`` (on ``topic``, else on
+        ``namespace``, else globally) would turn deduplication off, each with the number of producers whose marks
+        that forgets. Nothing is changed. (``seqdedup topic alter`` asks for --yes when there are any.)"""
+        if topic is not None:
+            return self._forgetting("topic", self.ref(topic).key, policies)
+        if namespace is not None:
+            return self._forgetting("namespace", namespace, policies)
+        return self._forgetting("global", "", policies)
+
+    def _forgetting(self, scope: str, target: str, policies: dict[str, object]) -> dict[str, int]:
+        """``would_forget`` for settings at ``scope`` on ``target``: topics whose deduplication is on now and
+        would be off, each with its number of producers with a mark."""
+        values = dict(policy.normalize(key, value) for key, value in policies.items())
+        if ENABLED not in values:
+            return {}
+        forgotten = {}
+        with self.writer:
+            for ref in self._reads().topics():
+                if not _applies(scope, target, ref):
+                    continue
+                try:
+                    state = self.state(ref)
+                    if not state.enabled:
+                        continue
+                    # deduplication_enabled as set at each scope once these are set (another policy's unreadable
+                    # row is not this change's to report)
+                    settings = {at: {k: v for k, v in values_at.items() if k == ENABLED}
+                                for at, values_at in self.topic(ref).settings.items()}
+                    settings[scope] = {} if values[ENABLED] is None else {ENABLED: values[ENABLED]}
+                    if not policy.resolve(settings).deduplication_enabled:
+                        forgotten[ref.key] = state.marks.num_rows
+                except PolicyError:      # the topic's policies cannot be read: its statements say so
+                    continue
+        return forgotten
+
     def _set_policies(self, scope: str, target: str, policies: dict[str, object]) -> None:
-        """Record the settings, then, in a commit of each topic they apply to, make its state follow (R10)."""
+        """Record the settings, then, in a commit of each topic they apply to, make its state follow (R10); warn
+        once where that turned deduplication off on topics, forgetting their marks."""
         writer, catalog = self.writer, self.catalog
         with writer:
+            forgotten = self._forgetting(scope, target, policies)
             now = self.clock()
             kept: dict[TopicRef, TopicState] = {}
             try:
@@ -223,8 +292,7 @@ class Session:
                     catalog.set_policies(scope, target, policies, now)
                     failpoint("after_policy_rows")
                     for ref in catalog.topics():
-                        if scope == "global" or (scope == "namespace" and ref.namespace == target) or \
-                                ref.key == target:
+                        if _applies(scope, target, ref):
                             state = replace(writer.state(ref), topic=catalog.topic(ref))
                             with writer.commit(ref, state.commit + 1) as commit:
                                 state = statement_path.follow_policies(self, state, commit, now, purge=False)
@@ -234,6 +302,11 @@ class Session:
                 raise
             for ref, state in kept.items():
                 writer.keep(ref, state)
+        if forgotten:
+            warnings.warn(SeqdedupWarning(
+                f"deduplication is off now on {forgetting(forgotten)}: those marks are forgotten (R10). While it is "
+                "off no entry is checked, and once it is on again every id sent before is accepted again, so a retry "
+                "is written twice (docs/semantics.md, R10)"), stacklevel=3)
 
     # --- statements ----------------------------------------------------------------------------------------------
 

@@ -51,9 +51,9 @@ def test_query_output_names_the_columns_the_engine_gives(run):
     status, out, _ = run("sql", "SELECT * FROM events ORDER BY _position")
     header = out.splitlines()[0].split()
     assert status == 0 and header[:3] == ["payload", "_producer", "_sequence_id"] and "*" not in header
-    shown = json.loads(run("sql", "SELECT * FROM events", "--json")[1])[0]
+    shown = json.loads(run("sql", "SELECT * FROM events", "--json")[1])
     assert len(shown["columns"]) == len(shown["rows"][0]) == 7
-    counted = json.loads(run("sql", "SELECT count(*) FROM events", "--json")[1])[0]
+    counted = json.loads(run("sql", "SELECT count(*) FROM events", "--json")[1])
     assert counted["columns"] != ["*"] and counted["rows"] == [[2]]
 
 
