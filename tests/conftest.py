@@ -92,7 +92,8 @@ MODULE_SECONDS = {
 #: Modules whose tests start Spark driver processes. pytest-xdist hands each worker one module first: those two are
 #: modules that start none, so that the drivers start once the class-data archive is written (about two minutes on
 #: a new environment, beside the tests).
-STARTS_DRIVERS = ("tests/crash/", "tests/concurrency/", "tests/faults/test_read_only_files.py", "tests/test_cli.py")
+STARTS_DRIVERS = ("tests/crash/", "tests/concurrency/", "tests/faults/test_read_only_files.py", "tests/test_cli.py",
+                  "tests/test_cli_remote.py")
 
 
 def _module_order() -> dict[str, int]:
