@@ -219,8 +219,13 @@ class DuckDBAdapter(EngineAdapter):
         self.connection.register(name, rows)
         try:
             self.execute(appends[key])
-        finally:
-            self.connection.unregister(name)
+        except BaseException:
+            # A failed INSERT aborts the transaction, where unregistering fails too: the INSERT's error is the one to
+            # report (the rollback drops the name; a later register replaces it).
+            with contextlib.suppress(duckdb.Error):
+                self.connection.unregister(name)
+            raise
+        self.connection.unregister(name)
 
     def fetch_with_columns(self, statement: exp.Expression | str) -> tuple[list[str], list[tuple]]:
         result = self._run(statement)

@@ -516,11 +516,12 @@ def write_rows(values: exp.Select, producers_table: exp.Table, exceptions: exp.T
     sparse = exp.column("__sd_sparse", table=p)
     # Only a dense producer's ids give positions (its span is bounded by its entries). Spark computes a projected
     # expression for every row, filtered or not, with ANSI overflow checks: a sparse producer's s - smallest may be
-    # near 2^63, so the expression is NULL for it rather than computed and dropped.
+    # near 2^63, so the expression is NULL for it rather than computed and dropped. The parentheses are explicit:
+    # generated without them, base + offset + s - smallest adds s (up to 2^63 - 1) first and overflows.
     by_id = exp.Case(ifs=[exp.If(this=exp.not_(sparse.copy()), true=exp.Add(
         this=exp.Add(this=exp.convert(base), expression=exp.column("__sd_offset", table=p)),
-        expression=exp.Add(this=exp.Sub(this=s.copy(), expression=exp.column("__sd_smallest", table=p)),
-                           expression=exp.convert(1))))])
+        expression=exp.Paren(this=exp.Add(this=exp.Sub(this=s.copy(), expression=exp.column("__sd_smallest", table=p)),
+                                          expression=exp.convert(1)))))])
     columns = [exp.column(c, table=v) for c in value_columns + key_columns]
     joined = exp.select(*columns).from_(_source(values, v)).join(
         producers_table.as_(p), on=exp.column(PRODUCER, table=p).eq(exp.column(PRODUCER, table=v)))

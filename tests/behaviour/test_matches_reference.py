@@ -9,7 +9,7 @@ from typing import Iterator
 
 import hypothesis.strategies as st
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from sqlglot import exp
 
 from seqdedup import InvalidEntryError
@@ -157,6 +157,13 @@ def test_engine_matches_the_reference_model_at_the_edges(engine, tmp_path_factor
     @settings(max_examples=EDGE_EXAMPLES[engine.name], deadline=None,
               suppress_health_check=[HealthCheck.too_slow], derandomize=engine.family == "spark")
     @given(steps=st.lists(edge_step, min_size=2, max_size=8), interval=st.sampled_from([1, 2, 3]))
+    @example(steps=[("send", ([("p 3", 0, None)], True)), ("send", ([("p 3", 0, None)], True)),
+                    ("send", ([("p 3", 7, None), ("p 3", 0, None)], True)),
+                    ("send", ([("p 3", 0, 1), ("a;b--c", 12, 13), ("a;b--c", 11, 15), ("p 3", 0, None),
+                               ("p 3", MAX_ID - 2, MAX_ID), ("p 3", 6, 6), ("p 3", 2, 3), ("p 3", MAX_ID - 2, MAX_ID),
+                               ("a;b--c", 14, None), ("a;b--c", MAX_ID - 1, None), ("a;b--c", MAX_ID - 2, None),
+                               ("p 3", MAX_ID, None)], False))],
+              interval=3)      # found by CI on Spark: a batch entry ending at the top of int64, sparse positions
     def check(steps, interval):
         with fresh(engine, tmp_path_factory) as harness, harness.users_own_session():
             run_edges(harness, steps, interval)

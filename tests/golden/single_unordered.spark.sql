@@ -547,7 +547,9 @@ FROM (
     v.__sd_highest,
     CASE
       WHEN NOT p.__sd_sparse
-      THEN 41 + p.__sd_offset + v.__sd_sequence_id - p.__sd_smallest + 1
+      THEN 41 + p.__sd_offset + (
+        v.__sd_sequence_id - p.__sd_smallest + 1
+      )
     END AS __sd_position
   FROM (
     SELECT
@@ -596,7 +598,9 @@ FROM (
         v.__sd_highest,
         CASE
           WHEN NOT p.__sd_sparse
-          THEN 41 + p.__sd_offset + v.__sd_sequence_id - p.__sd_smallest + 1
+          THEN 41 + p.__sd_offset + (
+            v.__sd_sequence_id - p.__sd_smallest + 1
+          )
         END AS __sd_by_id,
         p.__sd_sparse AS __sd_sparse,
         p.__sd_offset AS __sd_offset,
