@@ -127,7 +127,7 @@ SYSTEM_COLUMNS = _types(
     _producer="text",             # the producer name
     _sequence_id="bigint",        # the entry's (lowest) sequence id
     _highest_sequence_id="bigint",  # max(highest_sequence_id, sequence_id): equal to _sequence_id for a single message
-    _position="bigint",           # the message id: dense, strictly increasing in commit order, from 1
+    _position="bigint",           # the message id: unique, increasing in commit order, from 1; not dense
     _publish_time="timestamp",    # when the statement that wrote the entry ran
     _commit="bigint",             # the topic commit that wrote the entry: 1, 2, 3 ... (last: Spark partitions by it)
 )

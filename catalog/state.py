@@ -139,7 +139,7 @@ def producer_state_query(topic: str, topic_table: exp.Table, header: SnapshotHea
 
 
 def last_position_query(topic_table: exp.Table, after: int, own: exp.Expression | None = None) -> exp.Select:
-    """The topic's last position, reading only the entries after ``after`` (positions are dense and grow) where
+    """The topic's last position, reading only the entries after ``after`` (positions grow in commit order) where
     ``own`` holds (seqdedup's rows: ``schema.written_by_seqdedup``)."""
     position = exp.column("_position")
     return (

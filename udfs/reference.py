@@ -74,7 +74,7 @@ class Policies:
 class LogEntry:
     """One row of the topic log."""
 
-    position: int              # the message id: dense, from 1, strictly increasing in commit order
+    position: int              # the message id: from 1, strictly increasing in commit order
     producer: str              # who wrote it
     sequence_id: int           # its lowest id
     highest_sequence_id: int   # stored as max(h, s), what replay reads
