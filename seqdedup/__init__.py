@@ -53,7 +53,8 @@ def connect(database: object = None, *, engine: str = "duckdb", read_only: bool 
 
 #: Loaded on first use, so that ``import seqdedup`` stays light: name -> module.
 _LAZY = {"consume": "seqdedup.consumer", "consumer_position": "seqdedup.consumer", "Reader": "seqdedup.consumer",
-         "Producer": "seqdedup.producer", "foreach_batch": "seqdedup.streaming"}
+         "Producer": "seqdedup.producer", "foreach_batch": "seqdedup.streaming",
+         "load_ipython_extension": "seqdedup.notebook"}    # %load_ext seqdedup, in Jupyter or IPython
 
 
 #: Submodules reachable as attributes without an import of their own (``seqdedup.streaming.foreach_batch``).
