@@ -7,8 +7,8 @@
 
   Config:
     seqdedup_policies: {snapshot_interval_entries: 1000, ...}   topic policies, applied when they change
-    seqdedup_full_refresh: forget_marks                         say on purpose that --full-refresh may forget
-                                                                every producer's marks (refused otherwise)
+    seqdedup_full_refresh: forget_marks                         say on purpose that --full-refresh forgets
+                                                                every producer's marks (skipped otherwise)
   Columns: the model's YAML `data_type`s (Spark SQL types), the SELECT's own types for the others (first run).
   Hooks run outside seqdedup's transaction.
 -#}
@@ -16,14 +16,15 @@
   {%- set target_relation = this.incorporate(type='table') -%}
   {%- set existing = load_cached_relation(this) -%}
   {%- set full_refresh_mode = config.get('seqdedup_full_refresh') -%}
-  {%- if should_full_refresh() and existing is not none and full_refresh_mode != 'forget_marks' -%}
-    {{ exceptions.raise_compiler_error(
-        model.unique_id ~ " is a seqdedup topic (" ~ this ~ "), and a full refresh would forget every producer's "
-        ~ "marks: each entry its SELECT returns would be written again, and every retry after it too. Re-runs are "
-        ~ "already harmless (each entry is written once), so run it without --full-refresh; or set "
-        ~ "full_refresh: false on the model so that --full-refresh runs leave the topic alone; or, on purpose, set "
-        ~ "seqdedup_full_refresh: forget_marks (the entries stay, the marks go, and every selected entry is "
-        ~ "written again)") }}
+  {#- A full refresh would forget every producer's marks: each entry the SELECT returns would be written again, and
+      every retry after it too. So, as dbt does for a model with full_refresh: false, --full-refresh is skipped for a
+      topic that exists, with one line that says so, unless forgetting was asked for on purpose. -#}
+  {%- set full_refresh = should_full_refresh() -%}
+  {%- if full_refresh and existing is not none and full_refresh_mode != 'forget_marks' -%}
+    {%- do log("seqdedup topic " ~ this ~ " (" ~ model.unique_id ~ "): --full-refresh skipped, the producers' marks "
+               ~ "are kept and the model runs as usual; to forget them on purpose, set "
+               ~ "seqdedup_full_refresh: forget_marks on the model", info=True) -%}
+    {%- set full_refresh = false -%}
   {%- endif -%}
 
   {{ run_hooks(pre_hooks, inside_transaction=False) }}
@@ -42,7 +43,7 @@
         'sql': sql,
         'columns': columns,
         'policies': config.get('seqdedup_policies', {}),
-        'full_refresh': should_full_refresh(),
+        'full_refresh': full_refresh,
         'full_refresh_mode': full_refresh_mode,
         'unique_id': model.unique_id,
       }) -%}

@@ -2,7 +2,8 @@
 
 A run's answer is a ``SeqdedupResponse``: dbt prints its message on the run's line (``INSERT 9 (duplicates 4,
 commit 2)``) and writes every field to ``run_results.json`` under ``adapter_response``. A seqdedup error becomes a
-``DbtRuntimeError`` with seqdedup's own message, so dbt reports it on the model like a database error.
+``DbtRuntimeError`` with seqdedup's own message, so dbt reports it on the model like a database error. And every
+statement dbt runs on its connections passes ``refuse_is_not_dup`` first.
 """
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from dataclasses import dataclass
 from typing import Optional
 
 from dbt.adapters.contracts.connection import AdapterResponse
+from dbt_common.events.contextvars import get_node_info
 from dbt_common.exceptions import DbtRuntimeError
 
 from seqdedup.errors import SeqdedupError
 
-from .model import Outcome, Target
+from .model import Outcome, Target, calls_is_not_dup, plain_model_refusal
 
 
 @dataclass
@@ -40,3 +42,11 @@ def serve(target: Target, request: dict) -> object:
                                 topic=value.topic, written=value.written, duplicates=value.duplicates,
                                 commit=value.commit, producers=value.producers, created=value.created)
     return value
+
+
+def refuse_is_not_dup(sql: str, dialect) -> None:
+    """Refuse a statement dbt is about to run that calls is_not_dup (a view, table or incremental model, a hook, an
+    operation), before it runs: a view would be created and fail only when read. The bridges call it on every
+    statement of dbt's connections; a topic model's own statement reaches seqdedup by another way."""
+    if calls_is_not_dup(sql, dialect):
+        raise DbtRuntimeError(plain_model_refusal(get_node_info()))

@@ -15,6 +15,7 @@ from typing import Iterator
 
 import sqlglot
 from sqlglot import exp
+from sqlglot.tokens import TokenType
 
 from seqdedup.catalog.policies import normalize
 from seqdedup.catalog.schema import SYSTEM_COLUMNS
@@ -39,19 +40,9 @@ class DbtSpark(SparkAnsi):
         IDENTIFIERS = ["`", '"']
 
 
-#: The ways a user may ask for a full refresh of a topic on purpose (``seqdedup_full_refresh`` in the config).
+#: How a user asks for a full refresh of a topic on purpose (``seqdedup_full_refresh`` in the config). Without it,
+#: ``--full-refresh`` leaves a topic's marks alone and the model runs as usual (the materialization logs that).
 FORGET_MARKS = "forget_marks"
-
-
-class FullRefreshRefused(SeqdedupError):
-    """A full refresh of an existing topic was asked for without saying so on purpose."""
-
-
-def full_refresh_refusal(model: str, topic: str) -> str:
-    """Why a full refresh of an existing topic is refused. The materialization refuses it first, at compile time,
-    with the whole story; this is the net under it (a relation cache that missed the topic)."""
-    return (f"{model}: a full refresh of topic {topic} would forget every producer's marks; run without "
-            f"--full-refresh, set full_refresh: false on the model, or on purpose seqdedup_full_refresh: {FORGET_MARKS}")
 
 
 @dataclass
@@ -63,8 +54,8 @@ class TopicModel:
     sql: str                          # the model's compiled SELECT, with its WHERE is_not_dup(...)
     columns: dict[str, str | None] = field(default_factory=dict)   # YAML column -> data_type (None: inferred)
     policies: dict[str, object] = field(default_factory=dict)      # seqdedup_policies: topic-level policies
-    full_refresh: bool = False        # dbt's should_full_refresh() for this run
-    full_refresh_mode: str | None = None   # seqdedup_full_refresh: how a full refresh was asked for on purpose
+    full_refresh: bool = False        # dbt's should_full_refresh() for this run, unless the materialization skipped it
+    full_refresh_mode: str | None = None   # seqdedup_full_refresh: forget_marks, a full refresh asked for on purpose
     unique_id: str = ""               # the dbt node, for messages
 
     @classmethod
@@ -169,6 +160,42 @@ def parse_select(text: str, model: str = "the model") -> exp.Query:
     return trees[0]
 
 
+def calls_is_not_dup(sql: str, dialect) -> bool:
+    """Whether a statement calls is_not_dup: the name followed by a parenthesis, outside strings and comments.
+
+    Example:
+        >>> calls_is_not_dup('create view v as (select a from t where is_not_dup(p, s))', "duckdb")
+        True
+        >>> calls_is_not_dup("select count(*) from duckdb_functions() where function_name = 'is_not_dup'", "duckdb")
+        False
+    """
+    if "is_not_dup" not in sql.lower():        # (most statements: no tokenizing)
+        return False
+    try:
+        tokens = sqlglot.tokenize(sql, read=dialect)
+    except sqlglot.errors.SqlglotError:
+        return False                           # the engine says what is wrong with it
+    names = (TokenType.VAR, TokenType.IDENTIFIER)
+    return any(token.token_type in names and token.text.lower() == "is_not_dup"
+               and after.token_type == TokenType.L_PAREN for token, after in zip(tokens, tokens[1:]))
+
+
+def plain_model_refusal(node: dict) -> str:
+    """Why a statement of a model that is not a topic may not call is_not_dup, and what to write instead (``node``:
+    dbt's node info of the statement, empty outside a node).
+
+    Example:
+        >>> plain_model_refusal({"unique_id": "model.p.v", "materialized": "view"})[:80]
+        'model.p.v (materialized as view) calls is_not_dup(), which means something only '
+    """
+    what = (f"{node['unique_id']} (materialized as {node.get('materialized') or 'unknown'})"
+            if node.get("unique_id") else "this statement")
+    return (f"{what} calls is_not_dup(), which means something only in a seqdedup topic model: seqdedup rewrites it "
+            "there into each (producer, sequence id) written once against the topic's state. Anywhere else it would "
+            "fail when read, or run with weaker semantics, so it is refused before it runs and nothing was created. "
+            "Materialize the model as a topic: {{ config(materialized='seqdedup_topic') }} (docs/guides/dbt.md)")
+
+
 def without_dedup(query: exp.Query) -> exp.Query:
     """The query with its is_not_dup(...) condition read as TRUE: what describes the columns it returns.
 
@@ -206,10 +233,12 @@ def run(session, model: TopicModel, describe) -> Outcome:
     """One run of a topic model: create the topic on its first run, apply the config's policies, write the entries."""
     query = parse_select(model.sql, model.unique_id or model.name)
     topic = model.topic
+    if model.full_refresh_mode not in (None, FORGET_MARKS):
+        raise TopicError(f"{model.unique_id or model.name}: seqdedup_full_refresh is {model.full_refresh_mode!r}; the "
+                         f"one way to forget a topic's marks on purpose is seqdedup_full_refresh: {FORGET_MARKS}")
     existing = topic_or_none(session, topic)
-    if model.full_refresh and existing is not None:
-        if model.full_refresh_mode != FORGET_MARKS:
-            raise FullRefreshRefused(full_refresh_refusal(model.unique_id or model.name, topic))
+    # A full refresh forgets the marks only when asked for on purpose; otherwise it is a run like any other.
+    if model.full_refresh and existing is not None and model.full_refresh_mode == FORGET_MARKS:
         forget_marks(session, existing)
     returned = describe(without_dedup(query))
     if existing is None:

@@ -2,8 +2,9 @@
 
 dbt-spark runs no Python models outside Databricks, and a macro cannot reach the SparkSession, so the way in is an
 adapter that builds on dbt-spark (as dbt-databricks does): its ``@available`` method ``seqdedup`` serves the dbt
-package's requests on dbt's own SparkSession (``method: session``), and opening a connection registers seqdedup's
-guards on that session. dbt looks an adapter up as the module ``dbt.adapters.<type>``; seqdedup ships that module
+package's requests on dbt's own SparkSession (``method: session``), opening a connection registers seqdedup's
+guards on that session, and a statement of dbt's that calls ``is_not_dup`` (a plain model's) is refused before it
+runs. dbt looks an adapter up as the module ``dbt.adapters.<type>``; seqdedup ships that module
 (``seqdedup/dbt/seqdedup_spark``) in its distribution. Everything else, macros and materializations included, is
 dbt-spark's: the adapter declares it as its dependency.
 """
@@ -11,9 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator
 
 from dbt.adapters.base import available
@@ -23,8 +26,8 @@ from sqlglot import exp
 import seqdedup
 from seqdedup.sql.dialects import SparkAnsi
 
-from .bridge import serve
-from .model import Target, engine_type
+from .bridge import refuse_is_not_dup, serve
+from .model import DbtSpark, Target, engine_type
 
 TYPE = "seqdedup_spark"
 
@@ -34,14 +37,61 @@ LOCK_TIMEOUT = 600.0
 
 def spark_session(parameters: dict[str, Any] | None = None):
     """The SparkSession dbt-spark's ``method: session`` runs on: built as dbt-spark builds it (Hive support, the
-    profile's ``server_side_parameters``), so whichever of the two comes first, both get the same session."""
+    profile's ``server_side_parameters``), so whichever of the two comes first, both get the same session; when
+    seqdedup's bridge comes first (it does, on opening dbt's connection), with ``quiet_settings`` under the
+    profile's."""
     from dbt.adapters.spark.session import SparkSession     # dbt-spark's import of pyspark: loaded with it
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)   # workers run this Python, which has pyarrow
     builder = SparkSession.builder.enableHiveSupport()
-    for key, value in (parameters or {}).items():
+    for key, value in {**quiet_settings(parameters or {}), **(parameters or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def quiet_settings(parameters: dict[str, Any]) -> dict[str, str]:
+    """What a dbt run's SparkSession gets besides the profile's settings (which win): Spark logs errors only (its
+    default, WARN, prints some 45 lines a run about Hive, Derby and native libraries, none of them the user's
+    concern), no progress bars, and the embedded Derby metastore writes its ``derby.log`` beside its database, not
+    in the folder dbt runs in.
+
+    Example:
+        >>> settings = quiet_settings({"spark.hadoop.javax.jdo.option.ConnectionURL":
+        ...                            "jdbc:derby:;databaseName=/data/spark/metastore_db;create=true"})
+        >>> settings["spark.log.level"], settings["spark.driver.extraJavaOptions"]
+        ('ERROR', '-Dderby.stream.error.file=/data/spark/derby.log')
+    """
+    settings = {"spark.log.level": "ERROR", "spark.ui.showConsoleProgress": "false"}
+    database = derby_database(str(parameters.get("spark.hadoop.javax.jdo.option.ConnectionURL", "")))
+    options = str(parameters.get("spark.driver.extraJavaOptions", ""))
+    if database is not None:
+        home = Path(database).resolve().parent
+        if "-Dderby." not in options:
+            # (Spark's launcher splits the options as a shell would: a space or quote in the path is escaped)
+            log = re.sub(r"""([\s'"\\])""", r"\\\1", f"-Dderby.stream.error.file={home / 'derby.log'}")
+            settings["spark.driver.extraJavaOptions"] = f"{options} {log}".strip()
+        # Hive's session makes a folder for downloaded resources, by default in /tmp, that nothing removes.
+        settings["spark.hadoop.hive.downloaded.resources.dir"] = str(home / "hive-resources")
+    return settings
+
+
+def derby_database(url: str) -> str | None:
+    """The database path of an embedded Derby metastore's JDBC URL (None for any other metastore, or Derby in memory).
+
+    Example:
+        >>> derby_database("jdbc:derby:;databaseName=spark-home/metastore_db;create=true")
+        'spark-home/metastore_db'
+        >>> derby_database("jdbc:postgresql://db:5432/metastore") is None
+        True
+    """
+    if not url.startswith("jdbc:derby:"):
+        return None
+    name, *attributes = url[len("jdbc:derby:"):].split(";")
+    for attribute in attributes:
+        key, _, value = attribute.partition("=")
+        if key.strip().lower() == "databasename":
+            name = value
+    return name if name and not name.startswith(("memory:", "//")) else None
 
 
 class SparkTarget(Target):
@@ -95,6 +145,12 @@ class SeqdedupSparkConnectionManager(SparkConnectionManager):
         with TARGET.session():     # connecting registers the guards on the session (once per SparkSession)
             pass
         return connection
+
+    def add_query(self, sql, *args, **kwargs):
+        # A plain model that calls is_not_dup is refused before it runs: Spark would refuse a view for its temporary
+        # function with a message that names no fix, and a table would fail on the guard.
+        refuse_is_not_dup(sql, DbtSpark)
+        return super().add_query(sql, *args, **kwargs)
 
 
 class Seqdedup_SparkAdapter(SparkAdapter):

@@ -3,6 +3,7 @@ process of its own for the kill tests."""
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import subprocess
@@ -13,6 +14,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "dbt"
 PACKAGE = ROOT / "dbt"
+
+#: What ``Project.dbt_session_process`` runs.
+SESSION_PROCESS = """
+import json, sys
+from dbt.cli.main import dbtRunner
+
+runner = dbtRunner()
+for arguments in json.loads(sys.argv[1]):
+    outcome = runner.invoke(arguments)
+    results = {r.node.name: [str(r.status), r.message, r.failures] for r in getattr(outcome.result, "results", [])}
+    print("RESULTS", arguments[0], json.dumps(results), flush=True)
+    if not outcome.success:
+        sys.exit(1)
+"""
 
 #: The seed's columns, in order.
 SEED_COLUMNS = ["producer", "seq", "arrival", "reading", "unit", "recorded_at"]
@@ -68,6 +83,15 @@ class Project:
         return subprocess.run([str(dbt), *self.arguments(*args)], env={**os.environ, **self.environment,
                                                                       **environment},
                               capture_output=True, text=True, timeout=600, start_new_session=True)
+
+    def dbt_session_process(self, *commands: list[str]) -> subprocess.CompletedProcess:
+        """dbt's commands one after another in one process of its own (dbtRunner, as a scheduler runs dbt), run in
+        the project's folder as a user would: on Spark, one JVM for them all. Each invocation prints a line
+        ``RESULTS <command> {node: [status, message, failures]}``; the process stops at the first that fails."""
+        commands_json = json.dumps([self.arguments(*command) for command in commands])
+        return subprocess.run([sys.executable, "-c", SESSION_PROCESS, commands_json], cwd=self.path,
+                              env={**os.environ, **self.environment}, capture_output=True, text=True, timeout=900,
+                              start_new_session=True)
 
     def results(self, outcome) -> dict[str, object]:
         """Node name -> its result (status, message, adapter_response) of a dbt invocation."""

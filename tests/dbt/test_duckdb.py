@@ -1,7 +1,7 @@
 """The example dbt project on DuckDB, run for real with dbt-duckdb in this process (dbtRunner): a topic model
-writes each entry once however often it runs, bad input fails and writes nothing, a full refresh is refused unless
-asked for on purpose, plain models cannot call is_not_dup, threads do not conflict, and a kill -9 in the middle of a
-topic model leaves the topic as it was."""
+writes each entry once however often it runs, bad input fails and writes nothing, a full refresh leaves the marks
+alone unless forgetting them is asked for on purpose, plain models cannot call is_not_dup (refused before anything is
+created), threads do not conflict, and a kill -9 in the middle of a topic model leaves the topic as it was."""
 from __future__ import annotations
 
 import json
@@ -98,6 +98,18 @@ def test_a_null_sequence_id_fails_the_model_and_writes_nothing(built):
         assert project.dbt("seed").success
 
 
+#: What refuses a plain model that calls is_not_dup, before it runs.
+REFUSED = "calls is_not_dup(), which means something only in a seqdedup topic model"
+FIX = "{{ config(materialized='seqdedup_topic') }}"
+
+
+def relations(database: str, names: list[str]) -> list[tuple]:
+    """The tables and views of these names, and of their dbt temporaries (``<name>__dbt_tmp``)."""
+    names = ", ".join(f"'{n}', '{n}__dbt_tmp'" for n in names)
+    return duckdb_rows(database, f"SELECT table_name FROM duckdb_tables() WHERE table_name IN ({names}) UNION ALL "
+                                 f"SELECT view_name FROM duckdb_views() WHERE view_name IN ({names})")
+
+
 def test_is_not_dup_belongs_in_topic_models_and_topic_models_need_it(built):
     project, _ = built
     project.model("plain_dedup", "{{ config(materialized='table') }}\n"
@@ -108,24 +120,53 @@ def test_is_not_dup_belongs_in_topic_models_and_topic_models_need_it(built):
         outcome = project.dbt("run", "--select", "plain_dedup", "no_dedup")
         assert not outcome.success
         message = project.results(outcome)["plain_dedup"].message
-        assert "is_not_dup() must be rewritten by seqdedup" in message and "does not exist" not in message
+        assert REFUSED in message and FIX in message and "does not exist" not in message
         message = project.results(outcome)["no_dedup"].message
         assert "has no WHERE is_not_dup(producer, sequence_id)" in message
-        assert not duckdb_rows(project.database, "SELECT * FROM duckdb_tables() WHERE table_name LIKE '%_dedup'")
+        assert not relations(project.database, ["plain_dedup", "no_dedup"])
     finally:
         for name in ("plain_dedup", "no_dedup"):
             (project.path / "models" / f"{name}.sql").unlink()
 
 
-def test_a_full_refresh_is_refused_unless_asked_for_on_purpose(built):
+def test_a_view_calling_is_not_dup_is_refused_at_run_and_nothing_is_created(built):
+    # A view would be created, and fail only when read; an ephemeral model is refused in the model that inlines it.
+    project, _ = built
+    project.model("plain_view", "{{ config(materialized='view') }}\n"
+                                "select reading from {{ ref('stg_events') }} where is_not_dup(producer, seq)")
+    project.model("plain_ephemeral", "{{ config(materialized='ephemeral') }}\n"
+                                     "select reading from {{ ref('stg_events') }} where is_not_dup(producer, seq)")
+    project.model("plain_reader", "{{ config(materialized='view') }}\nselect * from {{ ref('plain_ephemeral') }}")
+    try:
+        outcome = project.dbt("run", "--select", "plain_view", "plain_ephemeral", "plain_reader")
+        assert not outcome.success
+        results = project.results(outcome)
+        for name in ("plain_view", "plain_reader"):
+            assert results[name].status == "error"
+            assert f"model.seqdedup_example.{name} (materialized as view) {REFUSED}" in results[name].message
+            assert FIX in results[name].message
+        assert not relations(project.database, ["plain_view", "plain_ephemeral", "plain_reader"])
+    finally:
+        for name in ("plain_view", "plain_ephemeral", "plain_reader"):
+            (project.path / "models" / f"{name}.sql").unlink()
+
+
+#: The line a --full-refresh run logs for a topic it leaves alone.
+SKIPPED = "--full-refresh skipped, the producers' marks are kept and the model runs as usual"
+
+
+def test_a_full_refresh_build_keeps_the_marks_unless_forgetting_them_is_asked_for(built, capsys):
     project, _ = built
     before = duckdb_rows(project.database, ENTRIES)
-    outcome = project.dbt("run", "--select", "events", "--full-refresh")
-    assert not outcome.success
-    message = project.results(outcome)["events"].message
-    assert "Compilation Error" in message and "would forget every producer's marks" in message
-    assert "seqdedup_full_refresh: forget_marks" in message
+    capsys.readouterr()
+    outcome = project.dbt("build", "--full-refresh")     # the whole project: seed, staging, topic, downstream, tests
+    output = capsys.readouterr().out
+    assert outcome.success, [r.message for r in outcome.result.results if r.status not in ("success", "pass")]
+    results = project.results(outcome)
+    assert results["events"].message.startswith("INSERT 0 (duplicates 13, commit ")     # no retry written twice
     assert duckdb_rows(project.database, ENTRIES) == before
+    assert results["seqdedup_seqdedup_unique_entries_events_"].status == "pass"
+    assert output.count(SKIPPED) == 1 and "set seqdedup_full_refresh: forget_marks on the model" in output
 
     # On purpose: the marks go, every selected entry is written again, and the generic test sees each twice.
     # (The last test of the module: the topic keeps its duplicates.)
@@ -133,6 +174,7 @@ def test_a_full_refresh_is_refused_unless_asked_for_on_purpose(built):
     model.write_text(model.read_text().replace("seqdedup_policies=", "seqdedup_full_refresh='forget_marks', "
                                                                      "seqdedup_policies="))
     outcome = project.dbt("build", "--select", "events", "--full-refresh")
+    assert SKIPPED not in capsys.readouterr().out
     results = project.results(outcome)
     assert results["events"].message.startswith("INSERT 9 (duplicates 4, commit ")
     assert duckdb_rows(project.database, ENTRIES) == sorted(before + SEEDED)

@@ -56,16 +56,33 @@ def test_build_on_spark_writes_each_entry_once(built):
     assert results["seqdedup_seqdedup_unique_entries_events_"].status == "pass"
 
 
-def test_a_rerun_on_spark_writes_nothing_and_plain_models_get_the_guard(built):
+def test_a_rerun_on_spark_writes_nothing_and_plain_models_calling_is_not_dup_are_refused(built):
     project, _, spark, schema = built
     outcome = project.dbt("run", "--select", "events")
     assert outcome.success
     assert project.results(outcome)["events"].adapter_response["written"] == 0
     assert entries(spark, schema) == SEEDED
 
-    project.model("plain_dedup", "{{ config(materialized='table') }}\n"
-                                 "select reading from {{ ref('stg_events') }} where is_not_dup(producer, seq)")
-    outcome = project.dbt("run", "--select", "plain_dedup")
-    message = project.results(outcome)["plain_dedup"].message
-    assert not outcome.success
-    assert "is_not_dup() must be rewritten by seqdedup" in message and "UNRESOLVED_ROUTINE" not in message
+    # A table, a view (Spark would refuse it for the temporary function, naming no fix) and a view that inlines an
+    # ephemeral model: each refused before it runs, with the way to write it, and nothing created.
+    dedup = "select reading from {{ ref('stg_events') }} where is_not_dup(producer, seq)"
+    models = {"plain_dedup": "{{ config(materialized='table') }}\n" + dedup,
+              "plain_view": "{{ config(materialized='view') }}\n" + dedup,
+              "plain_ephemeral": "{{ config(materialized='ephemeral') }}\n" + dedup,
+              "plain_reader": "{{ config(materialized='view') }}\nselect * from {{ ref('plain_ephemeral') }}"}
+    for name, text in models.items():
+        project.model(name, text)
+    try:
+        outcome = project.dbt("run", "--select", *models)
+        assert not outcome.success
+        results = project.results(outcome)
+        for name, materialized in (("plain_dedup", "table"), ("plain_view", "view"), ("plain_reader", "view")):
+            message = results[name].message
+            assert (f"model.seqdedup_example.{name} (materialized as {materialized}) calls is_not_dup(), which means "
+                    "something only in a seqdedup topic model") in message, message
+            assert "{{ config(materialized='seqdedup_topic') }}" in message and "UNRESOLVED_ROUTINE" not in message
+        tables = {r.tableName for r in spark.sql(f"SHOW TABLES IN {schema}").collect()}
+        assert not {name for name in tables if name.startswith("plain_")}, tables
+    finally:
+        for name in models:
+            (project.path / "models" / f"{name}.sql").unlink()
