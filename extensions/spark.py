@@ -492,6 +492,30 @@ def _settings(spark) -> Iterator[None]:
                     conf.unset(key) if value is None else conf.set(key, value)
 
 
+def _refuse_without_hive(spark) -> None:
+    """Refuse a session whose catalog is not Hive's (``spark.sql.catalogImplementation``, a static setting, readable
+    from a classic session and a Spark Connect client alike), before seqdedup makes anything in it.
+
+    Spark's in-memory catalog cannot hold seqdedup's state: it refuses the Hive-format tables seqdedup makes on a
+    session that is not its own (NOT_SUPPORTED_COMMAND_WITHOUT_HIVE_SUPPORT, after the catalog table's folder was
+    made), and its tables end with the session while their folders stay, where a later session's CREATE TABLE of the
+    same name fails with LOCATION_ALREADY_EXISTS: topics and their state would outlive none of it.
+    """
+    catalog = spark.conf.get("spark.sql.catalogImplementation")
+    if catalog == "hive":
+        return
+    if _remote(spark):
+        fix = ("start the Spark Connect server with --conf spark.sql.catalogImplementation=hive, or let seqdedup "
+               "start a local server with a Hive catalog: seqdedup connect-server")
+    else:
+        fix = ("build the session with SparkSession.builder.enableHiveSupport(), or let seqdedup start a local "
+               'session with a Hive catalog: seqdedup.connect(engine="spark")')
+    raise EngineError(f"seqdedup needs a SparkSession with a Hive catalog, and this one's catalog is {catalog!r} "
+                      "(spark.sql.catalogImplementation): topics and their state are partitioned tables that must "
+                      "outlive the session, and Spark's in-memory catalog forgets them when it ends. To fix it, "
+                      f"{fix}. Nothing was created.")
+
+
 def _remote(thing) -> bool:
     """Whether a SparkSession or DataFrame is Spark Connect's (a client's: no JVM in this process)."""
     return type(thing).__module__.startswith("pyspark.sql.connect")
@@ -640,6 +664,7 @@ class SparkAdapter(EngineAdapter):
             logging.getLogger(name).setLevel(logging.CRITICAL)
         if spark is None or isinstance(spark, (str, Path)):
             spark = local_session(spark or DEFAULT_HOME, master, lock_timeout)
+        _refuse_without_hive(spark)     # before anything is made in its catalog or its warehouse
         self.spark = spark
         #: a Spark Connect session: no JVM in this process (so no Py4J calls), and an Observation is filled only
         #: from the plan the client sent (a write through a temporary view reports nothing)
