@@ -183,7 +183,7 @@ class SeqdedupMagics(Magics):
     def _command(self, words: list[str]) -> None:
         if words[:1] == ["connect"] and len(words) <= 2:
             target = words[1] if len(words) == 2 else DEFAULT_DATABASE
-            self.close()
+            self._close_opened()     # (the sessions on SparkSessions stay: connecting to one again costs seconds)
             if target.isidentifier() and target in self.shell.user_ns:
                 self.connected = self._variable(target, required=True)
                 print(f"seqdedup: cells run on the session in {target}")
@@ -246,15 +246,19 @@ class SeqdedupMagics(Magics):
     def _where(path: str) -> str:
         return path if path == ":memory:" else os.path.abspath(path)
 
+    def _close_opened(self) -> None:
+        """Forget the connected session, closing it where the magic opened it on a DuckDB file."""
+        opened, self.connected, self.opened = self.opened, None, None
+        if opened is not None:
+            opened.close()
+
     def close(self) -> None:
         """Close the sessions the magic opened: its DuckDB file (released to other processes), and those it made
         on SparkSessions (which stay up)."""
-        opened = [self.opened] + [session for _, session in self.on_spark.values()]
-        self.connected = self.opened = None
-        self.on_spark = {}
-        for session in opened:
-            if session is not None:
-                session.close()
+        self._close_opened()
+        on_spark, self.on_spark = self.on_spark, {}
+        for _, session in on_spark.values():
+            session.close()
 
 
 def _text(result: object, printer: Any, cycle: bool) -> None:
