@@ -93,7 +93,7 @@ MODULE_SECONDS = {
 #: modules that start none, so that the drivers start once the class-data archive is written (about two minutes on
 #: a new environment, beside the tests).
 STARTS_DRIVERS = ("tests/crash/", "tests/concurrency/", "tests/faults/test_read_only_files.py", "tests/test_cli.py",
-                  "tests/test_cli_remote.py")
+                  "tests/test_cli_remote.py", "tests/extensions/test_spark_without_hive.py")
 
 
 def _module_order() -> dict[str, int]:
