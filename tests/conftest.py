@@ -74,6 +74,7 @@ MODULE_SECONDS = {
     "tests/concurrency/test_drivers.py": 159,
     "tests/behaviour/test_matches_reference.py": 157,
     "tests/behaviour/test_issue12_core.py": 124,
+    "tests/dbt/test_spark_processes.py": 110,      # (2026-11-29, measured alone and under load: 67 s to 126 s)
     "tests/crash/test_driver_kills.py": 105,
     "tests/behaviour/test_compaction.py": 103,
     "tests/crash/test_consumer_kill.py": 100,
@@ -93,7 +94,8 @@ MODULE_SECONDS = {
 #: modules that start none, so that the drivers start once the class-data archive is written (about two minutes on
 #: a new environment, beside the tests).
 STARTS_DRIVERS = ("tests/crash/", "tests/concurrency/", "tests/faults/test_read_only_files.py", "tests/test_cli.py",
-                  "tests/test_cli_remote.py", "tests/extensions/test_spark_without_hive.py")
+                  "tests/test_cli_remote.py", "tests/extensions/test_spark_without_hive.py",
+                  "tests/dbt/test_spark_processes.py")
 
 
 def _module_order() -> dict[str, int]:
