@@ -142,6 +142,7 @@ class DuckDBAdapter(EngineAdapter):
         self._depth = 0   # nesting of transaction()
         self._identity: str | None = None
         self._relations: dict[str, duckdb.DuckDBPyConnection] = {}   # registered Arrow tables -> their connection
+        self._appends: dict[tuple, exp.Insert] = {}     # (table, columns) -> append_rows' INSERT, built once
         self._claimed = False   # counted in _open_files
         # Statements run on the one connection (the session lets one thread write at a time), so the user's
         # temporary views stay visible. Reads of committed state may come from any thread: each thread reads
@@ -202,12 +203,13 @@ class DuckDBAdapter(EngineAdapter):
         connection.register(name, table)      # a view over the Arrow table: no copy
         self._relations[name] = connection
         return exp.table_(exp.to_identifier(name, quoted=True))
+
     def append_rows(self, table: exp.Table, rows) -> None:
         """An Arrow table is read where it lies, under one name per adapter, by an INSERT built and generated once
         per table and columns (a statement's run log: a tree and its text each time cost more than the INSERT)."""
         if not rows.num_rows:
             return
-        appends = self.__dict__.setdefault("_appends", {})
+        appends = self._appends
         key = (table.sql(), tuple(rows.column_names))
         name = f"__sd_append_{id(self):x}"
         if key not in appends:
