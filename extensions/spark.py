@@ -108,12 +108,22 @@ def local_settings(home: Path) -> dict[str, str]:
             "spark.hadoop.hive.downloaded.resources.dir": str(home / "hive-resources")}
 
 
+def java_option(name: str, value: object) -> str:
+    """``-Dname=value`` for ``spark.driver.extraJavaOptions``, which Spark's launcher splits as a shell would: a
+    space or quote in the value, escaped, stays in it.
+
+    Example:
+        >>> print(java_option("derby.system.home", "/data/spark home"))
+        -Dderby.system.home=/data/spark\\ home
+    """
+    return re.sub(r"""([\s'"\\])""", r"\\\1", f"-D{name}={value}")
+
+
 def derby_settings(home: Path) -> dict[str, str]:
     """An embedded Derby metastore in ``home`` (one process at a time)."""
     url = f"jdbc:derby:;databaseName={home / 'metastore_db'};create=true"
-    # Spark's launcher splits these options as a shell would: a space or quote in the home, escaped, stays in it
-    home_option = re.sub(r"""([\s'"\\])""", r"\\\1", f"-Dderby.system.home={home}")
-    return {"spark.hadoop.javax.jdo.option.ConnectionURL": url, "spark.driver.extraJavaOptions": home_option}
+    return {"spark.hadoop.javax.jdo.option.ConnectionURL": url,
+            "spark.driver.extraJavaOptions": java_option("derby.system.home", home)}
 
 
 #: Where Debian's libpostgresql-jdbc-java puts PostgreSQL's JDBC driver.

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
 import threading
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from dbt.adapters.spark import SparkAdapter, SparkConnectionManager, SparkCreden
 from sqlglot import exp
 
 import seqdedup
+from seqdedup.extensions.spark import java_option
 from seqdedup.sql.dialects import SparkAnsi
 
 from .bridge import refuse_is_not_dup, serve
@@ -67,8 +67,7 @@ def quiet_settings(parameters: dict[str, Any]) -> dict[str, str]:
     if database is not None:
         home = Path(database).resolve().parent
         if "-Dderby." not in options:
-            # (Spark's launcher splits the options as a shell would: a space or quote in the path is escaped)
-            log = re.sub(r"""([\s'"\\])""", r"\\\1", f"-Dderby.stream.error.file={home / 'derby.log'}")
+            log = java_option("derby.stream.error.file", home / "derby.log")
             settings["spark.driver.extraJavaOptions"] = f"{options} {log}".strip()
         # Hive's session makes a folder for downloaded resources, by default in /tmp, that nothing removes.
         settings["spark.hadoop.hive.downloaded.resources.dir"] = str(home / "hive-resources")
