@@ -27,6 +27,7 @@ from seqdedup import __version__
 from seqdedup.catalog.policies import DEFINITIONS, spelled
 from seqdedup.compaction import FACTOR
 from seqdedup.errors import SeqdedupError, SeqdedupWarning
+from seqdedup.results import text_table
 from seqdedup.udfs import Policies
 
 #: The environment variable that stands for ``--remote`` (a command line's --engine duckdb or --remote wins over it).
@@ -61,15 +62,6 @@ def _emit(args, value, text: str | None = None) -> None:
         print(text)
 
 
-def _table(columns, rows) -> str:
-    cells = [[str(c) for c in columns]] + [["NULL" if v is None else str(v) for v in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))] if columns else []
-    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
-    if lines:
-        lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 def _result_text(result) -> str:
     from seqdedup.results import Done, QueryResult, StatementResult
 
@@ -81,7 +73,7 @@ def _result_text(result) -> str:
                   + (f" ({p.out_of_order} out of order)" if p.out_of_order else "") for p in result.producers]
         return "\n".join(lines)
     if isinstance(result, QueryResult):
-        return _table(result.columns, result.rows)
+        return text_table(result.columns, result.rows)
     if isinstance(result, Done):
         return result.message
     return "" if result is None else str(result)
@@ -212,7 +204,7 @@ def _topic_list(args) -> None:
              ", ".join(f"{n} {k}" for n, k in t.user_columns)) for t in topics]
     _emit(args, [{"topic": key, "deduplication": dedup, "columns": dict(t.user_columns)}
                  for (key, dedup, _), t in zip(rows, topics)],
-          _table(["topic", "deduplication", "columns"], rows) if rows else "no topics yet; create one with "
+          text_table(["topic", "deduplication", "columns"], rows) if rows else "no topics yet; create one with "
           "`seqdedup topic create NAME -c payload:STRING`")
 
 
@@ -285,7 +277,7 @@ def _stdin(stack: contextlib.ExitStack, fmt: str | None) -> str:
 def cmd_state(args) -> None:
     with _session(args) as s:
         state = s.producer_state(args.topic)
-        _emit(args, state.to_dict(), _table(state.columns, state.rows))
+        _emit(args, state.to_dict(), text_table(state.columns, state.rows))
 
 
 def cmd_snapshot(args) -> None:
@@ -382,7 +374,7 @@ def cmd_stats(args) -> None:
     width = max(len(label) for label, _ in facts) + 1
     lines = [f"{label + ':':<{width}} {value}" for label, value in facts]
     if counts:
-        lines += ["", _table(["producer", "written", "duplicates", "repeats", "out_of_order"],
+        lines += ["", text_table(["producer", "written", "duplicates", "repeats", "out_of_order"],
                              [(c.producer, c.written, c.duplicates, c.repeats, c.out_of_order) for c in counts.values()])]
     lines += [stats["foreign"]] if "foreign" in stats else []
     _emit(args, stats, "\n".join(lines))

@@ -31,14 +31,13 @@ from __future__ import annotations
 import html as _html
 import os
 import shlex
-from dataclasses import astuple, fields
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
 from .errors import SeqdedupError
-from .results import Done, ProducerCount, QueryResult, StatementResult
+from .results import Done, QueryResult, StatementResult, text_table
 
 #: The rows a table shows at most; the result itself has them all (``to_pandas()``).
 ROWS_SHOWN = 50
@@ -63,6 +62,7 @@ def summary(result: StatementResult) -> str:
     """A statement's outcome in a line, topic first.
 
     Example:
+        >>> from seqdedup.results import ProducerCount
         >>> summary(StatementResult("main.events", "s1", [ProducerCount("p1", 2, 1, 0, 1)], snapshot_id=3))
         'main.events: wrote 2 entries, dropped 1 duplicate, took snapshot 3'
     """
@@ -82,7 +82,7 @@ def shown(result: StatementResult | QueryResult | Done) -> tuple[str | None, lis
         ('created topic main.events', [], [])
     """
     if isinstance(result, StatementResult):      # the columns and rows of its to_pandas(): one row per producer
-        return summary(result), [f.name for f in fields(ProducerCount)], [astuple(p) for p in result.producers]
+        return summary(result), *result.columns_and_rows()
     if isinstance(result, QueryResult):
         return (None if result.columns else "done (the statement returns no rows)"), result.columns, result.rows
     return result.message, [], []
@@ -124,6 +124,7 @@ def as_text(result: StatementResult | QueryResult | Done) -> str:
     """A result as text, for a terminal or a frontend without HTML: its line, then its table in aligned columns.
 
     Example:
+        >>> from seqdedup.results import ProducerCount
         >>> print(as_text(StatementResult("main.events", "s1", [ProducerCount("p1", 2, 1, 0, 1)])))
         main.events: wrote 2 entries, dropped 1 duplicate
         producer  written  duplicates  first_position  last_position  out_of_order
@@ -133,11 +134,7 @@ def as_text(result: StatementResult | QueryResult | Done) -> str:
     said, columns, rows = shown(result)
     lines = [said] if said else []
     if columns:
-        cells = [[str(c) for c in columns]] + [[_cell(v) for v in row] for row in rows[:ROWS_SHOWN]]
-        widths = [max(len(r[i]) for r in cells) for i in range(len(columns))]
-        table = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
-        table.insert(1, "  ".join("-" * w for w in widths))
-        lines += table + ([_more(rows)] if _more(rows) else [])
+        lines += [text_table(columns, rows[:ROWS_SHOWN])] + ([_more(rows)] if _more(rows) else [])
     return "\n".join(lines)
 
 

@@ -7,18 +7,37 @@ from dataclasses import asdict, dataclass, field, fields
 from seqdedup.errors import SeqdedupError
 
 
-class _Frames:
-    """``to_arrow()``, ``to_pandas()`` and ``to_polars()`` of a result whose ``_table()`` gives its column names and
-    rows."""
+def text_table(columns: list[str], rows: list[tuple]) -> str:
+    """Rows as text in aligned columns under their names (NULL for None), for a terminal.
 
-    def _table(self) -> tuple[list[str], list[tuple]]:
+    Example:
+        >>> print(text_table(["producer", "mark"], [("p1", 4), ("producer 2", None)]))
+        producer    mark
+        ----------  ----
+        p1          4
+        producer 2  NULL
+    """
+    cells = [[str(c) for c in columns]] + [["NULL" if v is None else str(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(columns))] if columns else []
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
+    if lines:
+        lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+class _Frames:
+    """``to_arrow()``, ``to_pandas()`` and ``to_polars()`` of a result whose ``columns_and_rows()`` gives its column
+    names and rows."""
+
+    def columns_and_rows(self) -> tuple[list[str], list[tuple]]:
+        """The result as a table: its column names and its rows."""
         raise NotImplementedError
 
     def to_arrow(self):
         """The rows as a pyarrow Table, one column per result column."""
         import pyarrow as pa
 
-        columns, rows = self._table()
+        columns, rows = self.columns_and_rows()
         return pa.Table.from_arrays([pa.array([row[i] for row in rows]) for i in range(len(columns))],
                                     names=list(columns))
 
@@ -87,7 +106,7 @@ class StatementResult(_Frames):
     def to_dict(self) -> dict:
         return {**asdict(self), "written": self.written, "duplicates": self.duplicates}
 
-    def _table(self) -> tuple[list[str], list[tuple]]:
+    def columns_and_rows(self) -> tuple[list[str], list[tuple]]:
         return [f.name for f in fields(ProducerCount)], [tuple(asdict(p).values()) for p in self.producers]
 
 
@@ -101,7 +120,7 @@ class QueryResult(_Frames):
     def to_dict(self) -> dict:
         return {"columns": self.columns, "rows": [list(r) for r in self.rows]}
 
-    def _table(self) -> tuple[list[str], list[tuple]]:
+    def columns_and_rows(self) -> tuple[list[str], list[tuple]]:
         return self.columns, self.rows
 
 
