@@ -387,6 +387,10 @@ class EngineAdapter:
         """Register the function set on the connection: guards for the rewritten functions, real ones for the rest."""
         raise NotImplementedError
 
+    def keep_guards(self) -> None:
+        """Keep the guards in the catalog's database, for sessions that never connect through seqdedup, where the
+        engine keeps functions (Spark's metastore); elsewhere nothing."""
+
     def file_rows(self, path: str, fmt: str, row_column: str) -> exp.Select:
         """A query of a file's rows (json lines, csv or parquet), numbered from 1 in file order as ``row_column``."""
         raise NotImplementedError

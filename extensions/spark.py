@@ -50,6 +50,7 @@ from seqdedup.sql.dialects import SparkAnsi
 from seqdedup.udfs.guards import SIGNATURES, guard_message
 
 from .base import ARRIVAL, Decided, EngineAdapter
+from .spark_guards import guard_function, guard_jar
 
 #: Where a local session keeps its warehouse and Derby metastore, unless told otherwise.
 DEFAULT_HOME = "seqdedup-spark"
@@ -86,6 +87,13 @@ def local_session(home: str | Path = DEFAULT_HOME, master: str = "local[2]", loc
         # so Spark fetches the partition list and prunes it itself.
         .config("spark.sql.hive.metastorePartitionPruningFallbackOnException", "true")
     )
+    # Errors only, from the JVM's start (setLogLevel below takes over once Spark is up), unless the user chose a log4j
+    # configuration; after spark-defaults.conf's Java options, which the builder's would replace.
+    options = " ".join(filter(None, [spark_defaults().get("spark.driver.extraJavaOptions", ""),
+                                     settings.get("spark.driver.extraJavaOptions", "")]))
+    options = quiet_java_options(options)
+    if options:
+        settings["spark.driver.extraJavaOptions"] = options
     for key, value in {**local_settings(home), **settings}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
@@ -117,6 +125,70 @@ def java_option(name: str, value: object) -> str:
         -Dderby.system.home=/data/spark\\ home
     """
     return re.sub(r"""([\s'"\\])""", r"\\\1", f"-D{name}={value}")
+
+
+#: The log4j2 configuration of the Spark drivers seqdedup starts in the user's process (``quiet_java_options``).
+LOG4J2 = Path(__file__).with_name("spark-log4j2.properties")
+#: A Java option or setting that names a log4j configuration: log4j2's ``log4j2.configurationFile``, its older
+#: spelling ``log4j.configurationFile``, log4j 1's ``log4j.configuration``.
+_LOG4J_OPTION = re.compile(r"log4j2?\.configuration", re.I)
+#: The names log4j2 looks for on the class path (Spark's configuration folder is on it).
+_LOG4J_FILE = re.compile(r"log4j2(-test)?\.(properties|xml|json|jsn|ya?ml)")
+
+
+def quiet_java_options(options: str = "", chosen: str = "") -> str:
+    """``spark.driver.extraJavaOptions`` for a driver seqdedup starts: ``options`` with seqdedup's log4j2
+    configuration (spark-log4j2.properties) added, which logs errors only from the JVM's start, where Spark's
+    defaults print WARN lines before ``spark.log.level`` applies. ``options`` stay as they are where the user has
+    chosen a log4j configuration (``user_log4j`` of ``options`` and ``chosen``, the user's other Java options).
+
+    Example:
+        >>> quiet_java_options("-Dlog4j2.configurationFile=/etc/spark/log4j2.xml")
+        '-Dlog4j2.configurationFile=/etc/spark/log4j2.xml'
+    """
+    if user_log4j(f"{options} {chosen}"):
+        return options
+    return f"{options} {java_option('log4j2.configurationFile', LOG4J2.as_uri())}".strip()
+
+
+def user_log4j(options: str = "") -> bool:
+    """Whether the user has chosen a log4j configuration for the driver: in ``options`` (their
+    ``spark.driver.extraJavaOptions`` and ``defaultJavaOptions``), in the environment (``LOG4J_CONFIGURATION_FILE``,
+    or Java's and Spark's options: ``JAVA_TOOL_OPTIONS``, ``JDK_JAVA_OPTIONS``, ``SPARK_SUBMIT_OPTS``,
+    ``PYSPARK_SUBMIT_ARGS``), or in Spark's configuration folder (``spark_conf_dir``): a ``log4j2.properties`` (or
+    .xml, ...), or a ``spark-defaults.conf`` that names one."""
+    if _LOG4J_OPTION.search(options) or os.environ.get("LOG4J_CONFIGURATION_FILE"):
+        return True
+    names = ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "SPARK_SUBMIT_OPTS", "PYSPARK_SUBMIT_ARGS")
+    if any(_LOG4J_OPTION.search(os.environ.get(name, "")) for name in names):
+        return True
+    with contextlib.suppress(OSError):
+        if any(_LOG4J_FILE.fullmatch(path.name) for path in spark_conf_dir().iterdir()):
+            return True
+    return any(_LOG4J_OPTION.search(value) for value in spark_defaults().values())
+
+
+def spark_conf_dir() -> Path:
+    """Spark's configuration folder, as pyspark's launcher finds it: ``SPARK_CONF_DIR``, else ``$SPARK_HOME/conf``,
+    else pyspark's own (a pip install's ``SPARK_HOME``)."""
+    if os.environ.get("SPARK_CONF_DIR"):
+        return Path(os.environ["SPARK_CONF_DIR"])
+    import pyspark
+
+    return Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent) / "conf"
+
+
+def spark_defaults() -> dict[str, str]:
+    """The settings of ``spark-defaults.conf`` in Spark's configuration folder (none where it has none), read as a
+    Java properties file (``key value``, ``key=value``), but for continued lines. A setting given to the session's
+    builder replaces the file's: a driver seqdedup starts keeps the file's Java options by adding its own to them."""
+    try:
+        text = (spark_conf_dir() / "spark-defaults.conf").read_text(errors="replace")
+    except OSError:
+        return {}
+    lines = (line.strip() for line in text.splitlines())
+    pairs = (re.match(r"([^\s=:]+)\s*[\s=:]\s*(.*)", line) for line in lines if line and line[0] not in "#!")
+    return {pair.group(1): pair.group(2).strip() for pair in pairs if pair}
 
 
 def derby_settings(home: Path) -> dict[str, str]:
@@ -526,6 +598,23 @@ def _refuse_without_hive(spark) -> None:
                       f"{fix}. Nothing was created.")
 
 
+def _not_found(error, table: exp.Table) -> bool:
+    """Whether a Spark error says that ``table`` itself does not exist (not a table or view it reads)."""
+    return error.getCondition() == "TABLE_OR_VIEW_NOT_FOUND" and \
+        _names(error.getMessageParameters().get("relationName", ""), table)
+
+
+def _names(relation: str, table: exp.Table) -> bool:
+    """Whether a relation's name as Spark's errors write it is ``table``'s (Hive names are letters, digits and _).
+
+    Example:
+        >>> _names("`default`.`Events`", exp.to_table("default.events")), _names("`default`.`t`", exp.to_table("u"))
+        (True, False)
+    """
+    parts = [part.name.lower() for part in table.parts]
+    return relation.replace("`", "").lower().split(".")[-len(parts):] == parts
+
+
 def _remote(thing) -> bool:
     """Whether a SparkSession or DataFrame is Spark Connect's (a client's: no JVM in this process)."""
     return type(thing).__module__.startswith("pyspark.sql.connect")
@@ -728,6 +817,23 @@ class SparkAdapter(EngineAdapter):
             args = self.bound(text, ":")
             return self.spark.sql(text, args=args) if args else self.spark.sql(text)
 
+    def _query(self, query: exp.Expression | str):
+        """A frame of a query whose rows or columns are read at once (``fetchall``, ``fetch_arrow``,
+        ``tables_columns``). On Spark Connect, ``spark.sql`` is a round trip of its own, where the server analyses
+        the statement before the frame's action sends it again: a query seqdedup built (a SELECT) is sent once,
+        with the action, and its errors come with it. Anything else, or a client whose plan classes differ, goes
+        through ``spark.sql``."""
+        if not (self.remote and isinstance(query, exp.Query)):
+            return self._sql(query)
+        try:
+            from pyspark.sql.connect.dataframe import DataFrame
+            from pyspark.sql.connect.plan import SQL
+        except ImportError:
+            return self._sql(query)
+        text = self.sql(query)
+        args = {name: self.F.lit(value) for name, value in (self.bound(text, ":") or {}).items()}
+        return DataFrame(SQL(text, [], args, []), self.spark)
+
     def _database(self, table: exp.Table) -> str | None:
         """The database ``table`` is in: the one named, else the catalog's for seqdedup's own tables (``_generate``);
         None for another name without one."""
@@ -739,11 +845,11 @@ class SparkAdapter(EngineAdapter):
 
     def fetchall(self, query: exp.Expression | str, *, committed: bool = False) -> list[tuple]:
         with self._errors():
-            return [tuple(row) for row in self._sql(query).collect()]
+            return [tuple(row) for row in self._query(query).collect()]
 
     def fetch_arrow(self, query: exp.Expression | str, *, committed: bool = False):
         with self._errors():
-            return self._sql(query).toArrow()
+            return self._query(query).toArrow()
 
     def relation(self, name: str, table, *, committed: bool = False) -> exp.Table:
         """A few rows (a statement's handful of producers) go into the query as an inline table: a relation made
@@ -884,11 +990,18 @@ class SparkAdapter(EngineAdapter):
         return [(f.name, f.dataType.simpleString()) for f in frame.schema.fields]
 
     def columns(self, table: exp.Table, *, committed: bool = False) -> list[tuple[str, str]]:
+        # (the schema asked for at once, a missing table's error caught: on Spark Connect each catalog call is a
+        # round trip, and tableExists first made it two)
+        from pyspark.errors import AnalysisException
+
         name = self.sql(table)
-        with self._errors():
-            if not self.spark.catalog.tableExists(name):
+        try:
+            with self._errors():
+                return [(f.name, f.dataType.simpleString()) for f in self.spark.table(name).schema.fields]
+        except EngineError as error:
+            if isinstance(error.__cause__, AnalysisException) and _not_found(error.__cause__, table):
                 return []
-            return [(f.name, f.dataType.simpleString()) for f in self.spark.table(name).schema.fields]
+            raise
 
     def tables_columns(self, tables: list[exp.Table]) -> list[list[tuple[str, str]]]:
         """One query names every table, each one's columns as a struct: analysed, never run (a third of the time
@@ -901,7 +1014,7 @@ class SparkAdapter(EngineAdapter):
             select = select.join(table.copy().as_(name), join_type="cross")
         try:
             with self._errors():
-                fields = self._sql(select.limit(0)).schema.fields
+                fields = self._query(select.limit(0)).schema.fields
         except EngineError:
             return super().tables_columns(tables)
         return [[(f.name, f.dataType.simpleString()) for f in field.dataType.fields] for field in fields]
@@ -1186,10 +1299,15 @@ class SparkAdapter(EngineAdapter):
         """Spark keeps a table's file listing once read: rows another driver appended since stay unseen until then."""
         if self.exclusive:
             return
+        from pyspark.errors import AnalysisException
+
         with self._errors():
             for table in tables:
-                if self.spark.catalog.tableExists(self.sql(table)):
+                try:        # (one call each: a missing table's error caught, rather than a tableExists first)
                     self.spark.catalog.refreshTable(self.sql(table))
+                except AnalysisException as error:
+                    if not _not_found(error, table):
+                        raise
 
     def attempt(self, topic) -> str | None:
         return None if self.exclusive else self._open[topic.key].attempt
@@ -1602,9 +1720,19 @@ class SparkAdapter(EngineAdapter):
         self._open.pop(topic.key, None)
 
     def register_functions(self) -> None:
+        """The guards as classes where the guard jar can be had (``spark_guards``: refused as Spark resolves the
+        call, before its column-count check), else as SQL functions that fail when they run. A server that cannot
+        load the jar (Spark Connect on another machine) gets the SQL functions."""
         if self.spark in _REGISTERED:
             return
+        jar = guard_jar()
         for name, signatures in SIGNATURES.items():
+            if jar is not None:
+                try:
+                    self.execute(guard_function(name, jar, temporary=True))
+                    continue
+                except EngineError:
+                    jar = None
             longest = max(signatures, key=len)
             shortest = min(len(s) for s in signatures)
             params = ", ".join(f"{a} {'STRING' if a in ('producer', 'topic') else 'BIGINT'}"
@@ -1616,6 +1744,21 @@ class SparkAdapter(EngineAdapter):
         self.execute("CREATE OR REPLACE TEMPORARY FUNCTION kafka_producer_name(producer_id BIGINT, "
                      f"producer_epoch BIGINT) RETURNS STRING RETURN {body}")
         _REGISTERED.add(self.spark)
+
+    def keep_guards(self) -> None:
+        """The guards as functions of the catalog's database in the metastore, so that a session that never called
+        ``seqdedup.connect`` (another application, a notebook's ``%sql``) gets seqdedup's message for
+        ``is_not_dup``, not UNRESOLVED_ROUTINE. They name the guard jar by its path on this machine: a session
+        elsewhere that cannot read it gets Spark's error for the missing jar instead."""
+        jar = guard_jar()
+        if jar is None:
+            return
+        for name in SIGNATURES:
+            try:
+                self.execute(guard_function(name, jar, temporary=False))
+            except EngineError as error:
+                if not already_exists(error):      # (a catalog table added to an older catalog, another driver)
+                    raise
 
     def file_rows(self, path: str, fmt: str, row_column: str) -> exp.Select:
         reader = self.spark.read

@@ -14,7 +14,8 @@ def guard_message(name: str) -> str:
     return (
         f"{name}() must be rewritten by seqdedup before it runs, or it would silently give weaker semantics "
         "(no in-statement duplicates, no recovered state). Run the statement through seqdedup: "
-        "seqdedup.connect(...).sql(statement) in Python, or `seqdedup sql \"...\"` on the command line"
+        "seqdedup.connect(...).sql(statement) in Python (seqdedup.connect(spark) for a SparkSession), a %%seqdedup "
+        "cell in a notebook (after %load_ext seqdedup), or `seqdedup sql \"...\"` on the command line"
     )
 
 

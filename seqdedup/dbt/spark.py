@@ -23,7 +23,7 @@ from dbt.adapters.spark import SparkAdapter, SparkConnectionManager, SparkCreden
 from sqlglot import exp
 
 import seqdedup
-from seqdedup.extensions.spark import java_option
+from seqdedup.extensions.spark import java_option, quiet_java_options, spark_defaults
 from seqdedup.sql.dialects import SparkAnsi
 
 from .bridge import refuse_is_not_dup, serve
@@ -38,39 +38,56 @@ LOCK_TIMEOUT = 600.0
 def spark_session(parameters: dict[str, Any] | None = None):
     """The SparkSession dbt-spark's ``method: session`` runs on: built as dbt-spark builds it (Hive support, the
     profile's ``server_side_parameters``), so whichever of the two comes first, both get the same session; when
-    seqdedup's bridge comes first (it does, on opening dbt's connection), with ``quiet_settings`` under the
-    profile's."""
+    seqdedup's bridge comes first (it does, on opening dbt's connection), with ``quiet_settings`` too."""
     from dbt.adapters.spark.session import SparkSession     # dbt-spark's import of pyspark: loaded with it
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)   # workers run this Python, which has pyarrow
     builder = SparkSession.builder.enableHiveSupport()
-    for key, value in {**quiet_settings(parameters or {}), **(parameters or {})}.items():
+    for key, value in {**(parameters or {}), **quiet_settings(parameters or {})}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 
 
+#: The driver's Java options, which seqdedup adds to where a profile gives some (see ``quiet_settings``).
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
+
 def quiet_settings(parameters: dict[str, Any]) -> dict[str, str]:
-    """What a dbt run's SparkSession gets besides the profile's settings (which win): Spark logs errors only (its
-    default, WARN, prints some 45 lines a run about Hive, Derby and native libraries, none of them the user's
-    concern), no progress bars, and the embedded Derby metastore writes its ``derby.log`` beside its database, not
-    in the folder dbt runs in.
+    """What a dbt run's SparkSession gets besides the profile's settings (``parameters``), none of which it
+    overrides: Spark logs errors only (its default, WARN, prints some 45 lines a run about Hive, Derby and native
+    libraries, none of them the user's concern), and so does the JVM as it starts, before ``spark.log.level``
+    applies (seqdedup's log4j2 configuration, unless the user chose one: ``quiet_java_options``); no progress bars;
+    and the embedded Derby metastore writes its ``derby.log`` beside its database, not in the folder dbt runs in
+    (unless the profile's Java options set a ``derby.`` property). The Java options the profile gives (where it
+    gives none, those of ``spark-defaults.conf``) are kept, with seqdedup's after them.
 
     Example:
         >>> settings = quiet_settings({"spark.hadoop.javax.jdo.option.ConnectionURL":
-        ...                            "jdbc:derby:;databaseName=/data/spark/metastore_db;create=true"})
-        >>> settings["spark.log.level"], settings["spark.driver.extraJavaOptions"]
-        ('ERROR', '-Dderby.stream.error.file=/data/spark/derby.log')
+        ...                            "jdbc:derby:;databaseName=/data/spark/metastore_db;create=true",
+        ...                            "spark.driver.extraJavaOptions": "-Xss4m"})
+        >>> settings["spark.log.level"], settings["spark.driver.extraJavaOptions"].split()[:2]
+        ('ERROR', ['-Xss4m', '-Dderby.stream.error.file=/data/spark/derby.log'])
+        >>> "-Dlog4j2.configurationFile=file:" in settings["spark.driver.extraJavaOptions"]
+        True
+        >>> quiet_settings({"spark.log.level": "WARN"}).get("spark.log.level") is None
+        True
     """
     settings = {"spark.log.level": "ERROR", "spark.ui.showConsoleProgress": "false"}
+    # a profile's Java options replace spark-defaults.conf's, and so would seqdedup's where the profile gives none
+    options = str(parameters.get(JAVA_OPTIONS) or spark_defaults().get(JAVA_OPTIONS, ""))
+    added = []
     database = derby_database(str(parameters.get("spark.hadoop.javax.jdo.option.ConnectionURL", "")))
-    options = str(parameters.get("spark.driver.extraJavaOptions", ""))
     if database is not None:
         home = Path(database).resolve().parent
         if "-Dderby." not in options:
-            log = java_option("derby.stream.error.file", home / "derby.log")
-            settings["spark.driver.extraJavaOptions"] = f"{options} {log}".strip()
+            added.append(java_option("derby.stream.error.file", home / "derby.log"))
         # Hive's session makes a folder for downloaded resources, by default in /tmp, that nothing removes.
         settings["spark.hadoop.hive.downloaded.resources.dir"] = str(home / "hive-resources")
+    settings = {key: value for key, value in settings.items() if key not in parameters}
+    options = quiet_java_options(" ".join([options, *added]).strip(),
+                                 chosen=str(parameters.get("spark.driver.defaultJavaOptions", "")))
+    if options:
+        settings[JAVA_OPTIONS] = options
     return settings
 
 

@@ -22,6 +22,34 @@ def test_unrewritten_functions_fail_loudly_on_the_engine(dedup, statement):
         dedup.session.adapter.fetchall(statement)      # the engine's own SQL, not through seqdedup
 
 
+NATURAL = "INSERT INTO events SELECT payload FROM staging WHERE is_not_dup(producer, seq)"
+#: seqdedup's message, with the ways that work (the notebook's among them).
+THE_WAY = r"must be rewritten by seqdedup.*seqdedup\.connect\(spark\).*%%seqdedup"
+
+
+@pytest.mark.notyet(["duckdb"], reason="DuckDB checks an INSERT's column count before it binds the guard macro "
+                    "('table events has 4 columns but 1 values were supplied'), and a connection seqdedup never "
+                    "configured has no guard ('Scalar Function with name is_not_dup does not exist')")
+def test_the_natural_insert_is_refused_with_the_way_that_works(dedup):
+    """The statement a Spark user writes first, straight into the engine (``spark.sql``, a notebook's ``%sql``): it
+    selects the payload only, where the topic's table also holds system columns, so the guard must refuse it before
+    the engine checks the column count. So must the engine's session in an application that never called
+    ``seqdedup.connect`` (the guards kept in the catalog's database), and the form with a column list."""
+    dedup.topic()
+    dedup.stage([("p", 1)])
+    with pytest.raises(SeqdedupError, match=THE_WAY):
+        dedup.session.adapter.execute(NATURAL)
+    with pytest.raises(SeqdedupError, match=THE_WAY):
+        dedup.session.adapter.execute(NATURAL.replace("events", "events (payload)"))
+    spark = dedup.session.adapter.spark.newSession()        # its own temporary functions: none
+    spark.sql(f"USE {dedup.namespace}")
+    spark.sql("CREATE TEMPORARY VIEW staging AS SELECT 'x' AS payload, 'p' AS producer, 2L AS seq")
+    with pytest.raises(Exception, match=THE_WAY) as refused:
+        spark.sql(NATURAL).collect()
+    assert "USER_RAISED_EXCEPTION" in str(refused.value)
+    assert dedup.entries() == []
+
+
 def test_kafka_producer_name_is_a_real_function(dedup):
     assert dedup.session.sql("SELECT kafka_producer_name(7, 0)").rows == [("KOP-PID-PREFIX-7-0",)]
 
