@@ -73,6 +73,9 @@ def test_c17_three_drivers_on_a_shared_metastore_write_each_entry_once(drivers, 
     written, duplicates, conflicts = (sum(s[i] for answer in done for s in answer["sent"]) for i in (0, 1, 2))
     assert (written, duplicates) == (len(expected), 3000 - len(expected))
     assert conflicts > 0                # the metastore refused some commits, and their statements decided again
+    for driver in fleet:                # a lost race is the normal path: no ERROR, no stack trace in a driver's log
+        logged = re.search(r"AlreadyExists|\n\s+at [\w$.]+\(", driver.output())
+        assert logged is None, driver.output()[max(0, logged.start() - 1500):logged.end() + 500]
 
 
 class Driver:
@@ -103,6 +106,12 @@ class Driver:
             self.log.seek(0)
             raise AssertionError(f"the driver gave no answer ({self.process.poll()}): {self.log.read()[-3000:]}")
         return line
+
+    def output(self) -> str:
+        """What the driver wrote on standard error so far (read at an offset: the file's position is the driver's
+        too, where it writes next)."""
+        fd = self.log.fileno()
+        return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
 
     def ready(self) -> "Driver":
         self.me = self.answer()
