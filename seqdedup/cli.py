@@ -143,11 +143,14 @@ def cmd_topic(args) -> None:
                 if not sep:
                     raise SeqdedupError(f"column {spec!r} must be written name:TYPE, for example payload:STRING")
                 columns[name] = kind
-            s.create_topic(args.name, columns, **_policies(args.policy))
-        elif args.action == "alter":
-            policies = _policies(args.policy)
-            forgotten = _set_policies(args, s, policies, lambda: s.alter_topic(args.name, **policies), topic=args.name)
-        topic = s.topic(args.name)
+            # (the topic as created, columns and policies: on Spark a lookup costs a job)
+            topic = s.create_topic(args.name, columns, **_policies(args.policy))
+        else:
+            if args.action == "alter":
+                policies = _policies(args.policy)
+                forgotten = _set_policies(args, s, policies, lambda: s.alter_topic(args.name, **policies),
+                                          topic=args.name)
+            topic = s.topic(args.name)
     applied = _applied(topic)
     info = {"topic": topic.ref.key, "columns": dict(topic.user_columns), "settings": topic.settings,
             "applied": vars(topic.applied), **({"forgotten": forgotten} if forgotten else {})}

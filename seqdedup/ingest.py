@@ -72,9 +72,8 @@ def ingest(session, topic: str, paths: str | list[str], *, producer: str, sequen
         _distinct_names(path, _names(path, known))
     temps: list[str] = []
     try:
-        staging = _staging(adapter, inputs, formats, {k: v for k, v in named.items() if v},
-                           [n for n, _ in target.user_columns], temps)
-        total = adapter.fetchall(exp.select(exp.Count(this=exp.Star())).from_(staging.copy()))[0][0]
+        staging, total = _staging(adapter, inputs, formats, {k: v for k, v in named.items() if v},
+                                  [n for n, _ in target.user_columns], temps)
         call = exp.Anonymous(this="is_not_dup", expressions=[exp.column(c.lower(), quoted=True) for c in keys])
         order = [exp.column(order_by.lower(), quoted=True)] if order_by else [exp.column(ROW)]
         size = max(total, 1) if one_commit else batch_rows
@@ -180,10 +179,10 @@ OPTIONS = {"producer": "--producer-column", "sequence_id": "--sequence-column",
 
 
 def _staging(adapter, inputs: list[str], formats: list[str], named: dict[str, str], columns: list[str],
-             temps: list[str]) -> exp.Table:
+             temps: list[str]) -> tuple[exp.Table, int]:
     """One table of the columns ``named`` (producer, ids, order: matched exactly) and the topic's ``columns``
     (matched whatever their case), each under its name in lower case, of every file, numbered from 1 as ``ROW`` in
-    input order."""
+    input order; and its number of rows (the files' counts, each read once: on Spark a count costs a job)."""
     parts, offset = [], 0
     for i, (path, fmt) in enumerate(zip(inputs, formats)):
         name = f"__sd_ingest_{i}"
@@ -209,7 +208,7 @@ def _staging(adapter, inputs: list[str], formats: list[str], named: dict[str, st
     for part in parts[1:]:
         union = exp.union(union, part, distinct=False)
     temps.append("__sd_ingest")
-    return adapter.create_temp_table("__sd_ingest", exp.select("*").from_(union.subquery("u")))
+    return adapter.create_temp_table("__sd_ingest", exp.select("*").from_(union.subquery("u"))), offset
 
 
 def _stopped(error: SeqdedupError, done: dict, start: int, end: int, count: int) -> SeqdedupError:

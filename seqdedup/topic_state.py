@@ -23,6 +23,7 @@ from sqlglot import exp
 from seqdedup.catalog.catalog import Catalog, Topic, TopicRef
 from seqdedup.catalog.schema import foreign_commits
 from seqdedup.catalog.state import STARTS, SnapshotHeader, literal, producer_state_query
+from seqdedup.errors import EngineError
 from seqdedup.marks import MARKS, Marks, fold, marks_table, unmarked
 
 
@@ -143,7 +144,16 @@ def load(catalog: Catalog, adapter, ref: TopicRef) -> TopicState:
 
     The published commits are listed first: where other processes publish (``contended``), what is read after may
     include a commit published meanwhile, never miss one the state claims; a state newer than its number only
-    makes its next commit lose the compare-and-set and decide again."""
+    makes its next commit lose the compare-and-set and decide again. There the topic is looked up once, after the
+    listing (``_load``), where a lookup costs a job; an unknown topic, or one whose table is gone, fails the listing
+    and is named then."""
+    if adapter.contended:
+        with adapter.listed_once(ref):
+            try:
+                return _load(catalog, adapter, ref, None)
+            except EngineError:
+                catalog.topic(ref)      # (a TopicError that names it, rather than the engine's error)
+                raise
     topic = catalog.topic(ref)                  # an unknown topic, or one whose table is gone, is named first
     with adapter.listed_once(ref):             # one listing of a topic's partitions serves every read below
         return _load(catalog, adapter, ref, topic)
@@ -169,8 +179,10 @@ def created(topic: Topic, *, commit: int, snapshot_id: int, kind: str, taken_at:
 
 
 def _load(catalog: Catalog, adapter, ref: TopicRef, topic) -> TopicState:
-    if not adapter.read_only:
-        adapter.drop_merged(ref)     # what a compaction cut short left for plain reads to count twice (compaction.py)
+    if not adapter.read_only and not adapter.contended:
+        # what a compaction cut short left for plain reads to count twice (compaction.py); where other drivers write,
+        # it may be one of theirs still running, which drops them itself (else the next compaction does)
+        adapter.drop_merged(ref)
     published = adapter.published_commits(ref)
     if adapter.contended:
         topic = catalog.topic(ref)              # its policies as of the listing, not before
