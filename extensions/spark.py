@@ -668,13 +668,13 @@ def _as_spark_binds(rows):
 
     import pyarrow.compute as pc
 
-    for i, field in enumerate(rows.schema):
-        if pa.types.is_timestamp(field.type) and field.type.tz is None:
+    for i, column_field in enumerate(rows.schema):
+        if pa.types.is_timestamp(column_field.type) and column_field.type.tz is None:
             column = rows.column(i)
             distinct = pc.unique(column)          # (a catalog row's times: one per statement)
             instants = pa.array([v and v.astimezone(dt.timezone.utc) for v in distinct.to_pylist()],
                                 pa.timestamp("us", tz="UTC"))
-            rows = rows.set_column(i, field.name, pc.take(instants, pc.index_in(column, value_set=distinct)))
+            rows = rows.set_column(i, column_field.name, pc.take(instants, pc.index_in(column, value_set=distinct)))
     return rows
 
 
@@ -1265,7 +1265,8 @@ class SparkAdapter(EngineAdapter):
         return [(value, known[value]) for value in values]
 
     def _directory_of(self, table: exp.Table, number: int) -> str:
-        describe = exp.Describe(this=table.copy(), style="EXTENDED", kind="TABLE", partition=self._partition_spec(number))
+        describe = exp.Describe(this=table.copy(), style="EXTENDED", kind="TABLE",
+                                partition=self._partition_spec(number))
         return next(row[1] for row in self.fetchall(describe) if row[0] == "Location")
 
     def _jvm_catalog(self, table: exp.Table) -> tuple | None:

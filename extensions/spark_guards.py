@@ -83,8 +83,8 @@ def guard_function(name: str, jar: Path, *, temporary: bool) -> exp.Create:
     the caller takes "already exists" as done).
 
     Example:
-        >>> guard_function("is_not_dup", Path("/tmp/a b/g.jar"), temporary=True).sql("spark")
-        "CREATE OR REPLACE TEMPORARY FUNCTION is_not_dup AS 'seqdedup.guards.IsNotDup' USING JAR 'file:///tmp/a%20b/g.jar'"
+        >>> print(guard_function("is_not_dup", Path("/a b/g.jar"), temporary=True).sql("spark"))
+        CREATE OR REPLACE TEMPORARY FUNCTION is_not_dup AS 'seqdedup.guards.IsNotDup' USING JAR 'file:///a%20b/g.jar'
     """
     properties = [exp.TemporaryProperty()] if temporary else []
     properties.append(exp.UsingProperty(this=exp.Literal.string(jar.as_uri()), kind="JAR"))
