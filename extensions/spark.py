@@ -24,7 +24,6 @@ import fcntl
 import functools
 import logging
 import os
-import random
 import re
 import shutil
 import sys
@@ -440,26 +439,6 @@ def _remove_unread(table_location: str, layout: "_Layout") -> None:
         staged = _staging_name(f"{root}/{name}")
         if staged is not None and staged[0] <= top and name not in read:
             shutil.rmtree(f"{root}/{name}", ignore_errors=True)
-
-
-#: What Hive's metastore says when another driver drops or moves a topic's partitions while this one lists or drops
-#: them (a compaction): a partition gone between Spark's look and Hive's drop, a partition whose rows vanished
-#: while listed (``Table.createSpec`` on an empty list), a row deleted under a metastore transaction.
-MOVED_UNDER = ("Partition or table doesn't exist", "NoSuchObjectException", "No such database row",
-               "IndexOutOfBoundsException: Index 0 out of bounds for length 0")
-#: Tries of a listing or a drop of partitions that another driver changed meanwhile, and the most seconds between.
-MOVED_TRIES, MOVED_WAIT = 5, 0.5
-
-
-def _moved_under(error: EngineError) -> bool:
-    """Whether ``error`` is one of MOVED_UNDER.
-
-    Example:
-        >>> _moved_under(EngineError("Spark: org.apache.hadoop.hive.ql.metadata.HiveException: Partition or table "
-        ...                          "doesn't exist."))
-        True
-    """
-    return any(words in str(error) for words in MOVED_UNDER)
 
 
 def _changed_under(topic) -> TopicError:
@@ -1220,27 +1199,7 @@ class SparkAdapter(EngineAdapter):
     def _partitions(self, table: exp.Table) -> list[tuple[str, str | None]]:
         """(value, directory) of each partition of a table partitioned by one column, from the session's catalog in
         one call (SHOW PARTITIONS gives no directories). Where the JVM is out of reach (Spark Connect),
-        ``_described_partitions``. A listing that another driver's compaction changed under it (MOVED_UNDER) is
-        listed again."""
-        return self._while_moved(lambda: self._list_partitions(table),
-                                 f"listing the partitions of {table.name}: nothing was written")
-
-    def _while_moved(self, attempt, what: str):
-        """``attempt()``, again after a short random wait (at most MOVED_TRIES times) while it fails because another
-        driver changed the partitions under it; then a retriable EngineError that says so."""
-        for tries in range(1, MOVED_TRIES + 1):
-            try:
-                return attempt()
-            except EngineError as error:
-                if not _moved_under(error):
-                    raise
-                if tries == MOVED_TRIES:
-                    raise EngineError(f"another driver changed the topic's partitions (a compaction) while this one "
-                                      f"was {what}, {tries} times in a row ({error}); it is safe to run the "
-                                      "statement again") from error
-                time.sleep(random.uniform(0, MOVED_WAIT * tries / MOVED_TRIES))
-
-    def _list_partitions(self, table: exp.Table) -> list[tuple[str, str | None]]:
+        ``_described_partitions``."""
         with self._errors():
             found = self._jvm_catalog(table)
             if found is None:
@@ -1575,10 +1534,9 @@ class SparkAdapter(EngineAdapter):
         it and each of the others at an empty directory of its own: from then on every read, seqdedup's or any
         other tool's, sees each entry once; the others are *covered* (``_Layout``), their commits still published;
         (3) they are dropped; (4) the partitions' old directories are removed. Killed before (2), the new directory
-        is an orphan nobody reads; after it, the next compaction (or, for a single writer, the next writer to open
-        the topic) drops what is left and removes the directories nobody reads (``drop_merged``). Where several
-        drivers write, the winners of the commits merged are first added to COMMITS: their partitions, which named
-        them, are going."""
+        is an orphan nobody reads; after it, the next writer to open the topic drops what is left and removes the
+        directories nobody reads (``drop_merged``). Where several drivers write, the winners of the commits merged
+        are first added to COMMITS: their partitions, which named them, are going."""
         F = self.F
 
         self._check_writable(None, f"a compaction of {topic.key}")
@@ -1629,7 +1587,7 @@ class SparkAdapter(EngineAdapter):
         """Point partitions (``_commit`` -> directory) at new directories, all at once: one call to the metastore,
         which alters them in one transaction, so that no read sees some moved and others not. Where the JVM is out
         of reach (Spark Connect), one ALTER TABLE per partition, the first one's last: a read in between sees the
-        first's entries twice, as plain reads after a kill there would until the next compaction drops them."""
+        first's entries twice, as plain reads after a kill there would until the next writer opens the topic."""
         self._listing_changed(topic)
         table = topic.table
         with self._errors():
@@ -1663,30 +1621,13 @@ class SparkAdapter(EngineAdapter):
         return exp.Partition(expressions=[exp.column("_commit").eq(exp.convert(number))])
 
     def _drop_partitions(self, topic, numbers: list[int]) -> None:
-        """Drop the partitions ``_commit`` in ``numbers`` that are still there: where another driver drops some of
-        them at the same time (Hive fails the drop of a partition gone between Spark's look and its own), the
-        partitions left are listed and dropped again."""
-        if not numbers:
-            return
-        known = self._directories.get(self.sql(topic.table), {})
-        for number in numbers:
-            known.pop(str(number), None)
-
-        tried = False
-
-        def drop() -> None:
-            nonlocal tried
-            left = numbers
-            if tried:       # a drop failed for a partition another driver dropped: those still listed
-                listed = {int(value) for value, _ in self._partitions(topic.table) if value.isdigit()}
-                left = [number for number in numbers if number in listed]
-            tried = True
+        if numbers:
             self._listing_changed(topic)
-            if left:
-                self.execute(exp.Alter(this=topic.table.copy(), kind="TABLE", actions=[exp.DropPartition(
-                    exists=True, expressions=[self._partition_spec(number) for number in left])]))
-
-        self._while_moved(drop, f"dropping partitions a compaction merged in {topic.key}")
+            known = self._directories.get(self.sql(topic.table), {})
+            for number in numbers:
+                known.pop(str(number), None)
+            self.execute(exp.Alter(this=topic.table.copy(), kind="TABLE", actions=[exp.DropPartition(
+                exists=True, expressions=[self._partition_spec(number) for number in numbers])]))
 
     def _log_winners(self, topic, units: list[_Unit]) -> None:
         """Add to COMMITS the winners of these one-commit partitions that are not there yet (named by their

@@ -179,10 +179,8 @@ def created(topic: Topic, *, commit: int, snapshot_id: int, kind: str, taken_at:
 
 
 def _load(catalog: Catalog, adapter, ref: TopicRef, topic) -> TopicState:
-    if not adapter.read_only and not adapter.contended:
-        # what a compaction cut short left for plain reads to count twice (compaction.py); where other drivers write,
-        # it may be one of theirs still running, which drops them itself (else the next compaction does)
-        adapter.drop_merged(ref)
+    if not adapter.read_only:
+        adapter.drop_merged(ref)     # what a compaction cut short left for plain reads to count twice (compaction.py)
     published = adapter.published_commits(ref)
     if adapter.contended:
         topic = catalog.topic(ref)              # its policies as of the listing, not before

@@ -143,6 +143,7 @@ def run(drivers: int, kills: int, seed: int, statements: int, workdir: Path) -> 
         "entries": len(wanted), "conflicts": sum(d.conflicts for d in fleet),
         "duplicates": sum(n - 1 for n in found.values() if n > 1),
         "lost": len(wanted - set(found)), "unplanned": len(set(found) - wanted),
+        "lost entries": sorted(wanted - set(found))[:20],      # (producer, id): which, to replay a violation by hand
         "position problem": report["position_problem"] and (report["position_problem"],
                                                             report["positions_twice"][:6]),
         "marks differ": {p: (report["marks"].get(p), m) for p, m in report["log_marks"].items()
