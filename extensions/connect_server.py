@@ -74,14 +74,15 @@ def _free_port() -> int:
 
 def start_local_server(home: str | Path, master: str = "local[2]", timeout: float = 180.0,
                        settings: dict[str, str] | None = None, port: int | None = None,
-                       lock_timeout: float | None = 60.0) -> LocalConnectServer:
-    """Start a Spark Connect server on loopback, on ``port`` (None: a free one), its warehouse and embedded Derby
-    metastore in ``home``. Embedded Derby admits one process: this process locks the home as a local session does
-    (``local_session``), so that a local session on it is refused while the server runs, where it would hang.
-    Waits until the server accepts connections."""
+                       lock_timeout: float | None = 60.0, metastore: str | None = None) -> LocalConnectServer:
+    """Start a Spark Connect server on loopback, on ``port`` (None: a free one), its warehouse in ``home`` and its
+    metastore an embedded Derby database there, or ``metastore`` shared with other drivers (``metastore_settings``).
+    Embedded Derby admits one process: this process locks the home as a local session does (``local_session``), so
+    that a local session on it is refused while the server runs, where it would hang. Waits until the server accepts
+    connections."""
     import pyspark
 
-    from .spark import SETTINGS, _lock_home, derby_settings, local_settings
+    from .spark import SETTINGS, _lock_home, derby_settings, local_settings, metastore_settings
 
     home = Path(home).resolve()
     home.mkdir(parents=True, exist_ok=True)
@@ -92,9 +93,11 @@ def start_local_server(home: str | Path, master: str = "local[2]", timeout: floa
             if probe.connect_ex(("127.0.0.1", port)) == 0:
                 raise EngineError(f"port {port} is in use (another Spark Connect server?); give another port, or "
                                   "stop the process that has it")
-    _lock_home(home, lock_timeout)
+    if metastore is None:
+        _lock_home(home, lock_timeout)
     conf = {"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(port),
-            "spark.sql.catalogImplementation": "hive", **local_settings(home), **derby_settings(home),
+            "spark.sql.catalogImplementation": "hive", **local_settings(home),
+            **(derby_settings(home) if metastore is None else metastore_settings(metastore)),
             **SETTINGS, **(settings or {})}
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     command = [str(submit), "--class", SERVER_CLASS, "--master", master, "--name", "seqdedup-connect"]

@@ -44,7 +44,7 @@ from seqdedup.catalog.schema import (COMMITS, FOREIGN_COLUMNS, IN_CATALOG, arrow
                                      create_table, foreign_commits, written_by_seqdedup)
 from seqdedup.catalog.state import literal
 
-from seqdedup.errors import CommitConflict, EngineError, TopicError, already_exists
+from seqdedup.errors import CatalogError, CommitConflict, EngineError, TopicError, already_exists
 from seqdedup.failpoints import failpoint
 from seqdedup.sql.dialects import SparkAnsi
 from seqdedup.udfs.guards import SIGNATURES, guard_message
@@ -70,12 +70,12 @@ def local_session(home: str | Path = DEFAULT_HOME, master: str = "local[2]", loc
     from pyspark.sql import SparkSession
 
     home = Path(home).resolve()
+    settings = None if metastore is None else metastore_settings(metastore)    # (a bad URL: before any folder)
     home.mkdir(parents=True, exist_ok=True)
-    if metastore is None:
+    if settings is None:
         _lock_home(home, lock_timeout)
         settings = derby_settings(home)
     else:
-        settings = metastore_settings(metastore)
         if POSTGRESQL_JAR in os.environ.get("SPARK_DIST_CLASSPATH", "").split(os.pathsep):
             # already at the end of the class path: added in front too, it would change the class path that a
             # class-data archive was written for (tests/jvm.py), and the JVM would start without the archive
@@ -596,6 +596,18 @@ def _refuse_without_hive(spark) -> None:
                       "(spark.sql.catalogImplementation): topics and their state are partitioned tables that must "
                       "outlive the session, and Spark's in-memory catalog forgets them when it ends. To fix it, "
                       f"{fix}. Nothing was created.")
+
+
+def _unregistered_catalog(table: exp.Table, error: EngineError) -> CatalogError:
+    """The warehouse holds a catalog table's files that this session's metastore does not know: the home's tables
+    were registered in another metastore (a shared one), or its own metastore_db was deleted."""
+    folder = re.search(r"location [`']?(?:file:)?(.+?)[`']? already exists", str(error))
+    return CatalogError(
+        f"the warehouse holds seqdedup's catalog table {table.name} ({folder[1] if folder else 'its folder'}), but "
+        "this session's metastore does not know it: the tables were registered in another metastore. Where the "
+        "drivers share one, give it: --metastore URL (or SEQDEDUP_METASTORE) on the command line, "
+        "local_session(home, metastore=URL) in Python. Where this home's own metastore_db was deleted or not copied, "
+        "restore it; the files alone do not make a catalog")
 
 
 def _not_found(error, table: exp.Table) -> bool:
@@ -1159,7 +1171,12 @@ class SparkAdapter(EngineAdapter):
             create.set("properties", exp.Properties(expressions=[
                 exp.FileFormatProperty(this=exp.Var(this="PARQUET"), hive_format=True)]))
         self._precreate(table)
-        self.execute(create)
+        try:
+            self.execute(create)
+        except EngineError as error:
+            if "LOCATION_ALREADY_EXISTS" in str(error):
+                raise _unregistered_catalog(table, error) from error
+            raise
         return True
 
     def published_commits(self, topic) -> set[int]:

@@ -32,6 +32,8 @@ from seqdedup.udfs import Policies
 
 #: The environment variable that stands for ``--remote`` (a command line's --engine duckdb or --remote wins over it).
 REMOTE_VARIABLE = "SEQDEDUP_REMOTE"
+#: The environment variable that stands for ``--metastore`` (a command line's --engine duckdb or --remote wins over it).
+METASTORE_VARIABLE = "SEQDEDUP_METASTORE"
 #: Where ``seqdedup connect-server`` listens unless told otherwise: Spark Connect's own default port.
 SERVER_PORT = 15002
 
@@ -48,7 +50,8 @@ def _session(args):
     elif args.engine == "spark":
         from seqdedup.extensions.spark import local_session
 
-        target = local_session(args.database, master=args.master, lock_timeout=args.lock_timeout)
+        target = local_session(args.database, master=args.master, lock_timeout=args.lock_timeout,
+                               metastore=args.metastore)
     else:
         target = args.database
     return seqdedup.connect(target, engine=args.engine, dialect=getattr(args, "dialect", "spark"),
@@ -412,7 +415,7 @@ def cmd_connect_server(args) -> None:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     with contextlib.suppress(KeyboardInterrupt):
         server = start_local_server(args.database, master=args.master, port=args.port or None,
-                                    lock_timeout=args.lock_timeout)
+                                    lock_timeout=args.lock_timeout, metastore=args.metastore)
         try:
             home = Path(args.database).resolve()
             _emit(args, {"url": server.url, "home": str(home), "log": str(server.log)},
@@ -451,6 +454,11 @@ def parser() -> argparse.ArgumentParser:
                            "warehouse and Hive metastore (default seqdedup-spark). Not with --remote: the server's "
                            "catalog is the one it was started with")
     home.add_argument("--master", default=None, help="Spark master URL (with --engine spark; default local[2])")
+    home.add_argument("--metastore", default=None, metavar="URL",
+                      help="a Hive metastore shared with other Spark drivers: thrift://HOST:PORT, or "
+                           "jdbc:postgresql://HOST:PORT/DB?user=U&password=P (default: $%s; implies --engine spark). "
+                           "Without it, a Spark home keeps its own metastore (embedded Derby), which one process "
+                           "at a time may open" % METASTORE_VARIABLE)
     home.add_argument("--lock-timeout", type=float, default=60.0, metavar="SECONDS",
                       help="how long to wait for another writer of the database (default 60)")
     common = argparse.ArgumentParser(add_help=False, parents=[home, output])
@@ -559,9 +567,19 @@ def parser() -> argparse.ArgumentParser:
 def _resolve(args) -> None:
     """Where the command runs: --remote (or $SEQDEDUP_REMOTE, which a command line's --engine duckdb overrides), else
     the engine; and the defaults that depend on it."""
+    if args.metastore is not None:
+        _metastore_clashes(args)
+    elif os.environ.get(METASTORE_VARIABLE) and args.engine != "duckdb" and not vars(args).get("remote"):
+        if os.environ.get(REMOTE_VARIABLE):
+            raise SeqdedupError(f"both {METASTORE_VARIABLE} and {REMOTE_VARIABLE} are set: run on the Spark Connect "
+                                "server, or start a session of this command's own on the shared metastore; unset one "
+                                "(or give --remote or --metastore)")
+        args.metastore = os.environ[METASTORE_VARIABLE]
+    if args.metastore is not None:
+        args.engine = "spark"
     if "remote" in vars(args):          # (connect-server starts a server: it runs on none)
         given = args.remote is not None
-        if not given and args.engine != "duckdb":
+        if not given and args.engine != "duckdb" and args.metastore is None:
             args.remote = os.environ.get(REMOTE_VARIABLE) or None
         if args.remote:
             source = f"--remote {args.remote}" if given else f"{REMOTE_VARIABLE}={args.remote}"
@@ -579,6 +597,18 @@ def _resolve(args) -> None:
             args.database = "seqdedup-spark"
         else:
             args.database = "seqdedup-demo.duckdb" if args.func is cmd_demo else "seqdedup.duckdb"
+
+
+def _metastore_clashes(args) -> None:
+    """A shared metastore is for a Spark session this process starts (or the server it starts): not for DuckDB, nor
+    for a command that runs on a Spark Connect server, whose metastore is the one the server was started with."""
+    if args.engine == "duckdb":
+        raise SeqdedupError("--metastore does not go with --engine duckdb: a metastore is for a Spark session this "
+                            "command starts; leave out one of them")
+    if vars(args).get("remote"):
+        raise SeqdedupError("--metastore does not go with --remote: the command runs on that Spark Connect server, "
+                            "on the metastore it was started with (seqdedup connect-server --metastore URL); leave "
+                            "out one of them")
 
 
 def main(argv: list[str] | None = None) -> int:

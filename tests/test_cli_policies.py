@@ -73,6 +73,9 @@ def test_namespace_and_global_policies_are_set_from_the_command_line(run):
     (["--remote", "127.0.0.1:15002"], "is not a Spark Connect URL: write sc://HOST:PORT"),
     (["--remote", "sc://127.0.0.1:1", "--database", "x"], "--database does not go with --remote"),
     (["--remote", "sc://127.0.0.1:1", "--engine", "duckdb"], "--engine duckdb does not go with"),
+    (["--metastore", "thrift://127.0.0.1:1", "--engine", "duckdb"], "--metastore does not go with --engine duckdb"),
+    (["--metastore", "thrift://127.0.0.1:1", "--remote", "sc://127.0.0.1:1"], "--metastore does not go with --remote"),
+    (["--metastore", "mysql://127.0.0.1/hive"], "unknown metastore 'mysql://127.0.0.1/hive'"),
 ])
 def test_remote_mistakes_are_one_clear_line_at_once(run, args, message):
     one_line_error(run("topic", "list", *args), message)
@@ -84,3 +87,15 @@ def test_the_remote_variable_stands_for_remote_unless_the_command_line_says_duck
     one_line_error(run("topic", "list", "-d", "x.duckdb"), "--database does not go with SEQDEDUP_REMOTE=sc://127.0.0.1:1",
                    "or unset SEQDEDUP_REMOTE")
     assert run("topic", "list", "--engine", "duckdb")[1].startswith("no topics yet")
+
+
+def test_the_metastore_variable_stands_for_metastore_unless_the_command_line_says_otherwise(run, monkeypatch, tmp_path):
+    """SEQDEDUP_METASTORE is read as --metastore would be (a bad URL is refused before a JVM starts, and leaves no
+    Spark home behind); --engine duckdb and --remote win over it, and beside SEQDEDUP_REMOTE it is ambiguous."""
+    monkeypatch.setenv("SEQDEDUP_METASTORE", "mysql://127.0.0.1/hive")
+    one_line_error(run("topic", "list"), "unknown metastore 'mysql://127.0.0.1/hive'")
+    assert not (tmp_path / "seqdedup-spark").exists()
+    assert run("topic", "list", "--engine", "duckdb")[1].startswith("no topics yet")
+    one_line_error(run("topic", "list", "--remote", "sc://127.0.0.1:1"), "no Spark Connect server answers")
+    monkeypatch.setenv("SEQDEDUP_REMOTE", "sc://127.0.0.1:1")
+    one_line_error(run("topic", "list"), "both SEQDEDUP_METASTORE and SEQDEDUP_REMOTE are set")

@@ -172,6 +172,17 @@ def refused_by(driver: Driver, name: str, holder: Driver) -> str:
 
 
 @pytest.mark.spark
+def test_the_command_line_reaches_the_shared_metastore_from_a_home_of_its_own(metastore, tmp_path):
+    """``seqdedup recover --metastore URL``: a command line on another home (another machine, as far as it can tell)
+    sees the topic C17's drivers wrote, and its state checked against the log."""
+    done = subprocess.run([sys.executable, "-m", "seqdedup", "recover", c17.TOPIC, "--metastore", metastore,
+                           "-d", str(tmp_path / "home")], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith(f"default.{c17.TOPIC}: 5 producers recovered"), done.stdout
+    assert "checked against a replay of" in done.stdout and ": matches" in done.stdout, done.stdout
+
+
+@pytest.mark.spark
 def test_r14_one_live_producer_per_name_across_drivers(drivers):
     """A second driver is refused a name another holds, until the holder closes it or its lease expires (killed,
     or paused: the paused one is then fenced). Epochs only grow: a late renewal may claim the next one itself."""
