@@ -82,18 +82,21 @@ def register_functions(cursor: duckdb.DuckDBPyConnection) -> None:
     """Register the function set on a DuckDB connection (or cursor) as temporary macros: guards under the names the
     rewrite gives meaning to, which fail loudly with the way to run the statement, and ``kafka_producer_name``. Any
     connection that may see seqdedup SQL (a dbt connection, say) can take them."""
-    for name, signatures in SIGNATURES.items():
-        message = exp.func("error", exp.Literal.string(guard_message(name)))
-        overloads = ", ".join(
-            f"({', '.join(args)}) AS {message.sql('duckdb')}" for args in signatures
-        )
-        cursor.execute(f"CREATE OR REPLACE TEMPORARY MACRO {name}{overloads}")
+    for name in SIGNATURES:
+        cursor.execute(_guard_macro(name, "CREATE OR REPLACE TEMPORARY MACRO"))
     name = exp.func("concat", exp.Literal.string("KOP-PID-PREFIX-"), exp.column("producer_id"),
                     exp.Literal.string("-"), exp.column("producer_epoch"))
     cursor.execute(f"CREATE OR REPLACE TEMPORARY MACRO kafka_producer_name(producer_id, producer_epoch) AS "
                    f"{name.sql('duckdb')}")
     # Spark's raise_error, so that one statement (and seqdedup's expansions, sql/functions.py) fails alike on both.
     cursor.execute("CREATE OR REPLACE TEMPORARY MACRO raise_error(message) AS error(message)")
+
+
+def _guard_macro(name: str, create: str) -> str:
+    """``create`` (the words that begin the statement) the guard macro ``name``: each of its signatures fails with
+    the way to run the statement."""
+    message = exp.func("error", exp.Literal.string(guard_message(name))).sql("duckdb")
+    return f"{create} {name}" + ", ".join(f"({', '.join(args)}) AS {message}" for args in SIGNATURES[name])
 
 
 #: The most statements ``_around`` keeps around one query.
@@ -408,6 +411,12 @@ class DuckDBAdapter(EngineAdapter):
 
     def register_functions(self) -> None:
         register_functions(self.connection)
+
+    def keep_guards(self) -> None:
+        """Also in the database file, as macros of its own (a connection's temporary ones go first): a connection
+        seqdedup never configured, the DuckDB shell on the file say, gets seqdedup's message for ``is_not_dup``."""
+        for name in SIGNATURES:
+            self.execute(_guard_macro(name, "CREATE MACRO IF NOT EXISTS"))
 
     def close(self) -> None:
         if self._claimed:

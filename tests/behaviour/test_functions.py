@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+import duckdb
 import pytest
 
 from seqdedup import DupStatus, SeqdedupError, failpoints
@@ -28,25 +29,51 @@ THE_WAY = r"must be rewritten by seqdedup.*seqdedup\.connect\(spark\).*%%seqdedu
 
 
 @pytest.mark.notyet(["duckdb"], reason="DuckDB checks an INSERT's column count before it binds the guard macro "
-                    "('table events has 4 columns but 1 values were supplied'), and a connection seqdedup never "
-                    "configured has no guard ('Scalar Function with name is_not_dup does not exist')")
+                    "('table events has 7 columns but 1 values were supplied'): no function speaks before that check")
 def test_the_natural_insert_is_refused_with_the_way_that_works(dedup):
     """The statement a Spark user writes first, straight into the engine (``spark.sql``, a notebook's ``%sql``): it
     selects the payload only, where the topic's table also holds system columns, so the guard must refuse it before
-    the engine checks the column count. So must the engine's session in an application that never called
-    ``seqdedup.connect`` (the guards kept in the catalog's database), and the form with a column list."""
+    the engine checks the column count."""
     dedup.topic()
     dedup.stage([("p", 1)])
     with pytest.raises(SeqdedupError, match=THE_WAY):
         dedup.session.adapter.execute(NATURAL)
-    with pytest.raises(SeqdedupError, match=THE_WAY):
-        dedup.session.adapter.execute(NATURAL.replace("events", "events (payload)"))
+    assert dedup.entries() == []
+
+
+def _spark_never_configured(dedup):
     spark = dedup.session.adapter.spark.newSession()        # its own temporary functions: none
     spark.sql(f"USE {dedup.namespace}")
     spark.sql("CREATE TEMPORARY VIEW staging AS SELECT 'x' AS payload, 'p' AS producer, 2L AS seq")
+    return lambda statement: spark.sql(statement).collect()
+
+
+def _duckdb_never_configured(dedup):
+    connection = duckdb.connect(dedup.database)             # a connection of its own: no temporary macros
+    connection.execute("CREATE TEMPORARY TABLE staging AS SELECT 'x' AS payload, 'p' AS producer, 2 AS seq")
+    return connection.execute
+
+
+#: A connection of the engine's own that seqdedup never configured, with a staging view of one entry.
+NEVER_CONFIGURED = {"spark": _spark_never_configured, "duckdb": _duckdb_never_configured}
+#: The statement it runs: on DuckDB with a column list, which passes the column count (see the test above).
+FIRST_STATEMENT = {"spark": NATURAL, "duckdb": NATURAL.replace("events", "events (payload)")}
+
+
+def test_a_connection_seqdedup_never_configured_refuses_is_not_dup_with_the_way_that_works(dedup):
+    """The guards kept in the catalog's database (Spark's metastore, DuckDB's file): an application that never
+    called ``seqdedup.connect``, or the DuckDB shell on the file, gets seqdedup's message, not UNRESOLVED_ROUTINE or
+    'Scalar Function with name is_not_dup does not exist'. So does the form with a column list on seqdedup's own
+    connection."""
+    dedup.topic()
+    dedup.stage([("p", 1)])
+    with pytest.raises(SeqdedupError, match=THE_WAY):
+        dedup.session.adapter.execute(NATURAL.replace("events", "events (payload)"))
+    run = NEVER_CONFIGURED[dedup.engine.family](dedup)
     with pytest.raises(Exception, match=THE_WAY) as refused:
-        spark.sql(NATURAL).collect()
-    assert "USER_RAISED_EXCEPTION" in str(refused.value)
+        run(FIRST_STATEMENT[dedup.engine.family])
+    if dedup.engine.family == "spark":
+        assert "USER_RAISED_EXCEPTION" in str(refused.value)     # Spark's error class for a message of one's own
     assert dedup.entries() == []
 
 
