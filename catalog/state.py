@@ -138,6 +138,29 @@ def producer_state_query(topic: str, topic_table: exp.Table, header: SnapshotHea
     )
 
 
+def catch_up_query(topic: str, topic_table: exp.Table, commits: list[int], after: int,
+                   own: exp.Expression | None = None) -> exp.Expression:
+    """What ``commits`` (published by other drivers since a state) did: the entries of each (commit, producer) after
+    position ``after``, and each of them that wrote a snapshot header (``kind`` 'entries' or 'snapshot').
+
+    Example:
+        >>> query = catch_up_query("main.t", exp.table_("t"), [7, 8], after=40)
+        >>> sorted({t.name for t in query.find_all(exp.Table)})
+        ['producer_sequences', 't']
+    """
+    numbers = [literal(n) for n in commits]
+    return template(
+        "catch_up",
+        topic=literal(topic),
+        topic_table=topic_table.copy(),
+        producer_sequences=PRODUCER_SEQUENCES_TABLE,
+        commits=exp.column("_commit").isin(*numbers),
+        logged=exp.column("commit_id").isin(*[n.copy() for n in numbers]),
+        after=literal(after),
+        own=own.copy() if own is not None else written_by_seqdedup(),
+    )
+
+
 def last_position_query(topic_table: exp.Table, after: int, own: exp.Expression | None = None) -> exp.Select:
     """The topic's last position, reading only the entries after ``after`` (positions grow in commit order) where
     ``own`` holds (seqdedup's rows: ``schema.written_by_seqdedup``)."""

@@ -14,6 +14,8 @@ producers it wrote, not of every producer known.
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import time
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
@@ -22,9 +24,12 @@ from sqlglot import exp
 
 from seqdedup.catalog.catalog import Catalog, Topic, TopicRef
 from seqdedup.catalog.schema import foreign_commits
-from seqdedup.catalog.state import STARTS, SnapshotHeader, literal, producer_state_query
+from seqdedup.catalog.state import STARTS, SnapshotHeader, catch_up_query, literal, producer_state_query
 from seqdedup.errors import EngineError
 from seqdedup.marks import MARKS, Marks, fold, marks_table, unmarked
+
+
+_log = logging.getLogger("seqdedup.state")
 
 
 @dataclass(frozen=True)
@@ -147,16 +152,53 @@ def load(catalog: Catalog, adapter, ref: TopicRef) -> TopicState:
     makes its next commit lose the compare-and-set and decide again. There the topic is looked up once, after the
     listing (``_load``), where a lookup costs a job; an unknown topic, or one whose table is gone, fails the listing
     and is named then."""
+    started = time.monotonic()
     if adapter.contended:
         with adapter.listed_once(ref):
             try:
-                return _load(catalog, adapter, ref, None)
+                state = _load(catalog, adapter, ref, None)
             except EngineError:
                 catalog.topic(ref)      # (a TopicError that names it, rather than the engine's error)
                 raise
-    topic = catalog.topic(ref)                  # an unknown topic, or one whose table is gone, is named first
-    with adapter.listed_once(ref):             # one listing of a topic's partitions serves every read below
-        return _load(catalog, adapter, ref, topic)
+    else:
+        topic = catalog.topic(ref)                  # an unknown topic, or one whose table is gone, is named first
+        with adapter.listed_once(ref):             # one listing of a topic's partitions serves every read below
+            state = _load(catalog, adapter, ref, topic)
+    _log.info("[%s] recovered from snapshot %s and %d replayed entries (%d producers, log end %d) in %.2f s", ref.key,
+              state.header.snapshot_id, state.since_snapshot, state.marks.num_rows, state.end,
+              time.monotonic() - started)
+    return state
+
+
+def catch_up(adapter, ref: TopicRef, state: TopicState, published: frozenset[int]) -> TopicState | None:
+    """``state`` moved forward over the commits other drivers published since it (``published`` as just listed):
+    their entries folded into the marks, as their own commits fold them. None where something else changed, and the
+    state must be recovered whole (``load``): a commit of theirs wrote a snapshot or no entry (a policy change), a
+    compaction merged one, a commit the state counted is gone, or another tool registered a partition. A driver that
+    lost a commit's compare-and-set pays for the commits it missed, not for a whole recovery (issue 46)."""
+    started = time.monotonic()
+    new = sorted(published - state.published)
+    if not new or not state.published <= published or new[0] <= max(state.published, default=0):
+        return None
+    if foreign_commits(adapter.foreign_partitions(ref)) != state.taken or any(
+            first < last and last >= new[0] for first, last in adapter.partition_ranges(ref)):
+        return None
+    found = adapter.fetch_arrow(catch_up_query(ref.key, ref.table, new, state.end, adapter.own_rows(ref)))
+    kinds = found.column("kind")
+    entries = found.filter(pc.equal(kinds, "entries"))
+    if pc.any(pc.equal(kinds, "snapshot")).as_py() or \
+            sorted(pc.unique(entries.column("commit_id")).to_pylist()) != new:
+        return None
+    highest = entries.group_by("producer").aggregate([("sequence_id", "max"), ("last_publish_time", "max")])
+    delta = marks_table(pa.table({"producer": highest.column("producer"),
+                                  "sequence_id": highest.column("sequence_id_max"),
+                                  "last_publish_time": highest.column("last_publish_time_max")}))
+    count = pc.sum(entries.column("entries")).as_py()
+    caught = replace(state.after(commit=new[-1], end=pc.max(entries.column("position")).as_py(), delta=delta,
+                                 since_snapshot=state.since_snapshot + count), published=published)
+    _log.info("[%s] caught up over %d commits of other drivers (%d entries, %d producers) in %.2f s", ref.key,
+              len(new), count, delta.num_rows, time.monotonic() - started)
+    return caught
 
 
 def created(topic: Topic, *, commit: int, snapshot_id: int, kind: str, taken_at: dt.datetime,
@@ -217,4 +259,4 @@ def _load(catalog: Catalog, adapter, ref: TopicRef, topic) -> TopicState:
                       written_at=pc.max(marks.table.column("last_publish_time")).as_py() if marks.num_rows else None)
 
 
-__all__ = ["TopicState", "MARKS", "marks_table", "unmarked", "load", "created"]
+__all__ = ["TopicState", "MARKS", "marks_table", "unmarked", "load", "catch_up", "created"]

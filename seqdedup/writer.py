@@ -35,12 +35,12 @@ from sqlglot import exp
 
 from seqdedup.catalog.catalog import Catalog, TopicRef
 from seqdedup.catalog.schema import CATALOG_TABLES, catalog_table
-from seqdedup.errors import EngineError
+from seqdedup.errors import CommitConflict, EngineError
 from seqdedup.extensions.base import EngineAdapter
 
 from .failpoints import failpoint
 from .locks import WriterLock, shared
-from .topic_state import TopicState, load
+from .topic_state import TopicState, catch_up, load
 
 
 class PushedMarks:
@@ -180,12 +180,18 @@ class Writer:
         """The topic's state: recovered on first use, or when another process has published since. The caller
         holds the lock."""
         self.check_settings()
-        state = self.current(ref)
-        if state is None:
+        kept = self.database.states.get(ref.key)
+        if kept is not None and (self.adapter.exclusive or kept.published is None):
+            return kept
+        adapter = self.adapter
+        with adapter.listed_once(ref):      # (one listing serves the check, the catch-up and a recovery)
+            published = None if kept is None else frozenset(adapter.published_commits(ref))
+            if published is not None and published == kept.published:
+                return kept
             # where another process may have written, what this one read of the catalog before is stale
-            self.adapter.refresh(*[catalog_table(name) for name in CATALOG_TABLES], ref.table)
-            state = load(self.catalog, self.adapter, ref)
-            self.database.states[ref.key] = state
+            adapter.refresh(*[catalog_table(name) for name in CATALOG_TABLES], ref.table)
+            state = (kept and catch_up(adapter, ref, kept, published)) or load(self.catalog, adapter, ref)
+        self.database.states[ref.key] = state
         return state
 
     def current(self, ref: TopicRef) -> TopicState | None:
@@ -195,7 +201,7 @@ class Writer:
         state = self.database.states.get(ref.key)
         if state is None or self.adapter.exclusive or state.published is None:
             return state
-        # another writer published: recover (issue 15 makes this incremental)
+        # another writer published: ``state`` catches up
         return state if frozenset(self.adapter.published_commits(ref)) == state.published else None
 
     def keep(self, ref: TopicRef, state: TopicState) -> None:
@@ -244,6 +250,10 @@ class Writer:
                 finally:
                     adapter.close_commit(ref)
             failpoint("after_publish")
+        except CommitConflict:
+            # another driver published this number first: the state kept is still true as of what it listed, and
+            # the next use catches it up over the winners' commits (``state``)
+            raise
         except BaseException:
             self.forget(ref)
             raise

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import socket
 import sys
@@ -51,6 +52,9 @@ def main() -> None:
     parser.add_argument("--metastore")
     parser.add_argument("--remote")
     args = parser.parse_args()
+    # how each driver came by its states (a recovery, or a catch-up after a lost commit race), on its stderr
+    logging.basicConfig(level=logging.WARNING, format="%(name)s %(levelname)s %(message)s")
+    logging.getLogger("seqdedup.state").setLevel(logging.INFO)
     if args.remote:
         from pyspark.sql import SparkSession
 
