@@ -29,6 +29,7 @@ BENCHMARKS = [
     ("spark_startup.py", {"spark"}, False),
     ("compaction.py", {"spark"}, False),
     ("cli_remote.py", {"spark"}, False),
+    ("drivers_contention.py", {"spark"}, False),     # (12 minutes: one driver alone, then three at once)
 ]
 
 
