@@ -11,7 +11,6 @@ writes alone for ``--alone`` seconds, then ``--drivers`` of them at once for ``-
 a statement in flight at the end finishes. The topic's policies are the defaults (automatic compaction included).
 
     python benchmarks/drivers_contention.py [--drivers 3] [--seconds 600] [--alone 120] [--entries 10]
-                                            [--without-turns]
 
 Prints, per phase: statements, commits a second, latency median / 99th percentile / max, lost races, failures;
 then the targets: every statement completed, slowest over median at most 10. The number of cores and the load are
@@ -35,18 +34,12 @@ TARGET_SLOWEST = 10.0
 STATEMENT = "INSERT INTO {topic} SELECT payload FROM staging WHERE is_not_dup(producer, seq)"
 
 
-def child(home: str, metastore: str, topic: str, name: str, seconds: float, entries: int, go: str,
-          turns: bool) -> None:
-    """One driver: statements until ``seconds`` have passed since ``go`` appeared; one JSON line at the end.
-    Without ``turns``, a winner never lets the others have a turn (``seqdedup.writer.Turns``): the comparison."""
+def child(home: str, metastore: str, topic: str, name: str, seconds: float, entries: int, go: str) -> None:
+    """One driver: statements until ``seconds`` have passed since ``go`` appeared; one JSON line at the end."""
     import pyarrow as pa
 
     import seqdedup
     from seqdedup.extensions.spark import local_session
-    from seqdedup.writer import Turns
-
-    if not turns:
-        Turns.published = lambda *args, **kwargs: None
 
     session = seqdedup.connect(local_session(home, master="local[1]", metastore=metastore))
     session.create_topic(topic, {"payload": "STRING"}, if_not_exists=True)
@@ -76,14 +69,12 @@ def child(home: str, metastore: str, topic: str, name: str, seconds: float, entr
                       "written": written}), flush=True)
 
 
-def phase(label: str, drivers: int, seconds: float, entries: int, home: pathlib.Path, metastore: str,
-          turns: bool = True) -> list[dict]:
+def phase(label: str, drivers: int, seconds: float, entries: int, home: pathlib.Path, metastore: str) -> list[dict]:
     """``drivers`` driver processes writing topic ``label`` at once for ``seconds``; their reports."""
     go = home.parent / f"go-{label}"
     logs = [home.parent / f"{label}-d{i}.log" for i in range(drivers)]
     fleet = [subprocess.Popen([sys.executable, __file__, "--child", str(home), metastore, label, f"d{i}",
-                               str(seconds), str(entries), str(go), "on" if turns else "off"],
-                              stdout=subprocess.PIPE,
+                               str(seconds), str(entries), str(go)], stdout=subprocess.PIPE,
                               stderr=log.open("w"), text=True)
              for i, log in enumerate(logs)]
 
@@ -128,13 +119,11 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=600, help="how long the drivers write at once (default 600)")
     ap.add_argument("--alone", type=float, default=120, help="how long one driver writes alone (default 120)")
     ap.add_argument("--entries", type=int, default=10, help="new ids per statement (default 10)")
-    ap.add_argument("--without-turns", action="store_true",
-                    help="also a phase of the drivers at once where a winner never lets the others have a turn")
-    ap.add_argument("--child", nargs=8, help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs=7, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        home, metastore, topic, name, seconds, entries, go, turns = args.child
-        return child(home, metastore, topic, name, float(seconds), int(entries), go, turns == "on")
+        home, metastore, topic, name, seconds, entries, go = args.child
+        return child(home, metastore, topic, name, float(seconds), int(entries), go)
     from tests.metastore import PostgresServer
 
     print(f"cores={os.cpu_count()} load_average={os.getloadavg()[0]:.2f} entries_per_statement={args.entries} "
@@ -144,9 +133,6 @@ def main() -> None:
         alone = summary("alone", phase("alone", 1, args.alone, args.entries, home, metastore), args.alone)
         several = summary("contended", phase("contended", args.drivers, args.seconds, args.entries, home, metastore),
                           args.seconds)
-        if args.without_turns:
-            summary("contended_without_turns", phase("unfair", args.drivers, args.seconds, args.entries, home,
-                                                     metastore, turns=False), args.seconds)
     rate, median, slowest, failures = several
     print(f"commits_per_s_contended_over_alone={rate / alone[0]:.2f}")
     print(f"every_statement_completed={'yes' if failures == 0 else f'no ({failures} failed)'} target=yes "

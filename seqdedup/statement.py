@@ -659,17 +659,9 @@ def run(session, tree: exp.Expression) -> StatementResult:
     """Run one ``INSERT ... WHERE is_not_dup(...)`` through ``session``. Where several drivers write a topic, the one
     whose commit number another took first decides again on the new state (optimistic, as Delta's commits)."""
     tree = rewrite.expand_is_not_dup(tree, session.adapter.binary)
-    turns, started = session.writer.database.turns, None
     for retry in range(CONFLICT_RETRIES + 1):
-        statement = Run(session, tree)
-        if started is None:
-            turns.wait(statement.ref.key)       # (where another driver's turn is due: see Turns)
-            started = time.monotonic()
         try:
-            result = statement()
-            if result.commit is not None:      # (where no other driver writes, a no-op)
-                turns.published(statement.ref.key, started, lost=retry > 0)
-            return replace(result, conflicts=retry)
+            return replace(Run(session, tree)(), conflicts=retry)
         except CommitConflict:
             if retry == CONFLICT_RETRIES:
                 raise

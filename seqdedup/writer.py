@@ -26,9 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import random
 import threading
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -81,35 +79,6 @@ class Database:
     states: dict[str, TopicState] = field(default_factory=dict)   # topic key -> its state, as of its last commit
     sessions: int = 0             # open sessions: the states are dropped with the last (another process may write)
     run_log_pruned: dict = field(default_factory=dict)   # topic key -> when its run log was last pruned (retention)
-    turns: "Turns" = field(default_factory=lambda: Turns())
-
-
-class Turns:
-    """Where several drivers write one topic as fast as they can, the one that just published would publish again and
-    again: its next statement starts on a state already current, while the others first catch up over its commit, and
-    the metastore admits the first to register. So a driver that published after it saw another driver's commits
-    (it lost a race, or caught up) lets the others have a turn: its next statement on the topic waits a random while,
-    up to what its last one took (backoff with jitter, paid by the winner). Where no other driver writes, nobody
-    waits (issue 46: under three drivers, the slowest statement stays within 10x the median)."""
-
-    def __init__(self):
-        self._seen: dict[str, float] = {}       # topic key -> when this process last saw another driver's commits
-        self._until: dict[str, float] = {}      # topic key -> when its next statement may start
-
-    def saw_others(self, key: str) -> None:
-        self._seen[key] = time.monotonic()
-
-    def wait(self, key: str) -> None:
-        """Before a statement on the topic (outside the writer lock)."""
-        delay = self._until.pop(key, 0.0) - time.monotonic()
-        if delay > 0:
-            time.sleep(delay)
-
-    def published(self, key: str, started: float, lost: bool) -> None:
-        """After a statement published its commit: it began at ``started`` and lost a race if ``lost``."""
-        now = time.monotonic()
-        if lost or self._seen.get(key, -1.0) >= started:
-            self._until[key] = now + random.uniform(0, now - started)
 
 
 _databases: dict[str, Database] = {}
@@ -219,8 +188,6 @@ class Writer:
             published = None if kept is None else frozenset(adapter.published_commits(ref))
             if published is not None and published == kept.published:
                 return kept
-            if published is not None:
-                self.database.turns.saw_others(ref.key)
             # where another process may have written, what this one read of the catalog before is stale
             adapter.refresh(*[catalog_table(name) for name in CATALOG_TABLES], ref.table)
             state = (kept and catch_up(adapter, ref, kept, published)) or load(self.catalog, adapter, ref)
