@@ -180,18 +180,16 @@ class Writer:
         """The topic's state: recovered on first use, or when another process has published since. The caller
         holds the lock."""
         self.check_settings()
-        kept = self.database.states.get(ref.key)
-        if kept is not None and (self.adapter.exclusive or kept.published is None):
-            return kept
         adapter = self.adapter
         with adapter.listed_once(ref):      # (one listing serves the check, the catch-up and a recovery)
-            published = None if kept is None else frozenset(adapter.published_commits(ref))
-            if published is not None and published == kept.published:
-                return kept
-            # where another process may have written, what this one read of the catalog before is stale
-            adapter.refresh(*[catalog_table(name) for name in CATALOG_TABLES], ref.table)
-            state = (kept and catch_up(adapter, ref, kept, published)) or load(self.catalog, adapter, ref)
-        self.database.states[ref.key] = state
+            state = self.current(ref)
+            if state is None:
+                kept = self.database.states.get(ref.key)
+                # where another process may have written, what this one read of the catalog before is stale
+                adapter.refresh(*[catalog_table(name) for name in CATALOG_TABLES], ref.table)
+                state = (kept and catch_up(adapter, ref, kept, frozenset(adapter.published_commits(ref)))) or \
+                    load(self.catalog, adapter, ref)
+                self.database.states[ref.key] = state
         return state
 
     def current(self, ref: TopicRef) -> TopicState | None:
