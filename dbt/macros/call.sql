@@ -9,9 +9,10 @@
 {% endmacro %}
 
 {% macro duckdb__call(request) %}
-  {#- The plugin registers seqdedup's guards on every connection: no guard, no plugin. -#}
+  {#- The plugin registers seqdedup's guards on every connection, as temporary macros: none, no plugin. (The file
+      keeps guards of its own for connections seqdedup never configured: those say nothing about the plugin.) -#}
   {%- set found = adapter.execute(
-        "select count(*) from duckdb_functions() where function_name = 'is_not_dup'",
+        "select count(*) from duckdb_functions() where function_name = 'is_not_dup' and database_name = 'temp'",
         auto_begin=False, fetch=True)[1] -%}
   {%- if found.rows[0][0] == 0 -%}
     {{ exceptions.raise_compiler_error(
