@@ -175,9 +175,11 @@ class Catalog:
         With every catalog table still empty, a writable session finishes it (``create``)."""
         if not self.executor.columns(catalog_table("seqdedup_meta")):    # a new database (one look-up)
             return False
+        version = exp.select("value").from_(catalog_table("seqdedup_meta")).where(
+            exp.column("key").eq(literal("catalog_version")))
+        read = self.executor.alongside(lambda: self.executor.fetchall(version))    # (where the engine allows)
         described = self._described()
-        rows = self.executor.fetchall(
-            exp.select("value").from_(catalog_table("seqdedup_meta")).where(exp.column("key").eq(literal("catalog_version"))))
+        rows = read.result()
         if not rows:
             if not self._unfinished(described):
                 raise CatalogError(
@@ -559,12 +561,15 @@ class Catalog:
         """How many rows the topic has in the catalog: snapshot rows, snapshots, run log rows (every row, of
         published commits or not: what the tables hold)."""
         topic = exp.column("topic").eq(literal(ref.key))
-        snapshots = exp.select(exp.Count(this=exp.Star()), exp.func("count_if", exp.column("producer").is_(exp.null())))
-        statements = exp.select(exp.Count(this=exp.Star())).from_(catalog_table("seqdedup_statements")).where(topic)
-        rows, headers = self.executor.fetchall(
-            snapshots.from_(catalog_table("producer_sequences")).where(topic.copy()))[0]
-        return {"snapshot_rows": rows, "snapshots": headers,
-                "run_log_rows": self.executor.fetchall(statements)[0][0]}
+        snapshots = exp.select(exp.Count(this=exp.Star()).as_("rows"),
+                               exp.func("count_if", exp.column("producer").is_(exp.null())).as_("headers")).from_(
+            catalog_table("producer_sequences")).where(topic)
+        statements = exp.select(exp.Count(this=exp.Star()).as_("log_rows")).from_(
+            catalog_table("seqdedup_statements")).where(topic.copy())
+        # one query for both counts (on Spark each query costs a job)
+        rows, headers, log_rows = self.executor.fetchall(exp.select("*").from_(snapshots.subquery("s")).join(
+            statements.subquery("l"), join_type="cross"))[0]
+        return {"snapshot_rows": rows, "snapshots": headers, "run_log_rows": log_rows}
 
     # --- retention -------------------------------------------------------------------------------------------
 

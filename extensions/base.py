@@ -4,6 +4,7 @@ Engine differences are capability flags on the adapter class, never ``if engine 
 """
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import threading
 import uuid
@@ -20,6 +21,11 @@ from seqdedup.catalog.state import literal
 ARRIVAL = "__sd_arrival"
 #: The named parameters bound now, per thread and adapter (``EngineAdapter.parameters``).
 _BOUND = threading.local()
+#: The threads that run reads alongside their callers' (``EngineAdapter.alongside``): started on first use, and
+#: named so.
+_readers: concurrent.futures.ThreadPoolExecutor | None = None
+_readers_lock = threading.Lock()
+_READER = "seqdedup-reader"
 
 
 class EngineAdapter:
@@ -70,6 +76,9 @@ class EngineAdapter:
     #: The engine publishes commits itself and says which are published (Spark: the topic's partitions); where it
     #: does not, every commit that ended is published (a transaction).
     TRACKS_COMMITS: bool = False
+    #: A read may run on another thread while the caller's next ones run (``alongside``): the engine is a server
+    #: that runs queries at once, each mostly waited for (Spark Connect).
+    READS_ALONGSIDE: bool = False
 
     @property
     def PARTITIONS(self) -> int | None:
@@ -109,6 +118,30 @@ class EngineAdapter:
         values = _BOUND.__dict__.get("values", {}).get(id(self), {})
         used = {k: v for k, v in values.items() if f"{marker}{k}" in text}
         return used or None
+
+    def alongside(self, read: Callable[[], object]) -> concurrent.futures.Future:
+        """Start ``read``, a function that reads through this adapter (a query, a topic's recovery) and changes
+        nothing the caller's next calls read: on another thread where the engine runs queries at once
+        (``READS_ALONGSIDE``), with this thread's parameters bound there too; else now, on this one. Its future:
+        ``result()`` gives its value, or raises its error."""
+        # (a read started from a reader runs on it: readers waiting for reads queued behind them would never end)
+        if not self.READS_ALONGSIDE or threading.current_thread().name.startswith(_READER):
+            done: concurrent.futures.Future = concurrent.futures.Future()
+            try:
+                done.set_result(read())
+            except Exception as error:
+                done.set_exception(error)
+            return done
+        global _readers
+        with _readers_lock:
+            if _readers is None:
+                _readers = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix=_READER)
+        bound = dict(_BOUND.__dict__.get("values", {}).get(id(self), {}))
+
+        def run():
+            with self.parameters(bound):
+                return read()
+        return _readers.submit(run)
 
     def execute(self, statement: exp.Expression | str) -> None:
         raise NotImplementedError
@@ -192,6 +225,10 @@ class EngineAdapter:
 
     def create_temp_table(self, name: str, query: exp.Expression) -> exp.Table:
         raise NotImplementedError
+
+    def temp_table_rows(self, table: exp.Table) -> int:
+        """How many rows a temporary table ``create_temp_table`` made holds."""
+        return self.fetchall(exp.select(exp.Count(this=exp.Star())).from_(table.copy()))[0][0]
 
     def drop_temp_table(self, name: str) -> None:
         raise NotImplementedError
@@ -363,7 +400,8 @@ class EngineAdapter:
     @contextlib.contextmanager
     def listed_once(self, topic) -> Iterator[None]:
         """Within, the topic's partitions are listed at most once, where the engine keeps them (a recovery asks for
-        them several times). The caller holds the writer lock; what the adapter changes itself is listed again."""
+        them several times, ``Session.stats`` more around one). Nested, the outermost one's listing serves. A writer
+        holds the lock around it; what the adapter changes itself is listed again."""
         yield
 
     def partition_ranges(self, topic) -> list[tuple[int, int]]:

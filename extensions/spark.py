@@ -558,7 +558,8 @@ def _settings(spark) -> Iterator[None]:
     with _held_lock:
         held = _held.setdefault(id(spark), _Held())
         if not held.calls:
-            lacking = {key: value for key, value in SETTINGS.items() if conf.get(key) != value}
+            lacking = {key: value for (key, value), now in zip(SETTINGS.items(), _values(spark, list(SETTINGS)))
+                       if now != value}
             explicit = conf.getAll if lacking else {}      # (a session seqdedup started has them all)
             held.found = {key: explicit.get(key) for key in lacking}
             for key, value in lacking.items():
@@ -572,6 +573,15 @@ def _settings(spark) -> Iterator[None]:
             if not held.calls:
                 for key, value in held.found.items():
                     conf.unset(key) if value is None else conf.set(key, value)
+
+
+def _values(spark, keys: list[str]) -> tuple:
+    """The session's values of the settings ``keys``: one request on Spark Connect, where ``conf.get`` is one each
+    (``_settings`` asks at each of seqdedup's calls)."""
+    client = getattr(spark, "client", None) if _remote(spark) else None
+    if hasattr(client, "get_configs"):
+        return client.get_configs(*keys)
+    return tuple(spark.conf.get(key) for key in keys)
 
 
 def _refuse_without_hive(spark) -> None:
@@ -674,6 +684,20 @@ def _frame_of(spark, table, schema=None):
     no row at all for a table whose first record batches are empty (as marks folded from an empty state are): a
     statement then joined no mark, and wrote every retransmitted id again."""
     return spark.createDataFrame(table.combine_chunks(), schema=schema)
+
+
+def _to_arrow(frame):
+    """A frame's rows as an Arrow table, as ``toArrow`` gives them. A Connect frame's ``toArrow`` first asks the
+    server for the frame's schema (an analysis, a round trip of its own) to cast the rows to it; the schema the rows
+    come with serves as well. (A client whose frames lack ``_to_table``, or a reply without a schema: ``toArrow``.)"""
+    if not _remote(frame) or not hasattr(frame, "_to_table"):
+        return frame.toArrow()
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    table, schema = frame._to_table()
+    if schema is None:
+        return frame.toArrow()
+    return table.cast(to_arrow_schema(schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC"))
 
 
 def _optimized(frame):
@@ -795,8 +819,10 @@ class SparkAdapter(EngineAdapter):
         self._table_columns: dict[str, list[tuple[str, str]]] = {}   # topic key -> its table's columns
         self._scratch: dict[str, str] = {}          # temporary table -> the directory that holds its rows
         self._winners: dict[str, _Winners] = {}     # topic key -> its commits' winners (several drivers)
-        self._listings: dict[str, _Layout | None] = {}   # topic key -> its partitions, inside listed_once
+        # (thread, topic key) -> [its partitions, or None until listed], inside listed_once
+        self._listings: dict[tuple[int, str], list] = {}
         self._directories: dict[str, dict[str, str | None]] = {}   # table -> partition -> directory (Spark Connect)
+        self._scripts = True                        # the server runs SQL scripts (``_refresh_in_one``)
         if not self.exclusive:      # see create_catalog_table
             spark.conf.set("spark.sql.hive.convertInsertingUnpartitionedTable", "false")
         self.register_functions()
@@ -861,7 +887,7 @@ class SparkAdapter(EngineAdapter):
 
     def fetch_arrow(self, query: exp.Expression | str, *, committed: bool = False):
         with self._errors():
-            return self._query(query).toArrow()
+            return _to_arrow(self._query(query))
 
     def relation(self, name: str, table, *, committed: bool = False) -> exp.Table:
         """A few rows (a statement's handful of producers) go into the query as an inline table: a relation made
@@ -963,6 +989,12 @@ class SparkAdapter(EngineAdapter):
     def PARTITIONS(self) -> int:
         return int(self.spark.conf.get("spark.sql.shuffle.partitions"))
 
+    @property
+    def READS_ALONGSIDE(self) -> bool:
+        """On Spark Connect: the server runs a client's queries at once (a classic session's small jobs would share
+        the driver's cores)."""
+        return self.remote
+
     def row_number(self) -> exp.Expression:
         """Row r of partition i of n gets ``r * n + i + 1``: unique with no global sort (the window plan fixes n
         with a REPARTITION hint, which adaptive execution leaves as it is)."""
@@ -1046,6 +1078,16 @@ class SparkAdapter(EngineAdapter):
     def create_temp_table(self, name: str, query: exp.Expression) -> exp.Table:
         return self._materialize(name, self._sql(query))
 
+    def temp_table_rows(self, table: exp.Table) -> int:
+        """Of one written to the scratch folder on the local disk: from its Parquet files' footers, with no job."""
+        directory = _local(self._scratch.get(table.name, ""))
+        if not directory:
+            return super().temp_table_rows(table)
+        import pyarrow.parquet as pq
+
+        return sum(pq.ParquetFile(f"{directory}/{name}").metadata.num_rows for name in os.listdir(directory)
+                   if name.endswith(".parquet") and not name.startswith((".", "_")))
+
     def drop_temp_table(self, name: str) -> None:
         self.spark.catalog.dropTempView(name)
         directory = self._scratch.pop(name, None)
@@ -1120,12 +1162,17 @@ class SparkAdapter(EngineAdapter):
             return False
         return _estimated_bytes(plan) <= self.IN_PLAN_BYTES
 
+    @functools.cached_property
+    def _warehouse_setting(self) -> str:
+        """``spark.sql.warehouse.dir``, a static setting: read once (on Spark Connect each read is a round trip)."""
+        return self.spark.conf.get("spark.sql.warehouse.dir")
+
     def _warehouse(self) -> str:
-        return self.spark.conf.get("spark.sql.warehouse.dir").rstrip("/")
+        return self._warehouse_setting.rstrip("/")
 
     @property
     def identity(self) -> str:
-        return f"spark:{self.spark.conf.get('spark.sql.warehouse.dir')}"
+        return f"spark:{self._warehouse_setting}"
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
@@ -1195,23 +1242,34 @@ class SparkAdapter(EngineAdapter):
 
     @contextlib.contextmanager
     def listed_once(self, topic) -> Iterator[None]:
-        self._listings[topic.key] = None
+        """Nested in another for the same topic (a recovery inside ``Session.stats``), it keeps that one's listing:
+        the outermost forgets it. Each thread lists for itself: another thread's listing may be older than a commit
+        this one waited for."""
+        key = (threading.get_ident(), topic.key)
+        if key in self._listings:
+            yield
+            return
+        self._listings[key] = [None]
         try:
             yield
         finally:
-            self._listings.pop(topic.key, None)
+            del self._listings[key]
 
     def _layout(self, topic) -> _Layout:
         """The topic's partitions: listed (a call to the metastore, which grows with them), or as listed already
         inside ``listed_once``."""
-        layout = self._listings.get(topic.key) or _Layout.of(self._partitions(topic.table))
-        if topic.key in self._listings:
-            self._listings[topic.key] = layout
+        held = self._listings.get((threading.get_ident(), topic.key))
+        layout = held[0] if held else None
+        if layout is None:
+            layout = _Layout.of(self._partitions(topic.table))
+            if held is not None:
+                held[0] = layout
         return layout
 
     def _listing_changed(self, topic) -> None:
-        if topic.key in self._listings:
-            self._listings[topic.key] = None
+        for (_, key), held in list(self._listings.items()):     # every thread's: the partitions changed under all
+            if key == topic.key:
+                held[0] = None
 
     def _partitions(self, table: exp.Table) -> list[tuple[str, str | None]]:
         """(value, directory) of each partition of a table partitioned by one column, from the session's catalog in
@@ -1235,9 +1293,12 @@ class SparkAdapter(EngineAdapter):
         known = self._directories.setdefault(self.sql(table), {})
         if not known.keys() <= set(values):
             known.clear()
+        # (the DESCRIBEs alongside each other: a new process describes every partition once)
+        described = {value: self.alongside(lambda number=int(value): self._directory_of(table, number))
+                     for value in values if value not in known and value.isdigit()}
         for value in values:
             if value not in known:      # (a partition another tool made with no number has no spec to describe)
-                known[value] = self._directory_of(table, int(value)) if value.isdigit() else None
+                known[value] = described[value].result() if value in described else None
         return [(value, known[value]) for value in values]
 
     def _directory_of(self, table: exp.Table, number: int) -> str:
@@ -1323,12 +1384,30 @@ class SparkAdapter(EngineAdapter):
         from pyspark.errors import AnalysisException
 
         with self._errors():
+            if self.remote and len(tables) > 1 and self._refresh_in_one(tables):
+                return
             for table in tables:
                 try:        # (one call each: a missing table's error caught, rather than a tableExists first)
                     self.spark.catalog.refreshTable(self.sql(table))
                 except AnalysisException as error:
                     if not _not_found(error, table):
                         raise
+
+    def _refresh_in_one(self, tables: tuple[exp.Table, ...]) -> bool:
+        """Spark Connect: refresh ``tables`` in one request, a SQL script (Spark 4) of a REFRESH TABLE each: a
+        request costs a Connect server some 50 ms, a refresh of a small table less. False where the script fails
+        (a table missing: the caller refreshes them one by one; a server without SQL scripting: from now on too)."""
+        from pyspark.errors import PySparkException
+
+        if not self._scripts:
+            return False
+        refreshes = " ".join(f"{self.sql(exp.Refresh(this=table.copy(), kind='TABLE'))};" for table in tables)
+        try:
+            self.spark.sql(f"BEGIN {refreshes} END")
+        except PySparkException as error:
+            self._scripts = error.getCondition() == "TABLE_OR_VIEW_NOT_FOUND"
+            return False
+        return True
 
     def attempt(self, topic) -> str | None:
         return None if self.exclusive else self._open[topic.key].attempt

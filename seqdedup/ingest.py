@@ -28,6 +28,7 @@ from pathlib import Path
 
 from sqlglot import exp
 
+from seqdedup.catalog.schema import SYSTEM_COLUMNS
 from seqdedup.errors import SeqdedupError, SeqdedupWarning, TopicError
 from seqdedup.sql.rewrite import RESERVED
 
@@ -64,16 +65,26 @@ def ingest(session, topic: str, paths: str | list[str], *, producer: str, sequen
     if batch_rows < 1:
         raise SeqdedupError("--batch-rows must be at least 1")
     adapter = session.adapter
-    target = session.topic(topic)
+    ref = session.ref(topic)
+    # The topic's state, recovered alongside the staging below where the engine runs queries at once (on Spark
+    # Connect each is a job, mostly waited for): the statements find it in memory, and the topic as it has it (a
+    # lookup of the topic of its own would cost a query more).
+    recovering = adapter.alongside(lambda: session.state(ref))
     keys = [producer, sequence_id] + ([highest_sequence_id] if highest_sequence_id else [])
     named = {"producer": producer, "sequence_id": sequence_id, "highest_sequence_id": highest_sequence_id,
              "order_by": order_by}
-    for path, known in zip(inputs, formats):     # before anything is read into the engine
-        _distinct_names(path, _names(path, known))
     temps: list[str] = []
     try:
-        staging, total = _staging(adapter, inputs, formats, {k: v for k, v in named.items() if v},
-                                  [n for n, _ in target.user_columns], temps)
+        try:
+            for path, known in zip(inputs, formats):     # before anything is read into the engine
+                _distinct_names(path, _names(path, known))
+            columns = [name for name, _ in adapter.columns(ref.table) if name not in SYSTEM_COLUMNS]
+            if not columns:         # no table: the recovery says why
+                recovering.result()
+            staging, total = _staging(adapter, inputs, formats, {k: v for k, v in named.items() if v}, columns,
+                                      temps)
+        finally:        # (the recovery's error first, as when it ran first: an unknown topic is named)
+            target = recovering.result().topic
         call = exp.Anonymous(this="is_not_dup", expressions=[exp.column(c.lower(), quoted=True) for c in keys])
         order = [exp.column(order_by.lower(), quoted=True)] if order_by else [exp.column(ROW)]
         size = max(total, 1) if one_commit else batch_rows
@@ -182,7 +193,7 @@ def _staging(adapter, inputs: list[str], formats: list[str], named: dict[str, st
              temps: list[str]) -> tuple[exp.Table, int]:
     """One table of the columns ``named`` (producer, ids, order: matched exactly) and the topic's ``columns``
     (matched whatever their case), each under its name in lower case, of every file, numbered from 1 as ``ROW`` in
-    input order; and its number of rows (the files' counts, each read once: on Spark a count costs a job)."""
+    input order; and its number of rows (the files' counts, each read once: ``temp_table_rows``)."""
     parts, offset = [], 0
     for i, (path, fmt) in enumerate(zip(inputs, formats)):
         name = f"__sd_ingest_{i}"
@@ -199,11 +210,15 @@ def _staging(adapter, inputs: list[str], formats: list[str], named: dict[str, st
         # each under its name in lower case (one file column, since none differ only in case)
         chosen = {column.lower(): _column(path, names, column, OPTIONS[key]) for key, column in named.items()}
         chosen.update({column.lower(): _column(path, names, column, None) for column in columns})
-        table = adapter.create_temp_table(name, rows)
-        parts.append(exp.select(*[exp.alias_(exp.column(column, quoted=True), alias, quoted=True)
-                                  for alias, column in chosen.items()],
+        # the file's rows written once, numbered, with the chosen columns under their names
+        table = adapter.create_temp_table(name, exp.select(
+            *[exp.alias_(exp.column(column, quoted=True), alias, quoted=True) for alias, column in chosen.items()],
+            exp.column(ROW)).from_(rows.subquery("f")))
+        parts.append(exp.select(*[exp.column(alias, quoted=True) for alias in chosen],
                                 exp.alias_(exp.column(ROW) + offset, ROW)).from_(table))
-        offset += adapter.fetchall(exp.select(exp.Count(this=exp.Star())).from_(table.copy()))[0][0]
+        offset += adapter.temp_table_rows(table)
+    if len(parts) == 1:         # one file: its table is the staging table (on Spark each write costs a job)
+        return table, offset
     union = parts[0]
     for part in parts[1:]:
         union = exp.union(union, part, distinct=False)

@@ -506,17 +506,18 @@ class Session:
         """What the topic holds and what its statements wrote and dropped; ``foreign_rows``: its rows seqdedup did
         not write (inserted around it), with a ``foreign`` message saying how to move them aside when there are any."""
         ref = self.ref(topic)
-        state = self.state(ref)
-        catalog = self._reads()
-        log = (exp.select("producer", exp.alias_(exp.func("sum", exp.column("written")), "written"),
-                          exp.alias_(exp.func("sum", exp.column("duplicates")), "duplicates"),
-                          exp.alias_(exp.func("coalesce", exp.func("sum", exp.column("out_of_order")),
-                                              exp.convert(0)), "out_of_order"))
-               .from_(catalog.run_log(ref).subquery("log")).group_by("producer").order_by("producer"))
-        rows = catalog.executor.fetchall(log)
-        foreign = find_foreign(catalog.executor, ref)      # the entries seqdedup wrote, and the others
+        with self.adapter.listed_once(ref):     # one listing of its partitions for the state and every read below
+            state = self.state(ref)
+            catalog = self._reads()
+            log = (exp.select("producer", exp.alias_(exp.func("sum", exp.column("written")), "written"),
+                              exp.alias_(exp.func("sum", exp.column("duplicates")), "duplicates"),
+                              exp.alias_(exp.func("coalesce", exp.func("sum", exp.column("out_of_order")),
+                                                  exp.convert(0)), "out_of_order"))
+                   .from_(catalog.run_log(ref).subquery("log")).group_by("producer").order_by("producer"))
+            rows = catalog.executor.fetchall(log)
+            foreign = find_foreign(catalog.executor, ref)      # the entries seqdedup wrote, and the others
+            size = catalog.size(ref)
         header = state.header
-        size = catalog.size(ref)
         stats = {
             "topic": ref.key,
             "deduplication_enabled": state.topic.applied.deduplication_enabled,

@@ -224,11 +224,24 @@ def _load(catalog: Catalog, adapter, ref: TopicRef, topic) -> TopicState:
     if not adapter.read_only:
         adapter.drop_merged(ref)     # what a compaction cut short left for plain reads to count twice (compaction.py)
     published = adapter.published_commits(ref)
-    if adapter.contended:
-        topic = catalog.topic(ref)              # its policies as of the listing, not before
-    header = catalog.last_snapshot(ref)
+    # Where other processes publish, the topic is looked up after the listing (its policies as of it): alongside
+    # the read of its snapshots, where the engine runs queries at once (``alongside``: on Spark Connect each is a
+    # job, mostly waited for), and so is the log's end alongside the replay below.
+    looked_up = adapter.alongside(lambda: catalog.topic(ref)) if adapter.contended else None
+    try:
+        header = catalog.last_snapshot(ref)
+    finally:
+        if looked_up is not None:       # (its error first, as when it ran first: an unknown topic is named)
+            topic = looked_up.result()
     taken = foreign_commits(adapter.foreign_partitions(ref))
     own = adapter.own_rows(ref)      # what another tool wrote counts for nothing (seqdedup/foreign.py)
+    position = exp.column("_position")
+    after = (exp.select(exp.alias_(exp.func("coalesce", exp.Max(this=position), literal(header.position)), "log_end"),
+                        exp.alias_(exp.Count(this=exp.Star()), "entries_after"))
+             .from_(ref.table.copy())
+             .where(exp.and_(exp.column("_commit") >= literal(header.commit_id),
+                             position.copy() > literal(header.position), own)))
+    counted = adapter.alongside(lambda: adapter.fetchall(after)[0]) if adapter.contended else None
     if header.enabled != topic.applied.deduplication_enabled:
         # A policy change recorded, but the process died before the snapshot that makes the state follow it (on
         # Spark they are two writes). The next write takes that snapshot; until then, the state is what it will
@@ -239,14 +252,8 @@ def _load(catalog: Catalog, adapter, ref: TopicRef, topic) -> TopicState:
             ref.key, ref.table, header, adapter.visible_commits(ref, include_open=False), own))
         marks = Marks.of(recovered)
         recent = marks.table.filter(pc.fill_null(recovered.column("replayed"), False))    # replayed: changed since
-    position = exp.column("_position")
-    after = (exp.select(exp.alias_(exp.func("coalesce", exp.Max(this=position), literal(header.position)), "log_end"),
-                        exp.alias_(exp.Count(this=exp.Star()), "entries_after"))
-             .from_(ref.table.copy())
-             .where(exp.and_(exp.column("_commit") >= literal(header.commit_id),
-                             position.copy() > literal(header.position), own)))
-    if adapter.contended:       # the next commit follows the last published one
-        end, since = adapter.fetchall(after)[0]
+    if counted is not None:     # the next commit follows the last published one
+        end, since = counted.result()
         commit = max(published, default=0)
     else:                       # and the highest number a catalog row carries: read in the same query (on Spark
         # each query costs a job's start, a tenth of a second and more)

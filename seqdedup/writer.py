@@ -34,7 +34,7 @@ from typing import Iterator
 from sqlglot import exp
 
 from seqdedup.catalog.catalog import Catalog, TopicRef
-from seqdedup.catalog.schema import CATALOG_TABLES, catalog_table
+from seqdedup.catalog.schema import CATALOG_TABLES, catalog_table, foreign_commits
 from seqdedup.errors import CommitConflict, EngineError
 from seqdedup.extensions.base import EngineAdapter
 
@@ -199,8 +199,13 @@ class Writer:
         state = self.database.states.get(ref.key)
         if state is None or self.adapter.exclusive or state.published is None:
             return state
-        # another writer published: ``state`` catches up
-        return state if frozenset(self.adapter.published_commits(ref)) == state.published else None
+        adapter = self.adapter
+        with adapter.listed_once(ref):      # (one listing for both)
+            published = frozenset(adapter.published_commits(ref))
+            taken = foreign_commits(adapter.foreign_partitions(ref))
+        # another writer published (``state`` catches up), or another tool registered a partition, whose number
+        # the next commit must pass over (a recovery counts it)
+        return state if published == state.published and taken == state.taken else None
 
     def keep(self, ref: TopicRef, state: TopicState) -> None:
         """The topic's state after a published commit."""
