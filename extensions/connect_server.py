@@ -1,6 +1,5 @@
 """A Spark Connect server on this machine, with a Hive catalog in a home folder, for trying seqdedup on a Spark
-Connect session without a cluster (the tests run the behaviour suite on one this way). The server is a Spark application of seqdedup's with Spark
-Connect as a plugin (``connect_host.py`` says why not pyspark's own server class).
+Connect session without a cluster (the tests run the behaviour suite on one this way).
 
 A client process that already holds a classic SparkSession cannot start one in-process
 (``SparkSession.builder.remote("local[2]")`` refuses with SESSION_OR_CONTEXT_EXISTS), so the server is a process of
@@ -9,9 +8,7 @@ its own, started with pyspark's ``spark-submit`` and stopped with ``stop()`` (or
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -22,11 +19,8 @@ from pathlib import Path
 
 from seqdedup.errors import EngineError
 
-#: The server as a Spark application of seqdedup's (``connect_host.py``): Spark Connect as a plugin, and each session's
-#: class loader applied only where it added artifacts, so that new sessions share the code Spark generated before.
-HOST_SETTINGS = {"spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
-                 "spark.sql.artifact.isolation.enabled": "true",
-                 "spark.sql.artifact.isolation.alwaysApplyClassloader": "false"}
+#: The class pyspark's own start-connect-server.sh starts.
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 #: Spark Connect's port where a URL names none (pyspark's client and start-connect-server.sh use it).
 DEFAULT_PORT = 15002
 
@@ -64,8 +58,7 @@ class LocalConnectServer:
 
     def stop(self) -> None:
         if self.process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):    # the JVM and its Python driver (connect_host.py)
-                os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.terminate()
             try:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
@@ -107,10 +100,9 @@ def start_local_server(home: str | Path, master: str = "local[2]", timeout: floa
             **(derby_settings(home) if metastore is None else metastore_settings(metastore)),
             **SETTINGS, **(settings or {})}
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
-    command = [str(submit), "--master", master, "--name", "seqdedup-connect"]
-    for key, value in {**HOST_SETTINGS, **conf}.items():     # (settings given win)
+    command = [str(submit), "--class", SERVER_CLASS, "--master", master, "--name", "seqdedup-connect"]
+    for key, value in conf.items():
         command += ["--conf", f"{key}={value}"]
-    command.append(str(Path(__file__).with_name("connect_host.py")))
     log = home / "connect-server.log"
     # the server's Python workers (seqdedup's UDFs) run this Python, which has pyarrow
     env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable)}
