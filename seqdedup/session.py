@@ -19,7 +19,7 @@ from seqdedup.catalog import policies as policy
 from seqdedup.catalog.catalog import Catalog, Creation, Topic, TopicRef, topic_ref
 from seqdedup.catalog.schema import CATALOG_TABLES, catalog_table
 from seqdedup.catalog.state import literal
-from seqdedup.errors import (CommitConflict, EngineError, InvalidEntryError, PolicyError, RewriteError, SeqdedupError,
+from seqdedup.errors import (CommitConflict, EngineError, PolicyError, RewriteError, SeqdedupError,
                              SeqdedupWarning, TopicError, already_exists)
 from seqdedup.extensions.base import EngineAdapter
 from seqdedup.sql import rewrite, statements
