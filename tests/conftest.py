@@ -60,33 +60,44 @@ def _runs(item) -> bool:
     return CONNECT_ALL or item.get_closest_marker("connect_ci") is not None
 
 
-#: Seconds each of the longest modules took in `.ci/run` (both engines, two workers on 2 cores, 2026-11-28 at b20b49c,
-#: test_drivers.py before its two tests shared their driver processes). The modules run longest first:
-#: ``--dist loadfile`` hands modules to the workers in the order collected (pytest_configure), and one that starts
-#: last and runs for minutes keeps the other worker idle till it ends. A stale figure only makes the schedule worse.
+#: Seconds each of the longest modules took in a run like `.ci/run`'s (both engines, two workers on 2 cores,
+#: 2026-11-29 at 409f6a8, with other work beside it: the sums of its tests' setup, call and teardown). The modules
+#: run longest first: ``--dist loadfile`` hands modules to the workers in the order collected (pytest_configure), and
+#: one that starts last and runs for minutes keeps the other worker idle till it ends. A stale figure only makes the
+#: schedule worse; a module not listed runs after those listed.
 MODULE_SECONDS = {
-    "tests/behaviour/test_conformance.py": 296,
-    "tests/behaviour/test_hostile_input.py": 276,
-    "tests/crash/test_fuzz.py": 211,
-    "tests/crash/test_kill.py": 191,
-    "tests/crash/test_publish_file_kill.py": 173,
-    "tests/behaviour/test_issue12_ux.py": 171,
-    "tests/concurrency/test_drivers.py": 159,
-    "tests/behaviour/test_matches_reference.py": 157,
-    "tests/behaviour/test_issue12_core.py": 124,
-    "tests/dbt/test_spark_processes.py": 110,      # (2026-11-29, measured alone and under load: 67 s to 126 s)
-    "tests/crash/test_driver_kills.py": 105,
-    "tests/behaviour/test_compaction.py": 103,
-    "tests/crash/test_consumer_kill.py": 100,
-    "tests/behaviour/test_producer.py": 85,
-    "tests/test_cli.py": 77,
-    "tests/behaviour/test_snapshot_chain.py": 72,
-    "tests/behaviour/test_consumer.py": 70,
-    "tests/concurrency/test_processes.py": 69,
-    "tests/behaviour/test_foreign_rows.py": 51,
-    "tests/behaviour/test_kafka.py": 45,
-    "tests/faults/test_read_only_files.py": 45,
-    "tests/faults/test_catalog.py": 40,
+    "tests/behaviour/test_conformance.py": 593,
+    "tests/behaviour/test_hostile_input.py": 476,
+    "tests/crash/test_fuzz.py": 382,
+    "tests/behaviour/test_matches_reference.py": 372,
+    "tests/behaviour/test_compaction.py": 275,
+    "tests/crash/test_kill.py": 273,
+    "tests/behaviour/test_recover_against_the_log.py": 222,
+    "tests/crash/test_publish_file_kill.py": 213,
+    "tests/behaviour/test_producer.py": 208,
+    "tests/concurrency/test_drivers.py": 198,
+    "tests/test_cli.py": 156,
+    "tests/crash/test_driver_kills.py": 148,
+    "tests/behaviour/test_issue12_core.py": 135,
+    "tests/behaviour/test_issue12_ux.py": 124,
+    "tests/crash/test_consumer_kill.py": 123,
+    "tests/behaviour/test_snapshot_chain.py": 94,
+    "tests/faults/test_read_only_files.py": 82,
+    "tests/behaviour/test_foreign_rows.py": 77,
+    "tests/concurrency/test_processes.py": 75,
+    "tests/concurrency/test_threads.py": 75,
+    "tests/behaviour/test_sources_read_again.py": 75,
+    "tests/behaviour/test_kafka.py": 72,
+    "tests/behaviour/test_consumer.py": 71,
+    "tests/dbt/test_spark_processes.py": 70,
+    "tests/behaviour/test_unreadable_policy_rows.py": 67,
+    "tests/faults/test_catalog.py": 64,
+    "tests/test_cli_disabling_deduplication.py": 60,
+    "tests/test_cli_remote.py": 60,
+    "tests/dbt/test_duckdb_processes.py": 58,
+    "tests/spark/test_streaming.py": 53,
+    "tests/behaviour/test_rewrite_fuzz.py": 51,
+    "tests/behaviour/test_functions.py": 46,
 }
 
 
