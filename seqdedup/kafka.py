@@ -10,7 +10,7 @@ mapping), and a record batch is a batch entry: ``base_sequence`` is its ``sequen
 - Duplicates are successes: a batch the topic already has comes back as a duplicate with the position the topic
   holds it at (when it holds exactly that batch), never as ``OUT_OF_ORDER_SEQUENCE_NUMBER``. KoP answered
   duplicates with that error, and current Kafka clients react by bumping the epoch and sending the data again
-  under a new name: a duplicate. See reference/pulsar_kafka_semantics.md, section 4.2.
+  under a new name: a duplicate (docs/guides/kafka.md, "The traps").
 
 Not enforced (Pulsar's rules apply instead of Kafka's): strict ``+1`` sequencing within an epoch, and a new
 epoch starting at sequence 0; gaps are allowed, as for any seqdedup producer.

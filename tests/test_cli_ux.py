@@ -1,6 +1,6 @@
-"""Issue 12 on the command line, checked the way a user meets it: the command run in process on a DuckDB file, its
-output, its exit status and its one-line errors. (What the commands do on each engine is in
-tests/behaviour/test_issue12_ux.py.)"""
+"""The command line's edge cases, checked the way a user meets them: the command run in process on a DuckDB file,
+its output, its exit status and its one-line errors. (What the commands do on each engine is in
+tests/behaviour/test_user_facing_edge_cases.py.)"""
 from __future__ import annotations
 
 import io

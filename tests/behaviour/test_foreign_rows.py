@@ -1,4 +1,4 @@
-"""Issue 15, items 5 and 6, on every engine: rows another tool wrote into a topic, and a user's own session.
+"""Rows another tool wrote into a topic, and a user's own session, on every engine.
 
 A row seqdedup did not write (a plain ``INSERT INTO events (payload) VALUES (...)`` run on the engine) must not brick
 the topic: seqdedup's reads and statements go on over its own rows, ``stats`` and ``recover`` report the foreign

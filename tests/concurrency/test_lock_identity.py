@@ -1,7 +1,6 @@
-"""Issue "what an attacker found", point 1: the writer lock belongs to the database, not to the Python object that
-reached it. Two DuckDB connection objects of one file (``duckdb.connect(path)`` twice, a connection and its
-cursor) or two cursors of one in-memory database are one database: their sessions take one writer lock, so two
-threads writing at once land every entry once. A second path to an open file (a hard link) would make DuckDB open
+"""The writer lock belongs to the database, not to the Python object that reached it. Two DuckDB connection objects
+of one file (``duckdb.connect(path)`` twice, a connection and its cursor) or two cursors of one in-memory database
+are one database: their sessions take one writer lock, so two threads writing at once land every entry once. A second path to an open file (a hard link) would make DuckDB open
 the file twice, as two instances that overwrite each other: it is refused.
 
 DuckDB only: a SparkSession is one object per process, and its identity is its warehouse.

@@ -258,7 +258,7 @@ class Fuzz:
         if alternate and engine == "spark":
             raise NotImplementedError("a local Spark home (embedded Derby) admits one process for the process's "
                                       "life, so a long-lived writer cannot take turns with others: that needs a "
-                                      "shared metastore (issue 15)")
+                                      "shared metastore (tests/metastore.py)")
         self.alternate = alternate
         self.server: subprocess.Popen | None = None
         name = f"home-{generation}" if engine == "spark" else f"fuzz-{generation}.duckdb"

@@ -27,7 +27,7 @@ def test_crash_fuzz_finds_no_violation(engine, tmp_path):
 
 @pytest.mark.notyet(["spark"], raises=NotImplementedError,
                     reason="a local Spark home admits one process at a time (embedded Derby): turns of several "
-                           "writer processes need the shared metastore of issue 15")
+                           "writer processes need a shared metastore (tests/metastore.py)")
 def test_a_long_lived_writer_taking_turns_with_others_trusts_no_stale_state(engine, tmp_path):
     """Every other turn goes to one writer process that closes its session between turns while fresh processes
     write: if it trusted the topic's state it remembered (a stale cache) it would decide against old marks, and the

@@ -1,6 +1,8 @@
-"""The oracle on its own: the upstream Pulsar tests replayed step by step (S-P01, S-P02, S-P03 and S-C02 to S-C05
-of reference/pulsar_kafka_semantics.md), the conformance scenarios that are pure state logic, and a property test
-that recovery always rebuilds the live state."""
+"""The oracle on its own: the upstream Pulsar tests replayed step by step (S-P01 to S-P03: ``MessageDuplicationTest``'s
+``testIsDuplicate``, ``testIsDuplicateWithFailure`` and ``testInactiveProducerRemove``; S-C02 to S-C05: a restart with
+an ``initialSequenceId`` below the mark, explicit and automatic ids mixed, disable then enable forgets, the snapshot
+cap), the conformance scenarios that are pure state logic, and a property test that recovery always rebuilds the
+live state."""
 from __future__ import annotations
 
 import itertools

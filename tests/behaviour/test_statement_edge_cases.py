@@ -1,6 +1,8 @@
-"""Issue 12, what an attacker and a new user found, the points about the statement path: each test is named after
-its point and runs on every engine. (Point 1, one writer lock per database, is tests/concurrency/test_lock_identity.py;
-the others are in test_issue12_ux.py.)"""
+"""A statement's edge cases, as an attacker or a new user meets them: non-deterministic arguments, collations,
+seqdedup's own column names in a source, writes around ``is_not_dup``, re-creating a topic, NULL ordering, the
+producer cap, out-of-order entries and a typo in a column. Each test is named after what it checks and runs on every
+engine. (One writer lock per database is tests/concurrency/test_lock_identity.py; what else a user meets is in
+test_user_facing_edge_cases.py.)"""
 from __future__ import annotations
 
 import json
@@ -20,7 +22,7 @@ def topic_keys(dedup, topic: str = "events") -> list[tuple]:
         f"SELECT _producer, _sequence_id, _position FROM {topic} ORDER BY _position").rows]
 
 
-# --- 2. Non-deterministic arguments ---------------------------------------------------------------------------------
+# --- Non-deterministic arguments -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("how", ["rand-producer", "sampled-subquery", "rand-producers-semi-join"])
 def test_non_deterministic_arguments_never_write_an_id_twice_nor_report_an_absent_entry(dedup, how):
@@ -56,7 +58,7 @@ def test_non_deterministic_arguments_never_write_an_id_twice_nor_report_an_absen
             p: sum(1 for q, _ in written if q == p) for p in {q for q, _ in written}}
 
 
-# --- 3. Collations ---------------------------------------------------------------------------------------------------
+# --- Collations ------------------------------------------------------------------------------------------------------
 
 def test_collations_producer_names_compare_byte_for_byte(dedup, engine):
     """A staging column declared case-insensitive must not make CaseP and casep one producer."""
@@ -70,7 +72,7 @@ def test_collations_producer_names_compare_byte_for_byte(dedup, engine):
     assert [dedup.last(p) for p in ("CaseP", "casep", "CASEP")] == [1, 1, 2]
 
 
-# --- 4. Internal names ----------------------------------------------------------------------------------------------
+# --- Source columns named like seqdedup's own ------------------------------------------------------------------------
 
 def test_internal_names_a_source_column_named_like_seqdedups_own_is_refused(dedup, tmp_path):
     dedup.topic()
@@ -90,7 +92,7 @@ def test_internal_names_a_source_column_named_like_seqdedups_own_is_refused(dedu
     assert topic_keys(dedup) == []
 
 
-# --- 5. Topics written around is_not_dup ----------------------------------------------------------------------------
+# --- Topics written around is_not_dup --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("statement", [
     "INSERT INTO `Events` SELECT 'x', 'p', 1, 1, 1, current_timestamp(), 1",
@@ -113,7 +115,7 @@ def test_topics_written_around_is_not_dup_are_refused(dedup, statement):
     assert (topic_keys(dedup), dedup.snapshot_rows(), dedup.session.producer_state("events").rows) == before
 
 
-# --- 6. Re-creating a topic -----------------------------------------------------------------------------------------
+# --- Re-creating a topic ---------------------------------------------------------------------------------------------
 
 def test_recreating_a_topic_says_it_exists_and_if_not_exists_changes_nothing(dedup, monkeypatch):
     s = dedup.session
@@ -153,7 +155,7 @@ def test_a_topic_table_another_driver_left_unregistered_is_taken_over_after_the_
     assert dedup.session.sql("SELECT count(*) FROM seqdedup_topics").rows == [(1,)]
 
 
-# --- 12. NULL ordering ----------------------------------------------------------------------------------------------
+# --- NULL ordering ---------------------------------------------------------------------------------------------------
 
 def test_null_ordering_is_the_same_on_every_engine(dedup, tmp_path):
     """ingest --order-by a column with NULLs, and the same ORDER BY in SQL: NULLs first (as Spark SQL orders
@@ -176,7 +178,7 @@ def test_null_ordering_is_the_same_on_every_engine(dedup, tmp_path):
     assert dedup.ids("p", "again") == [1, 3]
 
 
-# --- 13. The producer cap -------------------------------------------------------------------------------------------
+# --- The producer cap ------------------------------------------------------------------------------------------------
 
 def test_the_producer_cap_keeps_a_left_out_producer_until_a_restart(dedup):
     """max_producers_in_snapshot leaves p out of the snapshot (q wrote last); p's retry is still a duplicate until
@@ -192,7 +194,7 @@ def test_the_producer_cap_keeps_a_left_out_producer_until_a_restart(dedup):
     assert dedup.last("p") == -1                          # recovery forgets it (documented, R12)
 
 
-# --- 17. Out-of-order entries are not repeats -----------------------------------------------------------------------
+# --- Out-of-order entries are not repeats ----------------------------------------------------------------------------
 
 def test_out_of_order_entries_are_not_counted_as_repeats(dedup):
     dedup.topic()
@@ -208,7 +210,7 @@ def test_out_of_order_entries_are_not_counted_as_repeats(dedup):
     assert (stats["out_of_order"], stats["producers"]["p"]["out_of_order"]) == (1, 1)
 
 
-# --- 18. A typo in a column -----------------------------------------------------------------------------------------
+# --- A typo in a column ----------------------------------------------------------------------------------------------
 
 def test_a_typo_in_a_column_names_the_column_and_shows_the_users_sql(dedup):
     dedup.topic()

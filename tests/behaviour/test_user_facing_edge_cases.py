@@ -1,7 +1,7 @@
-"""Issue 12, what a new user and an attacker found: each test is named after the point it checks, on every engine.
-
-Points 7 (policies that brick a topic), 8 (recover), 9 (SQL state functions), 10 (producer past int64),
-14 (query output), 15 (Spark SQL file sources), 16 (DataFrames in and out) and the SQL parts of 18.
+"""What a new user (or an attacker) meets around the statements, on every engine: each test is named after what it
+checks. Policies that would brick a topic, ``recover`` on a wrong state, the SQL state functions, a producer past
+int64, query output, Spark SQL file sources, DataFrames in and out, ingest's report and dropping a topic. (A
+statement's own edge cases are in test_statement_edge_cases.py.)
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from seqdedup import InvalidEntryError, PolicyError, RewriteError, SeqdedupError
 from seqdedup.errors import ProducerError
 from seqdedup.sql.functions import expand_state_functions
 
-# --- 9. SQL state functions read the wrong producer ------------------------------------------------------------------
+# --- SQL state functions read each row's producer --------------------------------------------------------------------
 
 
 def test_sql_state_functions_read_the_producer_of_each_row(dedup):
@@ -56,7 +56,7 @@ def test_sql_dup_status_refuses_negative_and_non_integer_columns_when_it_runs(de
         dedup.session.sql("SELECT dup_status('events', p, text) FROM probes")
 
 
-# --- 14. Query output, and 18: DESCRIBE, SHOW TABLES, deep nesting ---------------------------------------------------
+# --- Query output: DESCRIBE, SHOW TABLES, deep nesting ---------------------------------------------------------------
 
 
 def test_query_output_takes_column_names_from_the_engine(dedup):
@@ -83,7 +83,7 @@ def test_four_hundred_nested_parentheses_are_one_clear_error(dedup):
         dedup.session.sql("SELECT " + "(" * 400 + "1" + ")" * 400)
 
 
-# --- 7. Policies that brick a topic ----------------------------------------------------------------------------------
+# --- Policies that would brick a topic -------------------------------------------------------------------------------
 
 
 def test_policies_that_brick_a_topic_are_refused_when_set(dedup):
@@ -125,7 +125,7 @@ def test_a_value_too_large_stored_by_an_older_seqdedup_reads_as_unlimited(dedup)
     assert dedup.last("p") == 1 and dedup.session.topic("events").applied.producer_inactivity_timeout is None
 
 
-# --- 10. Producer past the top of int64 ------------------------------------------------------------------------------
+# --- A producer past the top of int64 --------------------------------------------------------------------------------
 
 
 def test_producer_past_the_top_of_int64_is_refused_clearly_and_stays_usable(dedup):
@@ -141,7 +141,7 @@ def test_producer_past_the_top_of_int64_is_refused_clearly_and_stays_usable(dedu
     assert dedup.ids("p") == [2**63 - 3, 2**63 - 2, 2**63 - 1]
 
 
-# --- 16. DataFrames in and out ---------------------------------------------------------------------------------------
+# --- DataFrames in and out -------------------------------------------------------------------------------------------
 
 
 def _frames(kind: str, columns: dict, spark) -> tuple:
@@ -195,7 +195,7 @@ def test_receipts_can_be_sliced(dedup):
     assert [r.sequence_id for r in receipts[:2]] == [0, 1] and receipts[1:].written == 2
 
 
-# --- 15. Spark SQL file sources on every engine ----------------------------------------------------------------------
+# --- Spark SQL file sources on every engine --------------------------------------------------------------------------
 
 
 def test_spark_sql_file_sources_read_the_same_on_every_engine(dedup, tmp_path):
@@ -223,7 +223,7 @@ def test_spark_sql_file_sources_read_the_same_on_every_engine(dedup, tmp_path):
     assert s.sql("SELECT producer, seq, payload FROM v WHERE seq = 2").rows == [("p", 2, "m2")]
 
 
-# --- 8. recover that blesses a wrong state ---------------------------------------------------------------------------
+# --- recover names a wrong state and repairs it only when asked ------------------------------------------------------
 
 
 def snapshot_by_hand(dedup, marks: dict[str, int]) -> None:
@@ -272,7 +272,7 @@ def test_recover_finds_a_topic_row_duplicated_by_hand(dedup):
     assert "more than once" in report.problems() and report.new_snapshot_id is None
 
 
-# --- 11. ingest says what was written; 18. ingest from several files -------------------------------------------------
+# --- ingest says what was written, from one file or several ----------------------------------------------------------
 
 
 def test_ingest_says_exactly_what_was_written_before_a_bad_batch_and_one_commit_writes_nothing(dedup, tmp_path):
@@ -297,7 +297,7 @@ def test_ingest_says_exactly_what_was_written_before_a_bad_batch_and_one_commit_
     assert dedup.ids("p") == [0, 1]
 
 
-# --- 18. topic drop ----------------------------------------------------------------------------------------------------
+# --- topic drop ------------------------------------------------------------------------------------------------------
 
 
 def test_topic_drop_removes_the_table_registry_and_catalog_rows(dedup):
