@@ -7,6 +7,9 @@ as a duplicate. When a send fails in a way that leaves its outcome unknown (the 
 connection dropped), the same entries are sent again with the same ids until they are settled: a retry never gets
 new ids, which is how Pulsar clients with a send timeout end up writing twice.
 
+``send_async`` queues one entry and returns a future; entries are grouped, each group one send
+(seqdedup/batching.py), as a Pulsar client batches. A ``send`` waits for the entries queued before it.
+
 A producer may be shared by threads, as Pulsar's is: its sends run one at a time, in the order they take its lock,
 each with its own receipts. Its name is its own on the topic (R14, seqdedup/leases.py): a second producer of the
 name is refused, and so is a statement that writes under it; closing the session closes its producers.
@@ -34,6 +37,7 @@ from seqdedup.errors import (CatalogError, InvalidEntryError, NotRewrittenError,
 from seqdedup.extensions.base import ARRIVAL
 
 from . import leases
+from .batching import Batcher, Batching, EntryFuture
 from .frames import load
 from .leases import Lease
 from .receipts import HIGHEST, PRODUCER, SEQUENCE_ID, Receipts, receipts as read_receipts
@@ -107,7 +111,12 @@ class Producer:
     """Writes entries to one topic under one name; create it with ``session.producer(topic, ...)``."""
 
     def __init__(self, session, topic: str, *, name: str | None = None, initial_sequence_id: int | None = None,
-                 send_timeout: float | None = 30.0):
+                 send_timeout: float | None = 30.0, batching_max_messages: int = Batching.max_messages,
+                 batching_max_bytes: int = Batching.max_bytes,
+                 batching_max_publish_delay: float = Batching.max_publish_delay,
+                 batching_max_pending_messages: int = Batching.max_pending_messages):
+        batching = Batching(batching_max_messages, batching_max_bytes, batching_max_publish_delay,
+                            batching_max_pending_messages)
         if name is not None and (not isinstance(name, str) or not name):
             raise ProducerError(f"a producer name must be a non-empty string, not {name!r}")
         if initial_sequence_id is not None and (isinstance(initial_sequence_id, bool) or not isinstance(
@@ -120,6 +129,7 @@ class Producer:
         self.topic = session.topic(topic, fresh=True)      # (its lease time as set last, by any driver)
         self.name = name or generated_name()
         self.send_timeout = send_timeout
+        self._batcher = Batcher(self._send, batching, self.name)
         self._key = (session.adapter.identity, self.topic.ref.key, self.name)
         self._closed = False
         self._lock = threading.RLock()        # one send, flush or close at a time: threads may share a producer
@@ -156,17 +166,34 @@ class Producer:
 
     @property
     def pending(self) -> int:
-        """Entries sent whose outcome is not settled yet (after an ``OutcomeUnknownError``)."""
-        return sum(s.count for s in self._pending)
+        """Entries sent whose outcome is not settled yet: queued by ``send_async``, or left by a send whose outcome
+        was unknown (``OutcomeUnknownError``)."""
+        return sum(s.count for s in self._pending) + self._batcher.pending
 
     def send(self, data, *, sequence_id: str | None = None) -> Receipts:
         """Write entries; returns each one's outcome (its position, or that it was a duplicate).
 
         ``data``: rows (dicts, or tuples in the topic's column order), a pandas DataFrame, a pyarrow Table, or a
         Spark DataFrame. ``sequence_id`` names the column that holds explicit ids; without it the producer numbers
-        the entries itself, after its last id. Entries still pending from a failed send go first. Threads may send
-        through one producer: a send waits for the one in flight.
+        the entries itself, after its last id. Entries queued by ``send_async`` and entries still pending from a
+        failed send go first. Threads may send through one producer: a send waits for the one in flight.
         """
+        self._batcher.flush()
+        return self._send(data, sequence_id)
+
+    def send_async(self, row, *, sequence_id: str | None = None) -> EntryFuture:
+        """Queue one entry (a dict, or a tuple in the topic's column order); a future of its ``Receipt``.
+
+        The entry goes in the next group (see seqdedup/batching.py): the future completes when the group's commit
+        is durable, with the entry's position or that it was a duplicate, or fails with the error that refused the
+        group (the whole group: one send, one outcome). ``sequence_id`` names the row's field that holds its
+        explicit id; without it the id is automatic, given when the group is sent. Waits while
+        ``batching_max_pending_messages`` entries are queued. ``flush()`` waits for every queued entry.
+        """
+        self._check_open()
+        return self._batcher.add(row, sequence_id)
+
+    def _send(self, data, sequence_id: str | None) -> Receipts:
         with self._lock:
             self._check_open()
             self.flush()
@@ -178,13 +205,18 @@ class Producer:
             return self._settle(send)
 
     def flush(self) -> list[Receipts]:
-        """Settle the pending entries of earlier sends, in order; their outcomes."""
+        """Send the entries queued by ``send_async`` and wait for their futures; then settle the pending entries of
+        earlier sends, in order, and return those sends' outcomes."""
+        self._batcher.flush()
         with self._lock:
             return [self._settle(send) for send in list(self._pending)]
 
     def close(self) -> None:
         """Disconnect: the name can be used again, in any driver. Pending entries are dropped (their ids stay
-        theirs). A send in flight in another thread ends first. Closing again does nothing."""
+        theirs). Entries queued by ``send_async`` are sent first, as Pulsar's ``close`` waits for pending messages.
+        A send in flight in another thread ends first. Closing again does nothing."""
+        if not self._closed:
+            self._batcher.close()
         with self._lock:
             if self._closed:
                 return

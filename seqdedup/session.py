@@ -566,11 +566,14 @@ class Session:
     # --- clients -------------------------------------------------------------------------------------------------
 
     def producer(self, topic: str, *, name: str | None = None, initial_sequence_id: int | None = None,
-                 send_timeout: float | None = 30.0) -> Producer:
-        """A producer for the topic (see ``seqdedup.producer.Producer``)."""
+                 send_timeout: float | None = 30.0, **batching) -> Producer:
+        """A producer for the topic (see ``seqdedup.producer.Producer``). ``batching``: how ``send_async`` groups
+        entries, ``batching_max_messages``, ``batching_max_bytes``, ``batching_max_publish_delay`` (seconds) and
+        ``batching_max_pending_messages`` (see ``seqdedup.batching.Batching``)."""
         from .producer import Producer
 
-        return Producer(self, topic, name=name, initial_sequence_id=initial_sequence_id, send_timeout=send_timeout)
+        return Producer(self, topic, name=name, initial_sequence_id=initial_sequence_id, send_timeout=send_timeout,
+                        **batching)
 
     def kafka_ingest(self, topic: str, batches: object, *, order_by: str | None = None) -> KafkaResult:
         """Write Kafka record batches, each once, with epoch fencing (R15; see ``seqdedup.kafka``)."""
