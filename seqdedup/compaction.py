@@ -20,10 +20,13 @@ nothing to merge, and a compaction reports so.
 """
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass, field
 
 #: Partitions of one tier merged into one of the next.
 FACTOR = 10
+_log = logging.getLogger("seqdedup.compaction")
 
 
 @dataclass(frozen=True)
@@ -84,13 +87,18 @@ def plan(ranges: list[tuple[int, int]], factor: int = FACTOR) -> list[list[tuple
 
 def compact(session, ref, factor: int = FACTOR) -> Compaction:
     """Compact the topic ``ref`` (see the module's text), under the session's writer lock."""
+    started = time.monotonic()
     adapter = session.adapter
     repaired = adapter.drop_merged(ref)
     ranges = adapter.partition_ranges(ref)
     groups = plan(ranges, factor)
     rows = sum(adapter.merge_partitions(ref, group) for group in groups)
-    return Compaction(ref.key, len(ranges) + repaired, len(ranges) - sum(len(group) - 1 for group in groups),
+    done = Compaction(ref.key, len(ranges) + repaired, len(ranges) - sum(len(group) - 1 for group in groups),
                       [(group[0][0], group[-1][1]) for group in groups], rows, repaired)
+    _log.info("[%s] compacted %s partitions into %s (%s merges, %s rows rewritten, %s leftovers of a compaction "
+              "cut short dropped) in %.2f s", ref.key, f"{done.partitions_before:,}", f"{done.partitions_after:,}",
+              f"{len(groups):,}", f"{rows:,}", f"{repaired:,}", time.monotonic() - started)
+    return done
 
 
 def due(policies, commit: int) -> bool:

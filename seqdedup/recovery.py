@@ -48,6 +48,8 @@ false difference; the chain is the one a session starts from, wherever its posit
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import time
 from dataclasses import asdict, dataclass, field
 
 import pyarrow as pa
@@ -63,6 +65,8 @@ EXAMPLES = 10
 PRODUCER_SEQUENCES = catalog_table("producer_sequences")
 #: The corrected marks of the start's producers the log contradicts, as a relation of the recovery's queries.
 CORRECTED = "__sd_recover_start"
+#: Each check's findings, one INFO line, topic first.
+_log = logging.getLogger("seqdedup.recovery")
 
 
 @dataclass(frozen=True)
@@ -159,6 +163,7 @@ def recover(session, topic: str, *, repair: bool = False) -> Report:
     """Check a topic's recovered state against its log (see the module's text); with ``repair``, replace a state
     that differs with the replayed one, or rebuild one that is missing. Nothing is written when something is wrong
     and ``repair`` is not asked."""
+    started = time.monotonic()
     ref = session.ref(topic)
     applied = session.topic(ref).applied
     read = _Reader(session, ref)
@@ -167,7 +172,7 @@ def recover(session, topic: str, *, repair: bool = False) -> Report:
                     .from_(ref.table.copy()).where(read.own.copy()))
     current = chain_of(headers)
     if current is None:
-        return _without_state(session, read, applied, last, repair)
+        return _said(_without_state(session, read, applied, last, repair), started)
     disabled = current.kind == "disabled"
     state = {} if disabled else read.marks(read.chain_query(current, last))
     report = Report(topic=ref.key, last_position=last, snapshot_id=current.snapshot_id,
@@ -218,6 +223,25 @@ def recover(session, topic: str, *, repair: bool = False) -> Report:
             session.adapter.drop_temp_table(name)
     if not report.differences and not report.duplicates_found and report.repaired_snapshot_id is None:
         report.new_snapshot_id = session.snapshot(topic)
+    return _said(report, started)
+
+
+def _said(report: Report, started: float) -> Report:
+    """``report``, once its findings are logged in one line (from its figures: no query of its own)."""
+    if report.missing_state:
+        state = "no complete snapshot"
+    else:
+        state = (f"snapshot {report.snapshot_id} and {report.replayed:,} replayed entries, {report.producers:,} "
+                 "producers")
+    start = report.checked_from
+    against = ("nothing: deduplication is disabled" if start is None else "a replay of the whole log"
+               if start["snapshot_id"] is None else f"a replay from snapshot {start['snapshot_id']}")
+    wrote = (f"repaired as snapshot {report.repaired_snapshot_id}" if report.repaired_snapshot_id is not None else
+             f"took snapshot {report.new_snapshot_id}" if report.new_snapshot_id is not None else "wrote nothing")
+    _log.info("[%s] checked the state (%s; log end %s) against %s: %s producers differ, %s marks of the start wrong, "
+              "%s duplicates, %s foreign rows; %s in %.2f s", report.topic, state, f"{report.last_position:,}",
+              against, f"{len(report.differences):,}", f"{report.start_differences_found:,}",
+              f"{report.duplicates_found:,}", f"{report.foreign_rows:,}", wrote, time.monotonic() - started)
     return report
 
 

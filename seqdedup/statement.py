@@ -46,6 +46,8 @@ MARKS = exp.Placeholder(this="__sd_marks")
 _KEPT: OrderedDict[tuple, exp.Expression] = OrderedDict()
 _KEPT_LOCK = threading.Lock()
 KEPT = 512
+#: Snapshots taken and what retention removes, one INFO line each, topic first.
+_log = logging.getLogger("seqdedup.snapshots")
 
 #: Why a statement whose source gave other rows on a second read is refused.
 CHANGED = ("the statement's SELECT gave other entries when read a second time (a non-deterministic expression such as "
@@ -572,11 +574,16 @@ def take_snapshot(session, state: TopicState, commit: Commit, *, kind: str, now:
     elif not full and kind == "snapshot":
         kind = "increment"
     rows = None if empty else state.marks.table if full else increment
+    cap = policies.max_producers_in_snapshot if full and kind in ("snapshot", "purge") else None
     snapshot_id = session.catalog.write_snapshot(
         state.topic.ref, rows, header=header, position=state.end, kind=kind, now=now, commit=commit.number,
-        max_producers=policies.max_producers_in_snapshot if full and kind in ("snapshot", "purge") else None,
-        parent=None if full else header.snapshot_id)
+        max_producers=cap, parent=None if full else header.snapshot_id)
     failpoint("after_snapshot_rows")
+    written = 0 if rows is None else rows.num_rows if cap is None else min(rows.num_rows, cap)
+    shape = f"{kind}, full" if full else f"increment of {header.snapshot_id}" if kind == "increment" else \
+        f"{kind}, increment of {header.snapshot_id}"
+    _log.info("[%s] took snapshot %s (%s, %s rows) at position %s in commit %s", state.topic.ref.key, snapshot_id,
+              shape, f"{written:,}", f"{state.end:,}", commit.number)
     header = header.extended(snapshot_id, state.end, kind, now, commit.number, rows=0 if full else increment.num_rows,
                              full=full)
     if full:
@@ -592,15 +599,24 @@ def prune(session, ref, header: SnapshotHeader, policies, now: dt.datetime) -> N
     if not session.adapter.SUPPORTS_TRANSACTIONS and not session.adapter.exclusive:
         return
     failpoint("before_prune")
-    session.catalog.prune_snapshots(ref, header, now - dt.timedelta(minutes=policies.snapshot_retention_minutes))
+    snapshots_before = now - dt.timedelta(minutes=policies.snapshot_retention_minutes)
+    session.catalog.prune_snapshots(ref, header, snapshots_before)
     failpoint("during_prune")
     retention = policies.run_log_retention_minutes
     pruned = session.writer.database.run_log_pruned      # (topic -> when this process last pruned its run log)
     # at most once per tenth of the retention: the run log then holds at most 1.1 times it, and an engine whose
     # delete rewrites the table (Spark) does not rewrite it at every full snapshot
+    run_log = ""
     if retention is not None and now - pruned.get(ref.key, dt.datetime.min) >= dt.timedelta(minutes=retention / 10):
-        session.catalog.prune_run_log(ref, now - dt.timedelta(minutes=retention))
+        run_log_before = now - dt.timedelta(minutes=retention)
+        session.catalog.prune_run_log(ref, run_log_before)
         pruned[ref.key] = now
+        run_log = f" and the run log before {run_log_before:%Y-%m-%d %H:%M:%S}"
+    start = header.start_id
+    kept = f" (but snapshot {start}, where the state started over)" if start is not None and \
+        start < header.snapshot_id else ""
+    _log.info("[%s] pruned the snapshots before snapshot %s taken by %s%s%s", ref.key, header.snapshot_id,
+              f"{snapshots_before:%Y-%m-%d %H:%M:%S}", kept, run_log)
 
 
 def follow_policies(session, state: TopicState, commit: Commit, now: dt.datetime, *,

@@ -164,9 +164,13 @@ def load(catalog: Catalog, adapter, ref: TopicRef) -> TopicState:
         topic = catalog.topic(ref)                  # an unknown topic, or one whose table is gone, is named first
         with adapter.listed_once(ref):             # one listing of a topic's partitions serves every read below
             state = _load(catalog, adapter, ref, topic)
-    _log.info("[%s] recovered from snapshot %s and %d replayed entries (%d producers, log end %d) in %.2f s", ref.key,
-              state.header.snapshot_id, state.since_snapshot, state.marks.num_rows, state.end,
-              time.monotonic() - started)
+    header = state.header
+    # the commits after the snapshot: the published ones where the engine tracks them, else every number after it
+    commits = state.commit - header.commit_id if state.published is None else sum(
+        1 for number in state.published if number > header.commit_id)
+    _log.info("[%s] recovered from snapshot %s: replayed %s entries of %s commits after it (%s producers, log end "
+              "%s) in %.2f s", ref.key, header.snapshot_id, f"{state.since_snapshot:,}", f"{commits:,}",
+              f"{state.marks.num_rows:,}", f"{state.end:,}", time.monotonic() - started)
     return state
 
 
@@ -196,8 +200,8 @@ def catch_up(adapter, ref: TopicRef, state: TopicState, published: frozenset[int
     count = pc.sum(entries.column("entries")).as_py()
     caught = replace(state.after(commit=new[-1], end=pc.max(entries.column("position")).as_py(), delta=delta,
                                  since_snapshot=state.since_snapshot + count), published=published)
-    _log.info("[%s] caught up over %d commits of other drivers (%d entries, %d producers) in %.2f s", ref.key,
-              len(new), count, delta.num_rows, time.monotonic() - started)
+    _log.info("[%s] caught up over %s commits of other drivers (%s entries, %s producers) in %.2f s", ref.key,
+              f"{len(new):,}", f"{count:,}", f"{delta.num_rows:,}", time.monotonic() - started)
     return caught
 
 

@@ -42,6 +42,9 @@ from .failpoints import failpoint
 from .locks import WriterLock, shared
 from .topic_state import TopicState, catch_up, load
 
+#: Commits lost to another driver, one INFO line each, topic first.
+_log = logging.getLogger("seqdedup.commits")
+
 
 class PushedMarks:
     """R6: ids accepted by statements that have not committed yet, per topic and producer.
@@ -256,6 +259,8 @@ class Writer:
         except CommitConflict:
             # another driver published this number first: the state kept is still true as of what it listed, and
             # the next use catches it up over the winners' commits (``state``)
+            _log.info("[%s] lost commit %s to another driver, which published it first: nothing of it is published",
+                      ref.key, number)
             raise
         except BaseException:
             self.forget(ref)
