@@ -290,6 +290,14 @@ class EngineAdapter:
         commit per state, which a number skipped past a failed one would not be."""
         return False
 
+    @property
+    def listing_ttl(self) -> float | None:
+        """Seconds a look at a topic's published commits stays good for publishing a commit after it (None: for
+        ever). Past it, the writer looks again before it publishes: where a compaction frees the numbers of the
+        commits it merged (drops their partitions) some time after, a commit decided on an older look could
+        register a number that was published already."""
+        return None
+
     def refresh(self, *tables: exp.Table) -> None:
         """Forget what this process knows of ``tables``' files, where another process may have written them since."""
 

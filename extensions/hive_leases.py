@@ -131,6 +131,10 @@ class HiveLeases:
                              value=exp.Literal.string(urllib.parse.quote(value, safe="")))
                 for name, value in properties.items()])])])]))
 
+    def unregister(self, key: str, epoch: int) -> None:
+        self.adapter.execute(exp.Alter(this=self.table.copy(), kind="TABLE", actions=[exp.DropPartition(
+            exists=True, expressions=[self._partition(key, epoch)])]))
+
     @functools.cached_property
     def _location(self) -> str:
         """The table's directory, the table created first if it is missing (as a Hive table: Spark sets a

@@ -24,6 +24,7 @@ import fcntl
 import functools
 import logging
 import os
+import random
 import re
 import shutil
 import sys
@@ -51,6 +52,8 @@ from seqdedup.udfs.guards import SIGNATURES, guard_message
 
 from .base import ARRIVAL, Decided, EngineAdapter
 from .spark_guards import guard_function, guard_jar
+
+log = logging.getLogger("seqdedup.compaction")
 
 #: Where a local session keeps its warehouse and Derby metastore, unless told otherwise.
 DEFAULT_HOME = "seqdedup-spark"
@@ -427,18 +430,56 @@ def _with_location(spark, partition, location: str):
                           partition.createTime(), partition.lastAccessTime(), partition.stats())
 
 
-def _remove_unread(table_location: str, layout: "_Layout") -> None:
-    """Remove the staging directories of a topic no partition reads, numbered at or below its last published
-    commit: nothing will ever read them (a commit above it may be staging now). On a local file system only."""
+def _remove_unread(table_location: str, partitions: list["_Unit"], older_than: float = 0.0) -> None:
+    """Remove the staging directories of a topic that none of its ``partitions`` reads, numbered at or below its
+    last published commit: nothing will ever read them (a commit above it may be staging now). With ``older_than``,
+    only those last changed that many seconds ago or more: a query of another driver that listed the partitions
+    before a compaction switched them may still be reading the old ones. On a local file system only."""
     root = _local(f"{table_location}/{STAGING}")
     if root is None or not os.path.isdir(root):
         return
-    top = max(unit.last for unit in layout.units)
-    read = {unit.location.rstrip("/").rpartition("/")[2] for unit in layout.units if unit.location}
+    top = max(unit.last for unit in partitions)
+    read = {unit.location.rstrip("/").rpartition("/")[2] for unit in partitions if unit.location}
+    before = time.time() - older_than
     for name in os.listdir(root):
         staged = _staging_name(f"{root}/{name}")
         if staged is not None and staged[0] <= top and name not in read:
-            shutil.rmtree(f"{root}/{name}", ignore_errors=True)
+            with contextlib.suppress(OSError):       # (another driver removed it first)
+                if older_than and os.stat(f"{root}/{name}").st_mtime > before:
+                    continue
+                shutil.rmtree(f"{root}/{name}")
+
+
+#: What Hive's metastore says when another driver drops or moves a topic's partitions while this one lists or drops
+#: them (a compaction): a partition gone between Spark's look and Hive's drop, a partition whose rows vanished
+#: while listed (``Table.createSpec`` on an empty list), a row deleted under a metastore transaction.
+MOVED_UNDER = ("Partition or table doesn't exist", "NoSuchObjectException", "No such database row",
+               "IndexOutOfBoundsException: Index 0 out of bounds for length 0")
+#: Tries of a listing that another driver changed meanwhile, and the most seconds between them.
+MOVED_TRIES, MOVED_WAIT = 5, 0.5
+
+
+def _moved_under(error: Exception) -> bool:
+    """Whether ``error`` is one of MOVED_UNDER.
+
+    Example:
+        >>> _moved_under(EngineError("Spark: org.apache.hadoop.hive.ql.metadata.HiveException: Partition or table "
+        ...                          "doesn't exist."))
+        True
+    """
+    return any(words in str(error) for words in MOVED_UNDER)
+
+
+def _covered_since(unit: "_Unit") -> float:
+    """When a compaction pointed a partition it merged at an empty directory (``...-e<seconds>``, Unix time); 0 for
+    one a version before the time was named did (old enough to drop).
+
+    Example:
+        >>> [_covered_since(_Unit(3, 3, f"/w/t/_seqdedup_commits/3-9f2c-0a1b-{e}")) for e in ("e1764400000", "e")]
+        [1764400000.0, 0.0]
+    """
+    match = re.search(r"-e(\d+)$", (unit.location or "").rstrip("/"))
+    return float(match[1]) if match else 0.0
 
 
 def _changed_under(topic) -> TopicError:
@@ -1274,7 +1315,21 @@ class SparkAdapter(EngineAdapter):
     def _partitions(self, table: exp.Table) -> list[tuple[str, str | None]]:
         """(value, directory) of each partition of a table partitioned by one column, from the session's catalog in
         one call (SHOW PARTITIONS gives no directories). Where the JVM is out of reach (Spark Connect),
-        ``_described_partitions``."""
+        ``_described_partitions``. A listing that another driver's compaction changed under it (MOVED_UNDER) is
+        listed again, a few times after a short random wait; then an EngineError that says a retry is safe."""
+        for tries in range(1, MOVED_TRIES + 1):
+            try:
+                return self._list_partitions(table)
+            except EngineError as error:
+                if not _moved_under(error):
+                    raise
+                if tries == MOVED_TRIES:
+                    raise EngineError(f"another driver changed the partitions of {table.name} (a compaction) while "
+                                      f"this one listed them, {tries} times in a row ({error}); nothing was written, "
+                                      "and it is safe to run it again") from error
+                time.sleep(random.uniform(0, MOVED_WAIT * tries / MOVED_TRIES))
+
+    def _list_partitions(self, table: exp.Table) -> list[tuple[str, str | None]]:
         with self._errors():
             found = self._jvm_catalog(table)
             if found is None:
@@ -1614,14 +1669,37 @@ class SparkAdapter(EngineAdapter):
     def partition_ranges(self, topic) -> list[tuple[int, int]]:
         return [(unit.first, unit.last) for unit in self._layout(topic).units]
 
+    #: Seconds a partition a compaction merged into another stays registered (pointing at an empty directory)
+    #: before it is dropped, where other drivers write. Its number stays taken meanwhile: a driver whose state is
+    #: older than that commit cannot register the number again (its compare-and-set fails), and publishes only
+    #: within half this time of its last look at the topic (``listing_ttl``), so a number is never freed under it.
+    COVERED_GRACE = 600.0
+
+    @property
+    def listing_ttl(self) -> float | None:
+        return None if self.exclusive else self.COVERED_GRACE / 2
+
     def drop_merged(self, topic) -> int:
-        """Also removes, where this process is the only writer and the warehouse local, the directories of the
-        topic's commits that no partition reads: those a compaction cut short left, and failed commits' rows."""
+        """Where this process is the only writer, every covered partition, and the directories no partition reads
+        (those a compaction cut short left, failed commits' rows) where the warehouse is local. Where other drivers
+        write, the covered partitions older than COVERED_GRACE; two drivers may drop the same ones at once: the one
+        that finds them gone leaves them to the other (a clean-up, not part of what it was doing)."""
         layout = self._layout(topic)
-        self._drop_partitions(topic, [unit.last for unit in layout.covered])
-        if self.exclusive and layout.units:
-            _remove_unread(self._location(topic), layout)
-        return len(layout.covered)
+        covered = layout.covered
+        if not self.exclusive:
+            covered = [unit for unit in covered if _covered_since(unit) <= time.time() - self.COVERED_GRACE]
+        try:
+            self._drop_partitions(topic, [unit.last for unit in covered])
+        except EngineError as error:
+            if self.exclusive or not _moved_under(error):
+                raise
+            log.info("[%s] left the partitions a compaction merged to another driver dropping them: %s", topic.key,
+                     error)
+            return 0
+        if layout.units:
+            registered = layout.units + [unit for unit in layout.covered if unit not in covered]
+            _remove_unread(self._location(topic), registered, 0.0 if self.exclusive else self.COVERED_GRACE)
+        return len(covered)
 
     def merge_partitions(self, topic, ranges: list[tuple[int, int]]) -> int:
         """Four steps, the second the one that counts: (1) the rows of the partitions are written, in position
@@ -1629,7 +1707,8 @@ class SparkAdapter(EngineAdapter):
         the last commit's winner); (2) in one metastore transaction (``_relocate``) the last partition is pointed at
         it and each of the others at an empty directory of its own: from then on every read, seqdedup's or any
         other tool's, sees each entry once; the others are *covered* (``_Layout``), their commits still published;
-        (3) they are dropped; (4) the partitions' old directories are removed. Killed before (2), the new directory
+        (3) they are dropped (where other drivers write, once COVERED_GRACE has passed: ``drop_merged``); (4) the
+        partitions' old directories are removed. Killed before (2), the new directory
         is an orphan nobody reads; after it, the next writer to open the topic drops what is left and removes the
         directories nobody reads (``drop_merged``). Where several drivers write, the winners of the commits merged
         are first added to COMMITS: their partitions, which named them, are going."""
@@ -1662,19 +1741,21 @@ class SparkAdapter(EngineAdapter):
         if last not in self._layout(topic).units:
             _remove(directory)
             raise _changed_under(topic)
-        token = uuid.uuid4().hex[:8]
-        emptied = {unit.last: f"{self._location(topic)}/{STAGING}/{unit.last}-{_attempt_of(unit)}-{token}-e"
+        token = f"{uuid.uuid4().hex[:8]}-e{int(time.time())}"     # (when they are covered: _covered_since)
+        emptied = {unit.last: f"{self._location(topic)}/{STAGING}/{unit.last}-{_attempt_of(unit)}-{token}"
                    for unit in units[:-1]}
         for empty in emptied.values():
             if _local(empty):
                 os.makedirs(_local(empty))
         self._relocate(topic, {last.last: directory, **emptied})
         failpoint("compact_after_switch")
-        self._drop_partitions(topic, list(emptied))
+        if self.exclusive:     # (elsewhere they stay registered, their numbers taken, for COVERED_GRACE)
+            self._drop_partitions(topic, list(emptied))
         failpoint("compact_after_drop")
-        for unit in units:
-            if unit.location:
-                _remove(unit.location)
+        if self.exclusive:     # (elsewhere another driver's query may be reading them: drop_merged, later)
+            for unit in units:
+                if unit.location:
+                    _remove(unit.location)
         with self._errors():
             self.spark.catalog.refreshTable(self.sql(topic.table))
         return count

@@ -90,6 +90,9 @@ class Store(Protocol):
     def latest(self, keys: Collection[str]) -> dict[str, int]:
         """The latest epoch of each of ``keys`` that has one, in one call (a statement's check)."""
 
+    def unregister(self, key: str, epoch: int) -> None:
+        """Remove an epoch (a turn, seqdedup/turns.py: producers' epochs are never removed); nothing if it is gone."""
+
     @property
     def stopped(self) -> bool:
         """Whether the engine's session this store calls through was stopped (no call can succeed any more)."""

@@ -33,6 +33,7 @@ from .compaction import Compaction
 from .failpoints import failpoint
 from .results import ProducerCount, StatementResult
 from .topic_state import TopicState, marks_table, unmarked
+from .turns import AFTER, Turns
 from .writer import Commit, Scratch, Writer
 
 
@@ -673,12 +674,23 @@ CONFLICT_RETRIES = 20
 
 def run(session, tree: exp.Expression) -> StatementResult:
     """Run one ``INSERT ... WHERE is_not_dup(...)`` through ``session``. Where several drivers write a topic, the one
-    whose commit number another took first decides again on the new state (optimistic, as Delta's commits)."""
+    whose commit number another took first decides again on the new state (optimistic, as Delta's commits); one that
+    lost ``turns.AFTER`` races in a row claims a turn, and the others wait for it (seqdedup/turns.py)."""
     tree = rewrite.expand_is_not_dup(tree, session.adapter.binary)
-    for retry in range(CONFLICT_RETRIES + 1):
-        try:
-            return replace(Run(session, tree)(), conflicts=retry)
-        except CommitConflict:
-            if retry == CONFLICT_RETRIES:
-                raise
-            time.sleep(random.uniform(0, 0.05 * 2 ** min(retry, 5)))    # apart, so that the racers do not meet again
+    turns = Turns.of(session, tree.target)
+    mine = None
+    try:
+        for retry in range(CONFLICT_RETRIES + 1):
+            if turns is not None:
+                turns.wait(mine)
+            try:
+                return replace(Run(session, tree)(), conflicts=retry)
+            except CommitConflict:
+                if retry == CONFLICT_RETRIES:
+                    raise
+                if turns is not None and mine is None and retry + 1 >= AFTER:
+                    mine = turns.claim()
+                time.sleep(random.uniform(0, 0.05 * 2 ** min(retry, 5)))    # apart, so that the racers do not meet
+    finally:
+        if mine is not None:
+            turns.release(mine)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -152,6 +153,7 @@ class Writer:
             self.database.sessions += 1
         self.pushed = self.database.pushed
         self.attempted: dict[str, int] = {}   # table key -> number of the last commit begun (a failed one too)
+        self._looked: dict[str, float] = {}   # topic key -> when its state was last checked against the engine
         self._scratches = 0                   # scratches open now (nested ones name their tables apart)
         self._settings_checked = False        # the engine's settings were checked since this thread took the lock
         self._closed = False
@@ -185,6 +187,7 @@ class Writer:
         self.check_settings()
         adapter = self.adapter
         with adapter.listed_once(ref):      # (one listing serves the check, the catch-up and a recovery)
+            looked = time.monotonic()
             state = self.current(ref)
             if state is None:
                 kept = self.database.states.get(ref.key)
@@ -193,6 +196,7 @@ class Writer:
                 state = (kept and catch_up(adapter, ref, kept, frozenset(adapter.published_commits(ref)))) or \
                     load(self.catalog, adapter, ref)
                 self.database.states[ref.key] = state
+        self._looked[ref.key] = looked
         return state
 
     def current(self, ref: TopicRef) -> TopicState | None:
@@ -232,6 +236,7 @@ class Writer:
         use recovers what was published."""
         adapter = self.adapter
         self.check_settings()
+        decided = number is not None        # (on a state: see _look_again_if_stale)
         try:
             with adapter.transaction():     # DuckDB publishes when this transaction commits
                 if number is None:
@@ -249,6 +254,8 @@ class Writer:
                         self.attempted[ref.key] = number - 1
                         return
                     failpoint("before_publish")
+                    if decided:
+                        self._look_again_if_stale(ref, number)
                     if adapter.SUPPORTS_TRANSACTIONS:
                         for cleanup in commit.cleanups:
                             cleanup()
@@ -272,6 +279,20 @@ class Writer:
                 except EngineError as error:    # published already: what was not removed goes next time
                     logging.getLogger("seqdedup").warning("could not remove what commit %s of %s made unneeded "
                                                           "(the next full snapshot retries): %s", number, ref.key, error)
+
+    def _look_again_if_stale(self, ref: TopicRef, number: int) -> None:
+        """Before a commit decided on the topic's state is published: where that state was checked longer ago than
+        the engine vouches for (``EngineAdapter.listing_ttl``: another driver's compaction may have freed a number
+        since), check it again; if another driver published meanwhile, the commit is lost as a race is."""
+        ttl, looked = self.adapter.listing_ttl, self._looked.get(ref.key)
+        if ttl is None or looked is None or time.monotonic() - looked < ttl:
+            return
+        now = time.monotonic()
+        if self.current(ref) is None:
+            raise CommitConflict(f"commit {number} of {ref.key} was decided on a state last checked "
+                                 f"{now - looked:.0f} s ago, and other drivers published since: nothing of it is "
+                                 "published (decide again on the new state)")
+        self._looked[ref.key] = now
 
     @contextlib.contextmanager
     def scratch(self) -> Iterator[Scratch]:

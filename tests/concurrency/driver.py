@@ -17,6 +17,15 @@ It connects (a local session on the shared metastore, or a Spark Connect client)
                                      statements of k entries) {"sent": [[written, duplicates, conflicts], ...],
                                      "entries": [[producer, sequence_id], ...] (the topic as it saw it last),
                                      "at": time}
+    {"freed": "hold", "rows": [[producer, id], ...], "until": FILE}
+                                 -> (creates the topic ``freed``, never compacted by itself, unless it exists;
+                                     covered partitions dropped after 2 s, not 10 minutes) sends the rows as one
+                                     statement and, just before it publishes, says {"holding": commit} and waits for
+                                     FILE; then {"held": [written, duplicates, conflicts]}
+    {"freed": "race", "rows": [[producer, id], ...]}
+                                 -> one statement per row, a compaction of them all, 3 s, and another compaction
+                                     (which drops the partitions the first merged) {"raced": [commits]}
+    {"freed": "entries"}         -> {"entries": [[producer, sequence_id], ...]} of ``freed`` (sorted)
 
 A ProducerError is answered {"refused": message, "at": time} ("at": this process's clock, after the call returned).
 """
@@ -31,10 +40,14 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))     # the repository, for tests.concurrency.c17
 
 import seqdedup  # noqa: E402
+from seqdedup import failpoints  # noqa: E402
 from seqdedup.errors import ProducerError  # noqa: E402
+from seqdedup.extensions.spark import SparkAdapter  # noqa: E402
 from tests.concurrency import c17  # noqa: E402
 
 #: Not C17's ``events``: the tests of a module share a metastore, and an existing topic keeps its policies.
@@ -88,6 +101,8 @@ def main() -> None:
                 say(entries=sorted(session.sql(f"SELECT _producer, _sequence_id, payload FROM {TOPIC}").rows))
             elif "c17" in command:
                 say(**send_c17(session, command["c17"], command["size"], Path(command["go"])))
+            elif "freed" in command:
+                say(**freed(session, command))
         except ProducerError as error:
             say(refused=str(error), at=time.time())
 
@@ -103,6 +118,38 @@ def send_c17(session, writer: str, size: int, go: Path) -> dict:
         result = c17.send(session, writer, rows)
         sent.append([result.written, result.duplicates, result.conflicts])
     return dict(sent=sent, entries=c17.topic_entries(session), at=time.time())
+
+
+def freed(session, command: dict) -> dict:
+    """A commit decided before another driver's compaction freed its number (test_drivers.py): see the commands."""
+    SparkAdapter.COVERED_GRACE = 2.0
+    session.create_topic("freed", {"payload": "STRING"}, if_not_exists=True, compact_every_commits="never")
+    rows = [tuple(row) for row in command.get("rows", [])]
+    if command["freed"] == "entries":
+        return {"entries": sorted(session.sql("SELECT _producer, _sequence_id FROM freed").rows)}
+    if command["freed"] == "race":
+        commits = [send_freed(session, [row]).commit for row in rows]
+        session.compact("freed", factor=max(len(rows), 2))
+        time.sleep(3)
+        session.compact("freed", factor=max(len(rows), 2))
+        return {"raced": commits}
+    until = Path(command["until"])
+
+    def hold() -> None:
+        say(holding=session.writer.attempted[session.ref("freed").key])
+        while not until.exists():
+            time.sleep(0.05)
+
+    failpoints.inject("before_publish", hold)
+    result = send_freed(session, rows)
+    return {"held": [result.written, result.duplicates, result.conflicts]}
+
+
+def send_freed(session, rows: list[tuple[str, int]]):
+    staging = pa.table({"producer": [p for p, _ in rows], "seq": pa.array([s for _, s in rows], pa.int64()),
+                        "payload": [f"{p}/{s}" for p, s in rows]})
+    return session.sql("INSERT INTO freed SELECT payload FROM staging WHERE is_not_dup(producer, seq)",
+                       staging=staging)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from seqdedup import turns
 from tests.metastore import PostgresServer
 
 from . import c17
@@ -73,6 +74,10 @@ def test_c17_three_drivers_on_a_shared_metastore_write_each_entry_once(drivers, 
     written, duplicates, conflicts = (sum(s[i] for answer in done for s in answer["sent"]) for i in (0, 1, 2))
     assert (written, duplicates) == (len(expected), 3000 - len(expected))
     assert conflicts > 0                # the metastore refused some commits, and their statements decided again
+    # no statement starves: one that lost turns.AFTER races in a row claims a turn, and the others wait for it, so it
+    # loses at most once more to each of the two that were deciding when it claimed (seqdedup/turns.py)
+    most = max(s[2] for answer in done for s in answer["sent"])
+    assert most <= turns.AFTER + 2, f"a statement lost {most} commit races"
     # a lost race costs the commits missed, not a recovery: each driver recovers a state once, and again only where
     # the winners' commits held a snapshot (one every 1,000 entries)
     logs = [driver.output() for driver in fleet]
@@ -83,6 +88,27 @@ def test_c17_three_drivers_on_a_shared_metastore_write_each_entry_once(drivers, 
     for driver in fleet:                # a lost race is the normal path: no ERROR, no stack trace in a driver's log
         logged = re.search(r"AlreadyExists|\n\s+at [\w$.]+\(", driver.output())
         assert logged is None, driver.output()[max(0, logged.start() - 1500):logged.end() + 500]
+
+
+@pytest.mark.spark
+def test_a_commit_decided_before_another_drivers_compaction_never_takes_a_number_it_freed(drivers, tmp_path):
+    """Driver a decides a statement on the topic's first commit and holds it just before publishing commit 2. Driver
+    b publishes commits 2 to 4, compacts 1-3 into one partition, and (the merged partitions' grace over: 2 s in
+    these drivers) drops partitions 1 and 2, so no partition has the number 2 any more. Were a to register it now,
+    its entries would sit in a partition the merged one covers, and the next compaction would drop them: a looks at
+    the topic again before it publishes on a state that old, and decides again."""
+    a, b = drivers(2)
+    until = tmp_path / "until"
+    a.tell(freed="hold", rows=[["a", 0], ["a", 1]], until=str(until))
+    holding = a.answer()["holding"]
+    assert b.ask(freed="race", rows=[["b", 0], ["b", 1], ["b", 2]])["raced"] == [holding, holding + 1, holding + 2]
+    until.touch()
+    written, duplicates, conflicts = a.answer()["held"]
+    assert (written, duplicates) == (2, 0)
+    b.ask(freed="race", rows=[])            # another compaction, after the grace
+    assert [tuple(e) for e in b.ask(freed="entries")["entries"]] == [("a", 0), ("a", 1), ("b", 0), ("b", 1),
+                                                                     ("b", 2)]
+    assert conflicts >= 1
 
 
 class Driver:

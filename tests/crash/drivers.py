@@ -2,7 +2,8 @@
 on a shared metastore (a PostgreSQL server of the run's own), at once, and are killed with SIGKILL (the whole
 process group: the driver JVM too) at random moments, then restarted.
 
-    python -m tests.crash.drivers --drivers 3 --kills 10 [--seed N] [--statements 12]     (from the repo root)
+    python -m tests.crash.drivers --drivers 3 --kills 10 [--seed N] [--statements 12] [--compact-every 3]
+                                                                                           (from the repo root)
 
 Each driver has a plan: statements of its producers' ids, each producer's ids sent from 0 upwards without a gap
 (a statement now and then repeats an entry), some producers shared with other drivers. A restarted driver sends
@@ -97,7 +98,10 @@ class Driver:
         """What went wrong, if the process ended by itself before its plan was done."""
         if self.process.returncode not in (0, -signal.SIGKILL):
             self.log.seek(0)
-            return f"driver {self.name} failed ({self.process.returncode}): {self.log.read()[-3000:]}"
+            text = self.log.read()
+            # the Java causes, which a Spark error's last lines (its stack) leave out
+            causes = list(dict.fromkeys(line.strip() for line in text.splitlines() if "Caused by:" in line))[:8]
+            return f"driver {self.name} failed ({self.process.returncode}): {text[-3000:]}\ncauses: {causes}"
         return None
 
 
@@ -163,7 +167,9 @@ def main() -> None:
     parser.add_argument("--kills", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--statements", type=int, default=12, help="statements per driver")
+    parser.add_argument("--compact-every", type=int, default=3, help="the topic's compact_every_commits")
     args = parser.parse_args()
+    os.environ["SEQDEDUP_FUZZ_COMPACT_EVERY"] = str(args.compact_every)      # (the drivers' topic, when it is made)
     jvm.prepare()
     with tempfile.TemporaryDirectory(prefix="seqdedup-drivers-") as folder:
         result = run(args.drivers, args.kills, args.seed, args.statements, Path(folder))

@@ -1,0 +1,84 @@
+"""Turns: a statement that keeps losing its topic's commit race to other drivers goes first (issue 46).
+
+Commits are optimistic (docs/engines/spark.md): of the drivers that decided on one state, the first to register the
+next commit number wins, and the others decide again. That favours the driver that just won, whose next statement
+starts on a state already current: under drivers that all write as fast as they can, one of them may win every
+commit, and another statement wait for minutes. The winner never sees the losers, since they publish nothing; a
+turn makes them seen.
+
+A statement that lost ``AFTER`` races in a row claims a turn: the epoch ``<claim time in ms>`` of the key
+``turn:<topic>`` in the database's lease store (the partition of ``seqdedup_leases`` that producers' leases are
+claimed as, seqdedup/leases.py). Every statement on the topic first waits while a live claim older than its own is
+there (any live claim, if it has none): the losers go first, the oldest first, and the others after them. A claim
+is removed when its statement ends, published or failed. One its driver could not remove (killed) lapses ``SECONDS``
+after this driver first saw it, whatever the clocks say, and is removed by whoever sees it lapsed: a wait is
+bounded.
+
+The cost: one look at the turns (a metastore call) before each statement, where other drivers may write; nothing
+where the database has no lease store (DuckDB, a local Spark session, which no other driver writes).
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+
+log = logging.getLogger("seqdedup.commits")
+
+#: Lost races in a row after which a statement claims a turn.
+AFTER = 2
+#: Seconds a claim holds others back, from when a driver first saw it: longer than a statement takes.
+SECONDS = 60.0
+#: Seconds between looks while waiting.
+POLL = 0.2
+#: Per turn key, when this process first saw each claim (monotonic): a lapse is judged by this process's clock alone.
+_SEEN: dict[str, dict[int, float]] = {}
+
+
+class Turns:
+    """The turns of one topic, in one driver's lease store."""
+
+    def __init__(self, store, topic: str):
+        self.store, self.topic, self.key = store, topic, f"turn:{topic}"
+
+    @classmethod
+    def of(cls, session, target) -> "Turns | None":
+        """The turns of the topic ``target`` (a table), where other drivers may write it."""
+        store = session.adapter.lease_store if session.adapter.contended else None
+        return None if store is None else cls(store, session.ref(target).key)
+
+    def wait(self, mine: int | None) -> None:
+        """Return once no live claim older than ``mine`` (any live claim, for None) is left."""
+        waited = time.monotonic()
+        while True:
+            ahead = [claim for claim in self._live() if mine is None or claim < mine]
+            if not ahead:
+                if time.monotonic() - waited > POLL:
+                    log.info("[%s] waited %.1f s for the turns of statements that lost commit races", self.topic,
+                             time.monotonic() - waited)
+                return
+            time.sleep(POLL)
+
+    def claim(self) -> int | None:
+        """Claim a turn (after ``AFTER`` lost races); its epoch, or None where none could be registered."""
+        epoch = int(time.time() * 1000)
+        for _ in range(3):        # (another driver claimed in the same millisecond)
+            if self.store.register(self.key, epoch, epoch / 1000):
+                log.info("[%s] claimed a turn after %s lost commit races in a row", self.topic, AFTER)
+                return epoch
+            epoch += 1
+        return None
+
+    def release(self, epoch: int) -> None:
+        """Remove a claim (its statement ended); one that cannot be removed lapses by itself."""
+        with contextlib.suppress(Exception):
+            self.store.unregister(self.key, epoch)
+
+    def _live(self) -> list[int]:
+        now = time.monotonic()
+        claims = self.store.epochs(self.key)
+        seen = _SEEN[self.key] = {claim: _SEEN.get(self.key, {}).get(claim, now) for claim in claims}
+        lapsed = [claim for claim in claims if now - seen[claim] >= SECONDS]
+        for claim in lapsed:       # (its driver died holding it: whoever sees it lapsed removes it)
+            self.release(claim)
+        return [claim for claim in claims if claim not in lapsed]
