@@ -682,7 +682,7 @@ def run(session, tree: exp.Expression) -> StatementResult:
     try:
         for retry in range(CONFLICT_RETRIES + 1):
             if turns is not None:
-                turns.wait(mine)
+                mine = turns.wait(mine)
             try:
                 return replace(Run(session, tree)(), conflicts=retry)
             except CommitConflict:

@@ -6,13 +6,14 @@ starts on a state already current: under drivers that all write as fast as they 
 commit, and another statement wait for minutes. The winner never sees the losers, since they publish nothing; a
 turn makes them seen.
 
-A statement that lost ``AFTER`` races in a row claims a turn: the epoch ``<claim time in ms>`` of the key
-``turn:<topic>`` in the database's lease store (the partition of ``seqdedup_leases`` that producers' leases are
+A statement that lost ``AFTER`` races in a row claims a turn: the epoch ``<claim time in ms>`` of the topic's turn
+key (``turn-`` and a digest of its name) in the database's lease store (the partition of ``seqdedup_leases`` that producers' leases are
 claimed as, seqdedup/leases.py). Every statement on the topic first waits while a live claim older than its own is
 there (any live claim, if it has none): the losers go first, the oldest first, and the others after them. A claim
 is removed when its statement ends, published or failed. One its driver could not remove (killed) lapses ``SECONDS``
 after this driver first saw it, whatever the clocks say, and is removed by whoever sees it lapsed: a wait is
-bounded.
+bounded. A claimant whose claim was removed so (its statement took longer than that) claims again before its next
+try.
 
 The cost: one look at the turns (a metastore call) before each statement, where other drivers may write; nothing
 where the database has no lease store (DuckDB, a local Spark session, which no other driver writes).
@@ -20,6 +21,7 @@ where the database has no lease store (DuckDB, a local Spark session, which no o
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import time
 
@@ -28,7 +30,7 @@ log = logging.getLogger("seqdedup.commits")
 #: Lost races in a row after which a statement claims a turn.
 AFTER = 2
 #: Seconds a claim holds others back, from when a driver first saw it: longer than a statement takes.
-SECONDS = 60.0
+SECONDS = 120.0
 #: Seconds between looks while waiting.
 POLL = 0.2
 #: Per turn key, when this process first saw each claim (monotonic): a lapse is judged by this process's clock alone.
@@ -39,7 +41,9 @@ class Turns:
     """The turns of one topic, in one driver's lease store."""
 
     def __init__(self, store, topic: str):
-        self.store, self.topic, self.key = store, topic, f"turn:{topic}"
+        # (a digest: a topic's name may hold any character, and a key names a partition and a directory)
+        self.store, self.topic = store, topic
+        self.key = "turn-" + hashlib.sha256(topic.encode()).hexdigest()[:32]
 
     @classmethod
     def of(cls, session, target) -> "Turns | None":
@@ -47,16 +51,20 @@ class Turns:
         store = session.adapter.lease_store if session.adapter.contended else None
         return None if store is None else cls(store, session.ref(target).key)
 
-    def wait(self, mine: int | None) -> None:
-        """Return once no live claim older than ``mine`` (any live claim, for None) is left."""
+    def wait(self, mine: int | None) -> int | None:
+        """Return once no live claim older than ``mine`` (any live claim, for None) is left; the claim this
+        statement holds now (``mine`` claimed again where another driver took it for lapsed and removed it)."""
         waited = time.monotonic()
         while True:
-            ahead = [claim for claim in self._live() if mine is None or claim < mine]
+            live = self._live(mine)
+            if mine is not None and mine not in live:
+                mine = self.claim()
+            ahead = [claim for claim in live if mine is None or claim < mine]
             if not ahead:
                 if time.monotonic() - waited > POLL:
                     log.info("[%s] waited %.1f s for the turns of statements that lost commit races", self.topic,
                              time.monotonic() - waited)
-                return
+                return mine
             time.sleep(POLL)
 
     def claim(self) -> int | None:
@@ -74,11 +82,11 @@ class Turns:
         with contextlib.suppress(Exception):
             self.store.unregister(self.key, epoch)
 
-    def _live(self) -> list[int]:
+    def _live(self, mine: int | None) -> list[int]:
         now = time.monotonic()
         claims = self.store.epochs(self.key)
         seen = _SEEN[self.key] = {claim: _SEEN.get(self.key, {}).get(claim, now) for claim in claims}
-        lapsed = [claim for claim in claims if now - seen[claim] >= SECONDS]
+        lapsed = [claim for claim in claims if claim != mine and now - seen[claim] >= SECONDS]
         for claim in lapsed:       # (its driver died holding it: whoever sees it lapsed removes it)
             self.release(claim)
         return [claim for claim in claims if claim not in lapsed]
