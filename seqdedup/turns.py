@@ -7,8 +7,8 @@ commit, and another statement wait for minutes. The winner never sees the losers
 turn makes them seen.
 
 A statement that lost ``AFTER`` races in a row claims a turn: the epoch ``<claim time in ms>`` of the topic's turn
-key (``turn-`` and a digest of its name) in the database's lease store (the partition of ``seqdedup_leases`` that producers' leases are
-claimed as, seqdedup/leases.py). Every statement on the topic first waits while a live claim older than its own is
+key (``turn-`` and a digest of its name) in the database's lease store (a partition of ``seqdedup_leases``, as
+producers' leases are claimed, seqdedup/leases.py). Every statement on the topic first waits while a live claim older than its own is
 there (any live claim, if it has none): the losers go first, the oldest first, and the others after them. A claim
 is removed when its statement ends, published or failed. One its driver could not remove (killed) lapses ``SECONDS``
 after this driver first saw it, whatever the clocks say, and is removed by whoever sees it lapsed: a wait is
