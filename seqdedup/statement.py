@@ -93,6 +93,7 @@ class Run:
         self.shape: tuple = ()      # what the steps' SQL depends on besides the parameters (see ``kept``)
         self.scratch: Scratch | None = None
         self.bound: dict = {}       # parameters a plan's steps bind besides the statement's (the marks as a map)
+        self.published: tuple[TopicState, int] | None = None     # the state and number of the commit it published
 
     def kept(self, step: str, build) -> exp.Expression:
         """The tree of a step, built once per shape of statement and kept: a producer sending one entry after
@@ -504,26 +505,30 @@ class Run:
                         state = before
                 if not commit.abandoned:
                     writer.keep(ref, state)
-                compacted = None if commit.abandoned else self.compact_if_due(state, commit.number)
+                    self.published = (state, commit.number)
             except _Unsettled as failed:        # (told apart here, once the commit is rolled back)
                 raise self.failing(failed.error) from failed.error
             finally:
                 writer.pushed.release(ref.key)
         return StatementResult(
             topic=ref.key, statement_id=statement_id, snapshot_id=snapshot_id, rounds=outcome.rounds,
-            commit=None if commit.abandoned else commit.number, compaction=compacted,
+            commit=None if commit.abandoned else commit.number,
             producers=[ProducerCount(r["producer"], r["written"], r["duplicates"], r["first_position"],
                                      r["last_position"], r["out_of_order"]) for r in outcome.producers.to_pylist()])
 
-    def compact_if_due(self, state: TopicState, commit: int) -> Compaction | None:
+    def compact_if_due(self) -> Compaction | None:
         """The topic's compaction, after a published commit whose number is a multiple of its
         ``compact_every_commits`` (where several drivers write, exactly one of them publishes that number). The
         statement is published whatever happens here: a compaction that fails is logged, and finished by the
         next."""
-        if not self.adapter.TRACKS_COMMITS or not compaction.due(state.topic.applied, commit):
+        if self.published is None or not self.adapter.TRACKS_COMMITS:
+            return None
+        state, commit = self.published
+        if not compaction.due(state.topic.applied, commit):
             return None
         try:
-            return compaction.compact(self.session, self.ref)
+            with self.writer:
+                return compaction.compact(self.session, self.ref)
         except SeqdedupError as error:
             logging.getLogger("seqdedup").warning("could not compact %s after commit %s (the next compaction "
                                                   "finishes it): %s", self.ref.key, commit, error)
@@ -675,22 +680,31 @@ CONFLICT_RETRIES = 20
 def run(session, tree: exp.Expression) -> StatementResult:
     """Run one ``INSERT ... WHERE is_not_dup(...)`` through ``session``. Where several drivers write a topic, the one
     whose commit number another took first decides again on the new state (optimistic, as Delta's commits); one that
-    lost ``turns.AFTER`` races in a row claims a turn, and the others wait for it (seqdedup/turns.py)."""
+    lost ``turns.AFTER`` race claims a turn, and the others wait for it; under steady contention a statement claims
+    its turn before its first try (seqdedup/turns.py). The automatic compaction a commit may be due runs after the
+    turn is given back."""
     tree = rewrite.expand_is_not_dup(tree, session.adapter.binary)
     turns = Turns.of(session, tree.target)
-    mine = None
+    # under steady contention, a turn claimed before the first try (seqdedup/turns.py)
+    mine = turns.claim("before its first try, other drivers contending") if turns and turns.contended() else None
     try:
         for retry in range(CONFLICT_RETRIES + 1):
             if turns is not None:
                 mine = turns.wait(mine)
             try:
-                return replace(Run(session, tree)(), conflicts=retry)
+                statement = Run(session, tree)
+                result = replace(statement(), conflicts=retry)
+                break
             except CommitConflict:
                 if retry == CONFLICT_RETRIES:
                     raise
-                if turns is not None and mine is None and retry + 1 >= AFTER:
-                    mine = turns.claim()
+                if turns is not None:
+                    turns.saw_contention()
+                    if mine is None and retry + 1 >= AFTER:
+                        mine = turns.claim()
                 time.sleep(random.uniform(0, 0.05 * 2 ** min(retry, 5)))    # apart, so that the racers do not meet
     finally:
         if mine is not None:
             turns.release(mine)
+    # (after the turn is given back: the other drivers need not wait for a compaction, which they write through)
+    return replace(result, compaction=statement.compact_if_due())
