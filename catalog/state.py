@@ -141,12 +141,13 @@ def producer_state_query(topic: str, topic_table: exp.Table, header: SnapshotHea
 def catch_up_query(topic: str, topic_table: exp.Table, commits: list[int], after: int,
                    own: exp.Expression | None = None) -> exp.Expression:
     """What ``commits`` (published by other drivers since a state) did: the entries of each (commit, producer) after
-    position ``after``, and each of them that wrote a snapshot header (``kind`` 'entries' or 'snapshot').
+    position ``after``, and the snapshot header rows they carry, each saying whether its attempt won the commit
+    (``kind`` 'entries' or 'snapshot'; queries/catch_up.sql).
 
     Example:
         >>> query = catch_up_query("main.t", exp.table_("t"), [7, 8], after=40)
         >>> sorted({t.name for t in query.find_all(exp.Table)})
-        ['producer_sequences', 't']
+        ['producer_sequences', 'seqdedup_commits', 't']
     """
     numbers = [literal(n) for n in commits]
     return template(
@@ -154,8 +155,9 @@ def catch_up_query(topic: str, topic_table: exp.Table, commits: list[int], after
         topic=literal(topic),
         topic_table=topic_table.copy(),
         producer_sequences=PRODUCER_SEQUENCES_TABLE,
+        commits_table=catalog_table("seqdedup_commits"),
         commits=exp.column("_commit").isin(*numbers),
-        logged=exp.column("commit_id").isin(*[n.copy() for n in numbers]),
+        logged=exp.column("commit_id", table="s").isin(*[n.copy() for n in numbers]),
         after=literal(after),
         own=own.copy() if own is not None else written_by_seqdedup(),
     )

@@ -135,6 +135,22 @@ def _past(commit: int, taken: frozenset[int]) -> int:
     return commit
 
 
+def _spans(numbers: list[int]) -> str:
+    """Commit numbers, as runs.
+
+    Example:
+        >>> _spans([12, 13, 14, 18])
+        '12-14, 18'
+    """
+    runs: list[list[int]] = []
+    for number in sorted(set(numbers)):
+        if runs and runs[-1][-1] + 1 == number:
+            runs[-1][1:] = [number]
+        else:
+            runs.append([number])
+    return ", ".join("-".join(map(str, run)) for run in runs)
+
+
 def _union(arrays: list) -> pa.Array:
     """The distinct producer names of ``arrays``."""
     arrays = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays if len(a)]
@@ -147,9 +163,9 @@ def load(catalog: Catalog, adapter, ref: TopicRef) -> TopicState:
     """Recover a topic's state from the catalog (R7): its last complete snapshot, then a replay of the entries
     written after it, which also gives the log's end and how many entries the next snapshot is due after.
 
-    The published commits are listed first: where other processes publish (``contended``), what is read after may
-    include a commit published meanwhile, never miss one the state claims; a state newer than its number only
-    makes its next commit lose the compare-and-set and decide again. There the topic is looked up once, after the
+    The published commits are listed first, and the reads after count only their rows (where the engine tracks
+    commits): where other processes publish (``contended``), a commit published meanwhile is left for a catch-up,
+    and the state is exactly as of its number. There the topic is looked up once, after the
     listing (``_load``), where a lookup costs a job; an unknown topic, or one whose table is gone, fails the listing
     and is named then."""
     started = time.monotonic()
@@ -174,35 +190,86 @@ def load(catalog: Catalog, adapter, ref: TopicRef) -> TopicState:
     return state
 
 
-def catch_up(adapter, ref: TopicRef, state: TopicState, published: frozenset[int]) -> TopicState | None:
+#: The snapshot kinds a catch-up adopts: routine ones, which record the marks as the commits left them (a purge, a
+#: repair or a policy's snapshot changes them: the state is recovered whole).
+ROUTINE = ("snapshot", "increment")
+
+
+def catch_up(catalog: Catalog, adapter, ref: TopicRef, state: TopicState,
+             published: frozenset[int]) -> TopicState | None:
     """``state`` moved forward over the commits other drivers published since it (``published`` as just listed):
-    their entries folded into the marks, as their own commits fold them. None where something else changed, and the
-    state must be recovered whole (``load``): a commit of theirs wrote a snapshot or no entry (a policy change), a
-    compaction merged one, a commit the state counted is gone, or another tool registered a partition. A driver that
-    lost a commit's compare-and-set pays for the commits it missed, not for a whole recovery (issue 46)."""
+    their entries folded into the marks, as their own commits fold them, and the last routine snapshot one of them
+    took adopted as the state's (one read of the snapshot headers: the next snapshot extends its chain). None where
+    something else changed, and the state must be recovered whole (``load``): a commit of theirs wrote another kind
+    of snapshot (a purge, a policy's) or no entry (a policy change), a compaction merged one, a commit the state
+    counted is gone, or another tool registered a partition. A driver that lost a commit's compare-and-set pays for
+    the commits it missed, not for a whole recovery (issue 46)."""
     started = time.monotonic()
     new = sorted(published - state.published)
+
+    def whole(why: str) -> None:
+        _log.info("[%s] recovering whole rather than catching up over commits %s: %s", ref.key, _spans(new), why)
+
     if not new or not state.published <= published or new[0] <= max(state.published, default=0):
-        return None
-    if foreign_commits(adapter.foreign_partitions(ref)) != state.taken or any(
-            first < last and last >= new[0] for first, last in adapter.partition_ranges(ref)):
-        return None
+        return whole("a commit it counted is gone, or one before its last appeared") if new else None
+    if not state.enabled:
+        return whole("deduplication is off")
+    if foreign_commits(adapter.foreign_partitions(ref)) != state.taken:
+        return whole("another tool registered a partition")
+    if any(first < last and last >= new[0] for first, last in adapter.partition_ranges(ref)):
+        return whole("a compaction merged them")
     found = adapter.fetch_arrow(catch_up_query(ref.key, ref.table, new, state.end, adapter.own_rows(ref)))
     kinds = found.column("kind")
     entries = found.filter(pc.equal(kinds, "entries"))
-    if pc.any(pc.equal(kinds, "snapshot")).as_py() or \
-            sorted(pc.unique(entries.column("commit_id")).to_pylist()) != new:
-        return None
+    snapshots = found.filter(pc.equal(kinds, "snapshot"))
+    empty = sorted(set(new) - set(entries.column("commit_id").to_pylist()))
+    if empty:
+        return whole(f"commit {_spans(empty)} wrote no entry after position {state.end:,} (a policy change)")
+    header, adopted = state.header, None
+    heads = snapshots.to_pylist()
+    if heads and not all(head["logged"] for head in heads):
+        # a commit's winner not recorded yet: the snapshot headers whole (they read its partition's directory)
+        last = catalog.last_snapshot(ref)
+        if last.snapshot_id != header.snapshot_id:
+            if last.commit_id not in new or last.kind not in ROUTINE or last.purged:
+                return whole(f"the last snapshot, {last.snapshot_id}, is not a routine one of theirs")
+            header = adopted = last
+    else:
+        for head in sorted((head for head in heads if head["won"]), key=lambda head: head["commit_id"]):
+            full = head["parent_id"] is None
+            if head["snapshot_kind"] not in ROUTINE or not full and head["parent_id"] != header.snapshot_id:
+                return whole(f"commit {head['commit_id']} wrote a snapshot that is not routine (a purge, a repair, "
+                             "a policy's)")
+            taken_at = head["last_publish_time"]        # (naive, in local time, as a recovery reads it)
+            taken_at = taken_at.astimezone().replace(tzinfo=None) if taken_at.tzinfo else taken_at
+            header = adopted = header.extended(head["snapshot_id"], head["position"], head["snapshot_kind"], taken_at,
+                                               head["commit_id"], rows=0 if full else head["entries"], full=full)
+    if adopted is None:
+        caught = _folded(state, entries, new[-1])
+    else:                       # their entries up to the snapshot they took, the snapshot, then their entries after it
+        before = pc.less_equal(entries.column("commit_id"), adopted.commit_id)
+        caught = _folded(state, entries.filter(before), new[-1]).after(commit=new[-1], header=adopted,
+                                                                       since_snapshot=0)
+        caught = _folded(caught, entries.filter(pc.invert(before)), new[-1])
+    caught = replace(caught, published=published)
+    _log.info("[%s] caught up over %s commits of other drivers (%s entries, %s producers%s) in %.2f s", ref.key,
+              f"{len(new):,}", f"{pc.sum(entries.column('entries')).as_py():,}",
+              f"{pc.count_distinct(entries.column('producer')).as_py():,}",
+              "" if adopted is None else f", their snapshot {adopted.snapshot_id} adopted", time.monotonic() - started)
+    return caught
+
+
+def _folded(state: TopicState, entries: pa.Table, commit: int) -> TopicState:
+    """``state`` once ``entries`` (a catch-up's rows: per commit and producer, the highest id, last write, count and
+    last position) are folded in, as of ``commit``."""
+    if not entries.num_rows:
+        return state.after(commit=commit)
     highest = entries.group_by("producer").aggregate([("sequence_id", "max"), ("last_publish_time", "max")])
     delta = marks_table(pa.table({"producer": highest.column("producer"),
                                   "sequence_id": highest.column("sequence_id_max"),
                                   "last_publish_time": highest.column("last_publish_time_max")}))
-    count = pc.sum(entries.column("entries")).as_py()
-    caught = replace(state.after(commit=new[-1], end=pc.max(entries.column("position")).as_py(), delta=delta,
-                                 since_snapshot=state.since_snapshot + count), published=published)
-    _log.info("[%s] caught up over %s commits of other drivers (%s entries, %s producers) in %.2f s", ref.key,
-              f"{len(new):,}", f"{count:,}", f"{delta.num_rows:,}", time.monotonic() - started)
-    return caught
+    return state.after(commit=commit, end=pc.max(entries.column("position")).as_py(), delta=delta,
+                       since_snapshot=state.since_snapshot + pc.sum(entries.column("entries")).as_py())
 
 
 def created(topic: Topic, *, commit: int, snapshot_id: int, kind: str, taken_at: dt.datetime,
@@ -239,6 +306,11 @@ def _load(catalog: Catalog, adapter, ref: TopicRef, topic) -> TopicState:
             topic = looked_up.result()
     taken = foreign_commits(adapter.foreign_partitions(ref))
     own = adapter.own_rows(ref)      # what another tool wrote counts for nothing (seqdedup/foreign.py)
+    if adapter.TRACKS_COMMITS:
+        # the state as of the commits listed, not also of one another driver published since (the reads below would
+        # find its rows): its next commit would lose the race, and the catch-up over that commit, finding its
+        # entries counted already, could not tell it from a policy's commit and would recover whole again
+        own = exp.and_(own, exp.column("_commit") <= literal(max(published, default=0)))
     position = exp.column("_position")
     after = (exp.select(exp.alias_(exp.func("coalesce", exp.Max(this=position), literal(header.position)), "log_end"),
                         exp.alias_(exp.Count(this=exp.Star()), "entries_after"))

@@ -193,7 +193,8 @@ class Writer:
                 kept = self.database.states.get(ref.key)
                 # where another process may have written, what this one read of the catalog before is stale
                 adapter.refresh(*[catalog_table(name) for name in CATALOG_TABLES], ref.table)
-                state = (kept and catch_up(adapter, ref, kept, frozenset(adapter.published_commits(ref)))) or \
+                state = (kept and catch_up(self.catalog, adapter, ref, kept,
+                                          frozenset(adapter.published_commits(ref)))) or \
                     load(self.catalog, adapter, ref)
                 self.database.states[ref.key] = state
         self._looked[ref.key] = looked
