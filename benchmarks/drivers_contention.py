@@ -11,8 +11,11 @@ writes alone for ``--alone`` seconds, then ``--drivers`` of them at once for ``-
 a statement in flight at the end finishes. The topic's policies are the defaults (automatic compaction included).
 
     python benchmarks/drivers_contention.py [--drivers 3] [--seconds 600] [--alone 120] [--entries 10]
+                                            [--compact-every N] [--logs DIR]
 
-Prints, per phase: statements, commits a second, latency median / 99th percentile / max, lost races, failures;
+Prints, per phase: statements, commits a second, latency median / 99th percentile / max, lost races, failures, and
+each driver's slowest statements (seconds, lost races, whether it ran the automatic compaction, when it ended: a
+driver's log in ``--logs`` says, by the second, where that time went: waits for turns, catch-ups, recoveries);
 then the targets: every statement completed, slowest over median at most 10. The number of cores and the load are
 printed with them: on a busy machine every figure grows.
 """
@@ -22,6 +25,7 @@ import argparse
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -34,21 +38,30 @@ TARGET_SLOWEST = 10.0
 STATEMENT = "INSERT INTO {topic} SELECT payload FROM staging WHERE is_not_dup(producer, seq)"
 
 
-def child(home: str, metastore: str, topic: str, name: str, seconds: float, entries: int, go: str) -> None:
-    """One driver: statements until ``seconds`` have passed since ``go`` appeared; one JSON line at the end."""
+def child(home: str, metastore: str, topic: str, name: str, seconds: float, entries: int, go: str,
+          compact_every: str) -> None:
+    """One driver: statements until ``seconds`` have passed since ``go`` appeared; one JSON line at the end. Its
+    seqdedup log lines (turns, catch-ups, compactions) go to its standard error, timed, for a slow statement's why."""
+    import logging
+
     import pyarrow as pa
 
     import seqdedup
     from seqdedup.extensions.spark import local_session
 
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter(f"%(asctime)s {name} %(name)s %(message)s"))
+    logging.getLogger("seqdedup").addHandler(handler)
+    logging.getLogger("seqdedup").setLevel(logging.INFO)
     session = seqdedup.connect(local_session(home, master="local[1]", metastore=metastore))
-    session.create_topic(topic, {"payload": "STRING"}, if_not_exists=True)
+    policies = {} if compact_every == "default" else {"compact_every_commits": int(compact_every)}
+    session.create_topic(topic, {"payload": "STRING"}, if_not_exists=True, **policies)
     warm = pa.table({"producer": [f"{name}-warm-up"], "seq": [0], "payload": ["x"]})
     session.sql(STATEMENT.format(topic=topic), staging=warm)     # first plans and the state in memory: not timed
     print(json.dumps({"ready": name}), flush=True)
     while not os.path.exists(go):
         time.sleep(0.02)
-    latencies, conflicts, failures, written, first = [], 0, [], 0, 0
+    latencies, slow, conflicts, failures, written, first = [], [], 0, [], 0, 0
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         ids = list(range(first, first + entries))
@@ -61,20 +74,23 @@ def child(home: str, metastore: str, topic: str, name: str, seconds: float, entr
             failures.append(str(error)[:300])
             continue
         latencies.append(time.monotonic() - started)
+        slow.append([latencies[-1], result.conflicts, result.compaction is not None, time.time()])
         conflicts += result.conflicts
         written += result.written
         first += entries
     session.close()
-    print(json.dumps({"driver": name, "latencies": latencies, "conflicts": conflicts, "failures": failures,
-                      "written": written}), flush=True)
+    slow = sorted(slow, reverse=True)[:3]       # the three slowest: seconds, lost races, compacted, when it ended
+    print(json.dumps({"driver": name, "latencies": latencies, "slowest": slow, "conflicts": conflicts,
+                      "failures": failures, "written": written}), flush=True)
 
 
-def phase(label: str, drivers: int, seconds: float, entries: int, home: pathlib.Path, metastore: str) -> list[dict]:
+def phase(label: str, drivers: int, seconds: float, entries: int, home: pathlib.Path, metastore: str,
+          compact_every: str) -> list[dict]:
     """``drivers`` driver processes writing topic ``label`` at once for ``seconds``; their reports."""
     go = home.parent / f"go-{label}"
     logs = [home.parent / f"{label}-d{i}.log" for i in range(drivers)]
     fleet = [subprocess.Popen([sys.executable, __file__, "--child", str(home), metastore, label, f"d{i}",
-                               str(seconds), str(entries), str(go)], stdout=subprocess.PIPE,
+                               str(seconds), str(entries), str(go), compact_every], stdout=subprocess.PIPE,
                               stderr=log.open("w"), text=True)
              for i, log in enumerate(logs)]
 
@@ -110,6 +126,9 @@ def summary(label: str, reports: list[dict], seconds: float) -> tuple[float, flo
     for report in reports:
         for failure in report["failures"][:3]:
             print(f"  {report['driver']} failed: {failure}")
+        for seconds_, lost, compacted, ended in report["slowest"][:1 if len(reports) == 1 else 3]:
+            print(f"  {report['driver']} slow: {seconds_:.2f} s, {lost} lost races"
+                  f"{', compacted' if compacted else ''}, ended {time.strftime('%H:%M:%S', time.gmtime(ended))}")
     return rate, median, latencies[-1], failures
 
 
@@ -119,20 +138,28 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=600, help="how long the drivers write at once (default 600)")
     ap.add_argument("--alone", type=float, default=120, help="how long one driver writes alone (default 120)")
     ap.add_argument("--entries", type=int, default=10, help="new ids per statement (default 10)")
-    ap.add_argument("--child", nargs=7, help=argparse.SUPPRESS)
+    ap.add_argument("--compact-every", default="default",
+                    help="the topics' compact_every_commits (default: the policy's default, 100; the target's)")
+    ap.add_argument("--logs", help="a folder to keep each driver's log in (its timed seqdedup lines)")
+    ap.add_argument("--child", nargs=8, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        home, metastore, topic, name, seconds, entries, go = args.child
-        return child(home, metastore, topic, name, float(seconds), int(entries), go)
+        home, metastore, topic, name, seconds, entries, go, compact_every = args.child
+        return child(home, metastore, topic, name, float(seconds), int(entries), go, compact_every)
     from tests.metastore import PostgresServer
 
     print(f"cores={os.cpu_count()} load_average={os.getloadavg()[0]:.2f} entries_per_statement={args.entries} "
           f"drivers={args.drivers} seconds={args.seconds:.0f} alone_seconds={args.alone:.0f}")
     with tempfile.TemporaryDirectory() as tmp, PostgresServer() as server:
         home, metastore = pathlib.Path(tmp) / "home", server.metastore()
-        alone = summary("alone", phase("alone", 1, args.alone, args.entries, home, metastore), args.alone)
-        several = summary("contended", phase("contended", args.drivers, args.seconds, args.entries, home, metastore),
-                          args.seconds)
+        alone = summary("alone", phase("alone", 1, args.alone, args.entries, home, metastore, args.compact_every),
+                        args.alone)
+        several = summary("contended", phase("contended", args.drivers, args.seconds, args.entries, home, metastore,
+                                             args.compact_every), args.seconds)
+        if args.logs:
+            pathlib.Path(args.logs).mkdir(parents=True, exist_ok=True)
+            for log in home.parent.glob("*.log"):
+                shutil.copy(log, args.logs)
     rate, median, slowest, failures = several
     print(f"commits_per_s_contended_over_alone={rate / alone[0]:.2f}")
     print(f"every_statement_completed={'yes' if failures == 0 else f'no ({failures} failed)'} target=yes "
