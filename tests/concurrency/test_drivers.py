@@ -78,13 +78,18 @@ def test_c17_three_drivers_on_a_shared_metastore_write_each_entry_once(drivers, 
     # loses at most once more to each of the two that were deciding when it claimed (seqdedup/turns.py)
     most = max(s[2] for answer in done for s in answer["sent"])
     assert most <= turns.AFTER + 2, f"a statement lost {most} commit races"
-    # a lost race costs the commits missed, not a recovery: each driver recovers a state once, and again only where
-    # the winners' commits held a snapshot (one every 1,000 entries)
+    # a lost race costs the commits missed, not a recovery: each driver recovers a state once, and catches up over
+    # the winners' commits after, a routine snapshot they took (one every 1,000 entries) included
     logs = [driver.output() for driver in fleet]
     caught, recovered = (sum(len(re.findall(rf"\[default\.{c17.TOPIC}\] {word} ", log)) for log in logs)
                          for word in ("caught up", "recovered"))
-    print(f"C17, three drivers: {conflicts} lost races, {caught} catch-ups, {recovered} recoveries")
-    assert caught > 0 and recovered <= len(fleet) * 4, (caught, recovered, conflicts)
+    whole = [why for log in logs
+             for why in re.findall(r"recovering whole rather than catching up over [^:]*: (.*)", log)]
+    adopted = sum(len(re.findall(r"their snapshot \d+ adopted", log)) for log in logs)
+    print(f"C17, three drivers: {conflicts} lost races, {caught} catch-ups ({adopted} over a snapshot they took), "
+          f"{recovered} recoveries; recovered whole: {whole}")
+    # (beside each driver's first: a topic's creation by two drivers at once is a commit with no entry)
+    assert caught > 0 and recovered <= len(fleet) * 2, (caught, recovered, conflicts, whole)
     for driver in fleet:                # a lost race is the normal path: no ERROR, no stack trace in a driver's log
         logged = re.search(r"AlreadyExists|\n\s+at [\w$.]+\(", driver.output())
         assert logged is None, driver.output()[max(0, logged.start() - 1500):logged.end() + 500]

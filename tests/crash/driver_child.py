@@ -10,6 +10,7 @@ of its plan has returned; with --check, {"entries": [[producer, id], ...], "mark
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -44,13 +45,18 @@ def check(session) -> None:
 
 def main() -> None:
     home, metastore = sys.argv[1], sys.argv[2]
+    logging.basicConfig(stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("seqdedup.state").setLevel(logging.INFO)     # the catch-ups and recoveries drivers.py counts
     # the partitions a compaction merged are dropped 20 s after (not 10 minutes), and a commit decided on a state
     # checked over 10 s before looks again: within a fuzz run, numbers are freed while other drivers still decide
     SparkAdapter.COVERED_GRACE = 20.0
     session = seqdedup.connect(local_session(home, master="local[1]", metastore=metastore))
-    # compactions while drivers contend and get killed: every third commit unless told (drivers.py --compact-every)
+    # compactions while drivers contend and get killed: every third commit unless told (drivers.py --compact-every);
+    # and a snapshot every 20 entries, so that drivers catch up over the snapshots the others took (their chains of
+    # increments and full snapshots, adopted: seqdedup/topic_state.py's catch_up)
     session.create_topic(TOPIC, {"payload": "STRING"}, if_not_exists=True,
-                         compact_every_commits=int(os.environ.get("SEQDEDUP_FUZZ_COMPACT_EVERY", "3")))
+                         compact_every_commits=int(os.environ.get("SEQDEDUP_FUZZ_COMPACT_EVERY", "3")),
+                         snapshot_interval_entries=20)
     say(opened=os.getpid())
     if sys.argv[3] == "--check":
         check(session)

@@ -34,6 +34,9 @@ from tests import jvm
 from tests.metastore import PostgresServer
 
 CHILD = Path(__file__).with_name("driver_child.py")
+#: What the drivers' seqdedup.state lines say, counted in the result.
+STATE_LINES = {"catch-ups": "] caught up over", "over a snapshot of theirs": "adopted in",
+               "recoveries": "] recovered from snapshot"}
 
 
 def plans(rng: random.Random, drivers: int, statements: int) -> dict[str, list[list[tuple[str, int]]]]:
@@ -65,8 +68,10 @@ class Driver:
     acked: list = field(default_factory=list)
     conflicts: int = 0
     log: object = None
+    states: Counter = field(default_factory=Counter)   # how its states came up to date (its logs' seqdedup.state lines)
 
     def start(self, home: str, metastore: str) -> None:
+        self.count_states()
         self.log = tempfile.TemporaryFile("w+")
         self.process = subprocess.Popen(
             [sys.executable, str(CHILD), home, metastore, self.plan_file, self.name, str(self.next)],
@@ -81,6 +86,15 @@ class Driver:
                     self.next = item["acked"] + 1
                     self.acked.append(item)
                     self.conflicts += item["conflicts"]
+
+    def count_states(self) -> None:
+        """Add up the catch-ups (over another driver's snapshot too) and whole recoveries its last process logged."""
+        if self.log is None:
+            return
+        self.log.seek(0)
+        for line in self.log:
+            for what, said in STATE_LINES.items():
+                self.states[what] += said in line
 
     def kill(self) -> None:
         os.killpg(self.process.pid, signal.SIGKILL)
@@ -136,6 +150,7 @@ def run(drivers: int, kills: int, seed: int, statements: int, workdir: Path) -> 
             driver.process.wait()
             if problem := driver.failure():
                 raise AssertionError(problem)
+            driver.count_states()
         check = subprocess.run([sys.executable, str(CHILD), home, metastore, "--check"], capture_output=True,
                                text=True, timeout=600)
         report = next((json.loads(line) for line in check.stdout.splitlines() if line.startswith('{"entries"')), None)
@@ -145,6 +160,7 @@ def run(drivers: int, kills: int, seed: int, statements: int, workdir: Path) -> 
     return {
         "drivers": drivers, "kills": killed, "statements acknowledged": sum(len(d.acked) for d in fleet),
         "entries": len(wanted), "conflicts": sum(d.conflicts for d in fleet),
+        **sum((d.states for d in fleet), Counter()),
         "duplicates": sum(n - 1 for n in found.values() if n > 1),
         "lost": len(wanted - set(found)), "unplanned": len(set(found) - wanted),
         "lost entries": sorted(wanted - set(found))[:20],      # (producer, id): which, to replay a violation by hand
