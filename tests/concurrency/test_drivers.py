@@ -74,7 +74,7 @@ def test_c17_three_drivers_on_a_shared_metastore_write_each_entry_once(drivers, 
     written, duplicates, conflicts = (sum(s[i] for answer in done for s in answer["sent"]) for i in (0, 1, 2))
     assert (written, duplicates) == (len(expected), 3000 - len(expected))
     assert conflicts > 0                # the metastore refused some commits, and their statements decided again
-    # no statement starves: one that lost turns.AFTER races in a row claims a turn, and the others wait for it, so it
+    # no statement starves: one that lost turns.AFTER race claims a turn, and the others wait for it, so it
     # loses at most once more to each of the two that were deciding when it claimed (seqdedup/turns.py)
     most = max(s[2] for answer in done for s in answer["sent"])
     assert most <= turns.AFTER + 2, f"a statement lost {most} commit races"

@@ -35,7 +35,7 @@ from tests.metastore import PostgresServer
 
 CHILD = Path(__file__).with_name("driver_child.py")
 #: What the drivers' seqdedup.state lines say, counted in the result.
-STATE_LINES = {"catch-ups": "] caught up over", "over a snapshot of theirs": "adopted in",
+STATE_LINES = {"catch-ups": "] caught up over", "over a snapshot of theirs": " adopted) in ",
                "recoveries": "] recovered from snapshot"}
 
 
@@ -160,7 +160,7 @@ def run(drivers: int, kills: int, seed: int, statements: int, workdir: Path) -> 
     return {
         "drivers": drivers, "kills": killed, "statements acknowledged": sum(len(d.acked) for d in fleet),
         "entries": len(wanted), "conflicts": sum(d.conflicts for d in fleet),
-        **sum((d.states for d in fleet), Counter()),
+        **{what: sum(d.states[what] for d in fleet) for what in STATE_LINES},
         "duplicates": sum(n - 1 for n in found.values() if n > 1),
         "lost": len(wanted - set(found)), "unplanned": len(set(found) - wanted),
         "lost entries": sorted(wanted - set(found))[:20],      # (producer, id): which, to replay a violation by hand
