@@ -198,8 +198,9 @@ ROUTINE = ("snapshot", "increment")
 def catch_up(catalog: Catalog, adapter, ref: TopicRef, state: TopicState,
              published: frozenset[int]) -> TopicState | None:
     """``state`` moved forward over the commits other drivers published since it (``published`` as just listed):
-    their entries folded into the marks, as their own commits fold them, and the last routine snapshot one of them
-    took adopted as the state's (one read of the snapshot headers: the next snapshot extends its chain). None where
+    their entries folded into the marks, as their own commits fold them, and the routine snapshots they took adopted
+    as the state's (from the same query, which says which header rows won their commits; the snapshot headers are
+    read whole only where a winner is not recorded yet): the next snapshot extends their chain. None where
     something else changed, and the state must be recovered whole (``load``): a commit of theirs wrote another kind
     of snapshot (a purge, a policy's) or no entry (a policy change), a compaction merged one, a commit the state
     counted is gone, or another tool registered a partition. A driver that lost a commit's compare-and-set pays for
