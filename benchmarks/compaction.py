@@ -33,7 +33,7 @@ PRODUCERS = 10
 
 def build(engines: Engines, commits: int):
     """A session on a new namespace whose topic ``events`` has ``commits`` one-entry commits after its own."""
-    from seqdedup.extensions.spark import STAGING
+    from seqdedup.catalog.names import STAGING
 
     session = engines.fresh()
     spark = engines.spark

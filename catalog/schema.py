@@ -22,6 +22,8 @@ from typing import Iterable
 
 from sqlglot import exp
 
+from .names import SYSTEM
+
 #: Version of the catalog layout this code writes; a catalog marked with a higher one is refused.
 CATALOG_VERSION = 2
 
@@ -131,6 +133,7 @@ SYSTEM_COLUMNS = _types(
     _publish_time="timestamp",    # when the statement that wrote the entry ran
     _commit="bigint",             # the topic commit that wrote the entry: 1, 2, 3 ... (last: Spark partitions by it)
 )
+assert tuple(SYSTEM_COLUMNS) == SYSTEM
 
 
 #: Columns of ``<topic>_foreign``, the table a topic's foreign rows are moved into (``seqdedup topic quarantine``):

@@ -13,12 +13,11 @@ from typing import Callable, Iterator
 
 from sqlglot import exp
 
+from seqdedup.catalog.names import ARRIVAL
 from seqdedup.catalog.schema import (FOREIGN_COLUMNS, IN_CATALOG, SYSTEM_COLUMNS, create_table, foreign_commits,
                                      written_by_seqdedup)
 from seqdedup.catalog.state import literal
 
-#: The column that numbers loaded rows (a producer's messages) in their arrival order, from 0.
-ARRIVAL = "__sd_arrival"
 #: The named parameters bound now, per thread and adapter (``EngineAdapter.parameters``).
 _BOUND = threading.local()
 #: The threads that run reads alongside their callers' (``EngineAdapter.alongside``): started on first use, and

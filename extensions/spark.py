@@ -41,6 +41,7 @@ import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
+from seqdedup.catalog.names import ARRIVAL, SCRATCH, STAGING
 from seqdedup.catalog.schema import (COMMITS, FOREIGN_COLUMNS, IN_CATALOG, arrow_schema, catalog_table,
                                      create_table, foreign_commits, written_by_seqdedup)
 from seqdedup.catalog.state import literal
@@ -50,7 +51,7 @@ from seqdedup.failpoints import failpoint
 from seqdedup.sql.dialects import SparkAnsi
 from seqdedup.udfs.guards import SIGNATURES, guard_message
 
-from .base import ARRIVAL, Decided, EngineAdapter
+from .base import Decided, EngineAdapter
 from .spark_guards import guard_function, guard_jar
 
 log = logging.getLogger("seqdedup.compaction")
@@ -267,10 +268,6 @@ def _lock_home(home: Path, timeout: float | None) -> None:
     _homes[home] = file
 
 
-#: Where a topic's commits are staged, under the table's directory (a leading _ hides it from file listings).
-STAGING = "_seqdedup_commits"
-#: Where temporary tables are written, under the warehouse.
-SCRATCH = "_seqdedup_scratch"
 #: Up to this many rows, a relation made from Arrow is an inline table in the query (see ``SparkAdapter.relation``).
 INLINE_ROWS = 64
 

@@ -11,9 +11,9 @@ from typing import Iterator
 
 from sqlglot import exp
 
+from seqdedup.catalog.names import ARRIVAL
 from seqdedup.catalog.schema import CATALOG_TABLES
 from seqdedup.errors import TopicError
-from seqdedup.extensions.base import ARRIVAL
 
 
 def load(adapter, name: str, data, columns: list[str]) -> exp.Table:

@@ -28,9 +28,9 @@ from pathlib import Path
 
 from sqlglot import exp
 
+from seqdedup.catalog.names import RESERVED
 from seqdedup.catalog.schema import SYSTEM_COLUMNS
 from seqdedup.errors import SeqdedupError, SeqdedupWarning, TopicError
-from seqdedup.sql.rewrite import RESERVED
 
 FORMATS = {".json": "json", ".jsonl": "json", ".ndjson": "json", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
 ROW = "__sd_row"

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from seqdedup.catalog.names import ARRIVAL, HIGHEST, PRODUCER, SEQUENCE_ID
 from seqdedup.catalog.state import literal
 from seqdedup.errors import InvalidEntryError, TopicError
-from seqdedup.extensions.base import ARRIVAL
 
 from .frames import load
-from .receipts import HIGHEST, PRODUCER, SEQUENCE_ID, receipts
+from .receipts import receipts
 
 PREFIX = "KOP-PID-PREFIX-"
 #: The columns a record batch row must have, beside the topic's own.

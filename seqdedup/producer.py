@@ -31,16 +31,16 @@ from dataclasses import dataclass
 import sqlglot
 from sqlglot import exp
 
+from seqdedup.catalog.names import ARRIVAL, HIGHEST, PRODUCER, SEQUENCE_ID
 from seqdedup.catalog.state import literal
 from seqdedup.errors import (CatalogError, InvalidEntryError, NotRewrittenError, OutcomeUnknownError, PolicyError,
                              ProducerError, RewriteError, SeqdedupWarning, TopicError)
-from seqdedup.extensions.base import ARRIVAL
 
 from . import leases
 from .batching import Batcher, Batching, EntryFuture
 from .frames import load
 from .leases import Lease
-from .receipts import HIGHEST, PRODUCER, SEQUENCE_ID, Receipts, receipts as read_receipts
+from .receipts import Receipts, receipts as read_receipts
 
 log = logging.getLogger("seqdedup.producer")
 

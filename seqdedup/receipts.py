@@ -13,10 +13,7 @@ from typing import Iterable, Iterator
 
 from sqlglot import exp
 
-from seqdedup.extensions.base import ARRIVAL
-
-# Columns of the entries a client sent, one row per entry, numbered in arrival order by ARRIVAL.
-PRODUCER, SEQUENCE_ID, HIGHEST = "__sd_producer", "__sd_sequence_id", "__sd_highest"
+from seqdedup.catalog.names import ARRIVAL, HIGHEST, PRODUCER, SEQUENCE_ID
 
 
 @dataclass(frozen=True)

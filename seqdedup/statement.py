@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from seqdedup.catalog.names import HIGHEST, PRODUCER, RESERVED, SEQUENCE_ID
 from seqdedup.catalog.schema import STATEMENTS, SYSTEM_COLUMNS, arrow_schema, catalog_table
 from seqdedup.catalog.state import SnapshotHeader
 from seqdedup.errors import (CommitConflict, EngineError, InvalidEntryError, RewriteError, SeqdedupError, TopicError,
@@ -141,9 +142,9 @@ class Run:
             columns = self.describe(self.kept("values", lambda: statement.values))
         names = [name for name, _ in columns]
         ours = {e.alias for e in statement.values.expressions if isinstance(e, exp.Alias)}
-        clash = [n for n in names if (n.lower().startswith(rewrite.RESERVED) and n not in ours) or names.count(n) > 1]
+        clash = [n for n in names if (n.lower().startswith(RESERVED) and n not in ours) or names.count(n) > 1]
         if clash:
-            raise RewriteError(f"the SELECT gives the column {clash[0]!r}; names starting with {rewrite.RESERVED} are "
+            raise RewriteError(f"the SELECT gives the column {clash[0]!r}; names starting with {RESERVED} are "
                                "seqdedup's own: rename it (AS ...)")
         values = [n for n in names if n not in statement.key_columns]
         return self._targets(state, values), values
@@ -193,7 +194,7 @@ class Run:
     def refuse_invalid(self) -> None:
         """R4: NULL producer or ids, negative ids, highest below lowest: an InvalidEntryError naming the first such
         entry (run when a plan found some; reads the keys again, which only an error pays for)."""
-        p, s, h = (exp.column(c) for c in (rewrite.PRODUCER, rewrite.SEQUENCE_ID, rewrite.HIGHEST))
+        p, s, h = (exp.column(c) for c in (PRODUCER, SEQUENCE_ID, HIGHEST))
         problems = [
             (p.is_(exp.null()), "a NULL producer", "give every entry a producer name"),
             (s.is_(exp.null()), "a NULL sequence_id", "give every entry a sequence id"),

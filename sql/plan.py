@@ -46,7 +46,7 @@ import functools
 import sqlglot
 from sqlglot import exp
 
-from .rewrite import HIGHEST, PRODUCER, SEQUENCE_ID
+from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID, SYSTEM
 
 # Columns the steps add. The __sd_ prefix is refused in user columns (sql.rewrite), so they cannot collide.
 MARK = "__sd_mark"              # the producer's persisted mark before the statement (NULL: none)
@@ -66,8 +66,6 @@ OUTCOME = ["producer", "sent", "written", "duplicates", "first_position", "last_
 #: The message of the engine error that ``window_decisions``' ``refuse`` raises: the runner knows it by this, and
 #: names the invalid entries itself (seqdedup/statement.py).
 REFUSED = "seqdedup: an entry is invalid (R4)"
-#: The system columns every entry is written with, in the order the INSERT gives them.
-SYSTEM = ["_producer", "_sequence_id", "_highest_sequence_id", "_position", "_publish_time", "_commit"]
 
 #: A producer's ids are "dense" when they span at most this many positions per entry (plus SLACK); its positions
 #: then follow from its ids. A sparser producer (ids 0 and 2^62, say) is numbered by rank instead.
@@ -668,7 +666,7 @@ def insert_rows(topic: exp.Table, user_columns: list[str], value_columns: list[s
     """``INSERT INTO topic (user columns, system columns) SELECT ...`` of rows with keys and positions."""
     body = exp.select(*value_columns, PRODUCER, SEQUENCE_ID, HIGHEST, POSITION, publish_time.copy(),
                       exp.convert(commit)).from_(_source(rows, "w"))
-    return exp.insert(body, topic.copy(), columns=[exp.to_identifier(c, quoted=True) for c in user_columns + SYSTEM])
+    return exp.insert(body, topic.copy(), columns=[exp.to_identifier(c, quoted=True) for c in [*user_columns, *SYSTEM]])
 
 
 def describe(statement, *, kind: str, base: int, commit: int, publish_time: exp.Expression,

@@ -18,15 +18,12 @@ from typing import Callable
 import sqlglot
 from sqlglot import exp
 
+from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 from seqdedup.errors import RewriteError, at
 
 #: The functions seqdedup gives meaning to; anywhere else in a statement they are errors, never ignored.
 FUNCTIONS = ("is_not_dup", "dup_status", "last_sequence_id", "producer_state", "kafka_producer_name")
 
-#: The prefix of every column seqdedup adds to a statement; a user column may not start with it (it could collide).
-RESERVED = "__sd_"
-# Columns of the keys: each entry's producer, lowest and highest id.
-PRODUCER, SEQUENCE_ID, HIGHEST = "__sd_producer", "__sd_sequence_id", "__sd_highest"
 #: is_not_dup's arguments as written (the type check reads them before a COALESCE could convert them).
 ARGUMENTS = ("__sd_arg_producer", "__sd_arg_sequence_id", "__sd_arg_highest")
 

@@ -188,7 +188,7 @@ class Harness:
         is one table, with none)."""
         if self.engine.family != "spark":
             return []
-        from seqdedup.extensions.spark import STAGING
+        from seqdedup.catalog.names import STAGING
 
         adapter, ref = self.session.adapter, self.session.ref(topic)
         root = Path(adapter._location(ref).removeprefix("file:")) / STAGING

@@ -8,30 +8,51 @@ import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+#: The folders, lowest first; each is a package of seqdedup's (pyproject.toml's package-dir), the root last.
 LAYERS = ["udfs", "catalog", "sql", "extensions", "seqdedup"]
-PACKAGE = {"udfs": "seqdedup.udfs", "catalog": "seqdedup.catalog", "sql": "seqdedup.sql",
-           "extensions": "seqdedup.extensions"}
+PACKAGE = {folder: "seqdedup" if folder == "seqdedup" else f"seqdedup.{folder}" for folder in LAYERS}
+#: What every layer may import from the root package: the errors it raises and the crash tests' failpoints.
+SHARED = ("seqdedup.errors", "seqdedup.failpoints")
 
 
-def _imports(path: pathlib.Path) -> set[str]:
+def _imports(path: pathlib.Path, package: str) -> set[str]:
+    """Every module ``path`` imports, in functions too, its relative imports resolved against ``package``."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            parts = package.split(".")
+            base = ".".join(parts[:len(parts) - node.level + 1])
+            # (``from . import leases``: the names are modules)
+            found |= {f"{base}.{node.module}"} if node.module else {f"{base}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
             found.add(node.module)
     return found
 
 
-def test_layers_import_only_downwards():
+def _rank(module: str) -> int | None:
+    """The layer of a module of seqdedup's (the most specific package that holds it); None for any other module
+    and for the root's modules every layer may import."""
+    if module.startswith(SHARED):
+        return None
+    held = [rank for rank, folder in enumerate(LAYERS)
+            if module == PACKAGE[folder] or module.startswith(PACKAGE[folder] + ".")]
+    return min(held, default=None)
+
+
+def test_layers_import_only_downwards_and_only_errors_and_failpoints_from_the_root():
+    imports = 0
     for rank, folder in enumerate(LAYERS):
         for path in (ROOT / folder).rglob("*.py"):
-            for module in _imports(path):
-                for above in LAYERS[rank + 1:]:
-                    name = PACKAGE.get(above)
-                    assert not (name and module.startswith(name)), f"{path} imports {module} from a layer above"
+            package = ".".join([PACKAGE[folder], *path.relative_to(ROOT / folder).parts[:-1]])
+            for module in _imports(path, package):
+                imports += 1
+                above = _rank(module)
+                assert above is None or above <= rank, f"{path.relative_to(ROOT)} imports {module}, a layer above"
                 if folder != "extensions":
                     assert module.split(".")[0] not in ("duckdb", "pyspark"), f"{path} imports the engine {module}"
+    assert imports > 500        # (the walk found the sources)
 
 
 def test_import_seqdedup_without_pyspark_or_duckdb_loaded():
