@@ -11,8 +11,15 @@ than from the module of whoever used it first.
 """
 from __future__ import annotations
 
-#: The system columns of a topic, in the order a statement writes them.
-SYSTEM = ("_producer", "_sequence_id", "_highest_sequence_id", "_position", "_publish_time", "_commit")
+#: The system columns of a topic, after the user's own, in the order a statement writes them.
+SYSTEM = (
+    "_producer",              # the producer name
+    "_sequence_id",           # the entry's (lowest) sequence id
+    "_highest_sequence_id",   # max(highest_sequence_id, sequence_id): equal to _sequence_id for a single message
+    "_position",              # the message id: unique, increasing in commit order, from 1; not dense
+    "_publish_time",          # when the statement that wrote the entry ran
+    "_commit",                # the topic commit that wrote the entry: 1, 2, 3 ... (last: Spark partitions by it)
+)
 
 RESERVED = "__sd_"
 #: An entry's keys as a statement's plan and the clients carry them: its producer, lowest and highest id.

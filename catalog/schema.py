@@ -124,16 +124,9 @@ ADDED_COLUMNS = {"seqdedup_statements": ("out_of_order", "attempt"), "producer_s
 #: process writes.
 ATTEMPT = exp.cast(exp.Placeholder(this="__sd_attempt"), "text")
 
-#: Columns seqdedup adds to every topic, after the user's own.
-SYSTEM_COLUMNS = _types(
-    _producer="text",             # the producer name
-    _sequence_id="bigint",        # the entry's (lowest) sequence id
-    _highest_sequence_id="bigint",  # max(highest_sequence_id, sequence_id): equal to _sequence_id for a single message
-    _position="bigint",           # the message id: unique, increasing in commit order, from 1; not dense
-    _publish_time="timestamp",    # when the statement that wrote the entry ran
-    _commit="bigint",             # the topic commit that wrote the entry: 1, 2, 3 ... (last: Spark partitions by it)
-)
-assert tuple(SYSTEM_COLUMNS) == SYSTEM
+#: Columns seqdedup adds to every topic, after the user's own, with their types (what each holds: ``names.SYSTEM``).
+SYSTEM_COLUMNS = dict(zip(SYSTEM, map(exp.DataType.build,
+                                      ("text", "bigint", "bigint", "bigint", "timestamp", "bigint")), strict=True))
 
 
 #: Columns of ``<topic>_foreign``, the table a topic's foreign rows are moved into (``seqdedup topic quarantine``):

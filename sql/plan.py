@@ -48,7 +48,8 @@ from sqlglot import exp
 
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID, SYSTEM
 
-# Columns the steps add. The __sd_ prefix is refused in user columns (sql.rewrite), so they cannot collide.
+# Columns the steps add. Their prefix (catalog.names.RESERVED) is refused in user columns (seqdedup/statement.py),
+# so they cannot collide.
 MARK = "__sd_mark"              # the producer's persisted mark before the statement (NULL: none)
 ACCEPTED = "__sd_accepted"      # the decision: TRUE written, FALSE duplicate, NULL undecided (a straddle)
 POSITION = "__sd_position"      # the entry's position

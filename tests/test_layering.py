@@ -1,5 +1,6 @@
-"""The folders depend one way (udfs <- catalog <- sql <- extensions <- seqdedup), and only extensions/ imports an
-engine; ``import seqdedup`` works without pyspark."""
+"""The folders depend one way (udfs <- catalog <- sql <- extensions <- seqdedup), the lower ones taking only errors and
+failpoints from the root package, and only extensions/ imports an engine; ``import seqdedup`` works without
+pyspark."""
 from __future__ import annotations
 
 import ast
