@@ -30,7 +30,7 @@ from common import median, timed  # noqa: E402
 
 TARGET_S = 5.0
 #: One new process that opens a Spark Connect session and runs one statement.
-FLOOR = ("import sys; from seqdedup.extensions.connect_server import remote_session; "
+FLOOR = ("import sys; from seqdedup.extensions.spark.connect_server import remote_session; "
          "remote_session(sys.argv[1]).sql('SELECT 1').collect()")
 
 
@@ -80,7 +80,7 @@ def main() -> None:
             local = timed(subprocess.run, [sys.executable, "-m", "seqdedup", "topic", "create", "local", "-c",
                                            "payload:STRING", "--engine", "spark", "-d", str(folder / "local-home")],
                           cwd=folder, check=True, capture_output=True)[0]
-            from seqdedup.extensions.connect_server import remote_session
+            from seqdedup.extensions.spark.connect_server import remote_session
 
             spark = remote_session(url)
             spark.sql("SELECT 1").collect()

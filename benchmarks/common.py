@@ -54,7 +54,7 @@ class Engines:
 
             self.spark = local_session(tmp / "spark-home", master="local[2]", metastore=metastore)
         elif name == "connect":
-            from seqdedup.extensions.connect_server import start_local_server
+            from seqdedup.extensions.spark.connect_server import start_local_server
 
             self.server = start_local_server(tmp / "connect-home")
             self.spark = self.server.session()

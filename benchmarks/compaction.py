@@ -39,7 +39,7 @@ def build(engines: Engines, commits: int):
     spark = engines.spark
     session.create_topic("events", {"payload": "STRING"}, compact_every_commits="never")    # commit 1
     ref = session.ref("events")
-    table = session.adapter._table_location(ref.table).removeprefix("file:")
+    table = session.adapter.files.table_location(ref.table).removeprefix("file:")
     first, last = 2, commits + 1
     # commit c holds one entry: position c - 1, producer p<c % 10>, sequence id c
     rows = spark.sql(f"SELECT concat('payload-', id) AS payload, concat('p', id % {PRODUCERS}) AS _producer, id AS "

@@ -41,7 +41,7 @@ def bulk(engines: Engines, session, start: int, end: int, commit: int) -> None:
         return
     spark, adapter = engines.spark, session.adapter
     ref = session.ref("events")
-    directory = f"{adapter._location(ref)}/_seqdedup_commits/{commit}-bulk"
+    directory = f"{adapter.files.location(ref)}/_seqdedup_commits/{commit}-bulk"
     frame = spark.sql(select.format(f"(SELECT id AS i FROM range({start}, {end}))"))
     frame.selectExpr("payload", "producer AS _producer", "seq AS _sequence_id", "seq AS _highest_sequence_id",
                      "position AS _position", "at AS _publish_time").write.parquet(directory)

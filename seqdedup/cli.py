@@ -43,7 +43,7 @@ def _session(args):
 
     if args.remote:
         if args.spark is None:          # one Connect session per command, released by main()
-            from seqdedup.extensions.connect_server import remote_session
+            from seqdedup.extensions.spark.connect_server import remote_session
 
             args.spark = remote_session(args.remote)
         target = args.spark
@@ -408,7 +408,7 @@ def cmd_demo(args) -> None:
 
 def cmd_connect_server(args) -> None:
     """Start a Spark Connect server with seqdedup's settings, its catalog in the Spark home, and run until stopped."""
-    from seqdedup.extensions.connect_server import start_local_server
+    from seqdedup.extensions.spark.connect_server import start_local_server
 
     # SIGTERM stops it as Ctrl-C does (the server is a process group of its own, which the terminal's signal misses);
     # one that comes while the server starts stops it at exit (start_local_server)

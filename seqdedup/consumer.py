@@ -6,7 +6,7 @@ atomic write, so that a consumer killed at any moment resumes where its last sto
 nothing is counted twice. Here the results are rows of an output table and the message id is the topic's
 ``_position``. Each batch of ``consume`` is one commit of the output table (``Writer.commit``): the output rows
 and the row of ``seqdedup_consumers`` recording the position they cover become visible together, or not at all
-(DuckDB: one transaction; Spark: one partition registration, see extensions/spark.py).
+(DuckDB: one transaction; Spark: one partition registration, see extensions/spark/commits.py).
 
 Example:
     >>> import seqdedup

@@ -5,7 +5,7 @@ on the engine itself (``INSERT INTO events (payload) VALUES (...)``) writes rows
 published: *foreign* rows. A row is foreign when one of its system columns is NULL or, on Spark, when it lies in a
 partition seqdedup did not publish: the one a plain INSERT makes for a NULL ``_commit``
 (``__HIVE_DEFAULT_PARTITION__``), or a ``_commit = N`` partition whose directory is not one seqdedup staged
-(``catalog.schema.written_by_seqdedup``, ``extensions.spark._staged``).
+(``catalog.schema.written_by_seqdedup``, ``extensions.spark.layout.staged``).
 
 - Every read seqdedup makes of a topic's entries (the state's replay, recovery, readers and consumers, positions)
   keeps to its own rows. A foreign partition's number never counts as a published commit, and no commit of

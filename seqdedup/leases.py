@@ -8,7 +8,7 @@ fall on that statement's entries and be dropped as duplicates, with receipts tha
 That is the whole of R14 where no other process can write the database while it is open (DuckDB locks its file, a
 local Spark home is locked by its process). Where several Spark drivers share a Hive metastore, a producer with a
 name of the user's also holds a *lease* on (topic, name) in the adapter's ``lease_store``
-(extensions/hive_leases.py), which a statement of another driver reads too:
+(extensions/spark/leases.py), which a statement of another driver reads too:
 
 - **claim** (``Lease.acquire``): the lease's epochs are listed and the latest one read. If its holder renewed it
   within its lease time and has not released it, the claim is refused with a ProducerError naming that holder and

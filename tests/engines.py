@@ -59,7 +59,7 @@ def connect_session(home: str):
     home of its own: the server is another process, and embedded Derby admits one)."""
     global _connect
     if _connect is None:
-        from seqdedup.extensions.connect_server import start_local_server
+        from seqdedup.extensions.spark.connect_server import start_local_server
 
         server = start_local_server(f"{home}-connect")
         _connect = server.session()
@@ -191,8 +191,8 @@ class Harness:
         from seqdedup.catalog.names import STAGING
 
         adapter, ref = self.session.adapter, self.session.ref(topic)
-        root = Path(adapter._location(ref).removeprefix("file:")) / STAGING
-        read = {Path(location.removeprefix("file:")).name for _, location in adapter._partitions(ref.table)}
+        root = Path(adapter.files.location(ref).removeprefix("file:")) / STAGING
+        read = {Path(location.removeprefix("file:")).name for _, location in adapter.partitions.listing(ref.table)}
         return sorted(path.name for path in root.iterdir() if path.name not in read) if root.is_dir() else []
 
     def ids(self, producer: str, topic: str = "events") -> list[int]:

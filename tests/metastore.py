@@ -1,5 +1,5 @@
 """A PostgreSQL server of the tests' own, for a shared Hive metastore: started in a temporary folder on a free
-loopback port, with the metastore's schema created whole (``seqdedup.extensions.metastore``), and stopped after.
+loopback port, with the metastore's schema created whole (``seqdedup.extensions.spark.metastore``), and stopped after.
 
 No system service: ``initdb`` and ``pg_ctl`` from Debian's ``postgresql`` package (``./dev`` installs it), run as
 the unprivileged ``postgres`` user when the tests run as root (the server refuses to run as root).
@@ -65,7 +65,7 @@ class PostgresServer:
 
     def metastore(self, name: str = "metastore") -> str:
         """A new database with a Hive metastore's schema; its JDBC URL."""
-        from seqdedup.extensions.metastore import create_schema
+        from seqdedup.extensions.spark.metastore import create_schema
 
         url = self.database(name)
         create_schema(url)

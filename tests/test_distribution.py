@@ -58,8 +58,8 @@ def test_the_wheel_ships_py_typed_the_license_and_the_metadata(tmp_path):
         info = next(name.split("/")[0] for name in names if name.endswith(".dist-info/METADATA"))
         metadata = importlib.metadata.PathDistribution(zipfile.Path(wheel, info + "/")).metadata
         assert "seqdedup/py.typed" in names
-        assert "seqdedup/extensions/spark-log4j2.properties" in names     # given to the Spark drivers seqdedup starts
-        assert "seqdedup/extensions/jvm/Guard.java" in names       # the guards for Spark, compiled on first use
+        assert "seqdedup/extensions/spark/log4j2.properties" in names     # given to the Spark drivers seqdedup starts
+        assert "seqdedup/extensions/spark/jvm/Guard.java" in names       # the guards for Spark, compiled on first use
         assert f"{info}/licenses/LICENSE" in names
         _says_what_a_user_looks_for(metadata)
 

@@ -11,8 +11,8 @@ import seqdedup
 
 MODULES = sorted(m.name for m in pkgutil.walk_packages(seqdedup.__path__, "seqdedup."))
 MODULES += ["seqdedup"] + sorted(
-    f"{pkg}.{m.name}" for pkg in ("seqdedup.udfs", "seqdedup.catalog", "seqdedup.sql", "seqdedup.extensions")
-    for m in pkgutil.iter_modules(importlib.import_module(pkg).__path__))
+    m.name for pkg in ("seqdedup.udfs", "seqdedup.catalog", "seqdedup.sql", "seqdedup.extensions")
+    for m in pkgutil.walk_packages(importlib.import_module(pkg).__path__, f"{pkg}."))
 MODULES = sorted(set(MODULES) - {"seqdedup.__main__"})
 
 

@@ -347,7 +347,7 @@ def test_an_empty_batch_writes_nothing_and_changes_nothing(db):
 
 def test_an_empty_table_as_the_source_writes_nothing_and_changes_nothing(db):
     """A table with no rows (on Spark, a Parquet table with no file: a read that may run no task, after which Spark
-    records none of the aggregates a write observes; see ``_Observed``)."""
+    records none of the aggregates a write observes; see ``extensions.spark.frames.Observed``)."""
     using = " USING parquet" if db.harness.engine.family == "spark" else ""
     db.harness.around(f"CREATE TABLE IF NOT EXISTS empty_source (producer STRING, seq BIGINT, payload STRING){using}")
     ref = db.session.ref("events")

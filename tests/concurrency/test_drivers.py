@@ -265,7 +265,7 @@ def test_r14_one_live_producer_per_name_across_drivers(drivers):
 def test_r14_one_live_producer_per_name_across_spark_connect_clients(tmp_path):
     """The leases are SQL only: two Spark Connect clients (no JVM of their own) of one server, in two processes.
     About 100 s on 2 cores (a server, a catalog made through it), so it runs with SEQDEDUP_CONNECT=all (conftest)."""
-    from seqdedup.extensions.connect_server import start_local_server
+    from seqdedup.extensions.spark.connect_server import start_local_server
 
     server = start_local_server(tmp_path / "server")
     a, b = Driver(str(tmp_path), remote=server.url), Driver(str(tmp_path), remote=server.url)

@@ -28,7 +28,7 @@ from sqlglot import exp
 from seqdedup.catalog.schema import LEASE_COLUMNS, LEASE_PARTITIONS, LEASES_TABLE, create_table, in_catalog
 from seqdedup.errors import EngineError, already_exists
 
-from .spark import _causes
+from .errors import causes
 
 #: Property keys of a lease's epoch are this followed by the name a ``seqdedup.leases.Record`` reads.
 PREFIX = "seqdedup."
@@ -117,7 +117,7 @@ class HiveLeases:
             self.adapter.execute(exp.Alter(this=self.table.copy(), kind="TABLE", actions=[exp.AddPartition(
                 this=self._partition(key, epoch), location=exp.LocationProperty(this=exp.Literal.string(location)))]))
         except EngineError as error:
-            if already_exists(" / ".join(_causes(error.__cause__ or error))):
+            if already_exists(" / ".join(causes(error.__cause__ or error))):
                 return False
             raise
         return True
@@ -145,13 +145,13 @@ class HiveLeases:
                 exp.PartitionedByProperty(this=exp.Schema(expressions=[
                     exp.to_identifier(name) for name in LEASE_PARTITIONS])),
                 exp.FileFormatProperty(this=exp.Var(this="PARQUET"), hive_format=True)]))
-            self.adapter._precreate(self.table)
+            self.adapter.files.precreate(self.table)
             try:
                 self.adapter.execute(create)
             except EngineError as error:      # another driver created it at the same moment
                 if not already_exists(error):
                     raise
-        return self.adapter._table_location(self.table)
+        return self.adapter.files.table_location(self.table)
 
     @staticmethod
     def _partition(key: str, epoch: int | None = None) -> exp.Partition:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from seqdedup.errors import EngineError
 
-from .spark import POSTGRESQL_JAR, metastore_settings
+from .session import POSTGRESQL_JAR, metastore_settings
 
 
 def _jars() -> Path:

@@ -5,8 +5,9 @@ seqdedup's message while Spark resolves the call.
 A SQL function (``RETURN raise_error(...)``) fails only when it runs, and Spark checks an INSERT's column count
 first: the statement a Spark user writes first, ``INSERT INTO events SELECT payload FROM staging WHERE
 is_not_dup(producer, seq)``, got ``INSERT_COLUMN_ARITY_MISMATCH`` naming the topic's system columns. A function
-backed by a class is resolved before that check (extensions/jvm/Guard.java says how it refuses). Registered in the
-metastore too (``CREATE FUNCTION``), it answers every session on that metastore, where the name was unresolved.
+backed by a class is resolved before that check (jvm/Guard.java, beside this module, says how it refuses).
+Registered in the metastore too (``CREATE FUNCTION``), it answers every session on that metastore, where the name
+was unresolved.
 
 The classes are compiled here, once per machine and message, with the JDK's ``javac`` against pyspark's jars, into a
 jar in the user's cache. Without a JDK the guards stay SQL functions, as before.
@@ -24,17 +25,22 @@ import os
 import shutil
 import subprocess
 import tempfile
+import weakref
 import zipfile
 from pathlib import Path
 
 from sqlglot import exp
 
+from seqdedup.errors import EngineError, already_exists
 from seqdedup.udfs.guards import SIGNATURES, guard_message
 
 log = logging.getLogger("seqdedup.spark")
 
 PACKAGE = "seqdedup.guards"
 BASE = Path(__file__).with_name("jvm") / "Guard.java"
+#: The SparkSessions seqdedup's temporary functions are registered in (they live as long as the session): a second
+#: ``connect`` on one session does not register them again.
+_REGISTERED: "weakref.WeakSet" = weakref.WeakSet()
 
 
 def guard_class(name: str) -> str:
@@ -129,3 +135,45 @@ def guard_jar() -> Path | None:
                  detail)
         return None
     return jar
+
+
+def register_functions(adapter) -> None:
+    """Register the guards in ``adapter``'s session: as classes where the guard jar can be had (``guard_jar``:
+    refused as Spark resolves the call, before its column-count check), else as SQL functions that fail when they
+    run. A server that cannot load the jar (Spark Connect on another machine) gets the SQL functions."""
+    if adapter.spark in _REGISTERED:
+        return
+    jar = guard_jar()
+    for name, signatures in SIGNATURES.items():
+        if jar is not None:
+            try:
+                adapter.execute(guard_function(name, jar, temporary=True))
+                continue
+            except EngineError:
+                jar = None
+        longest = max(signatures, key=len)
+        shortest = min(len(s) for s in signatures)
+        params = ", ".join(f"{a} {'STRING' if a in ('producer', 'topic') else 'BIGINT'}"
+                           + (" DEFAULT NULL" if i >= shortest else "") for i, a in enumerate(longest))
+        message = exp.func("raise_error", exp.Literal.string(guard_message(name))).sql(dialect=adapter.DIALECT)
+        adapter.execute(f"CREATE OR REPLACE TEMPORARY FUNCTION {name}({params}) RETURNS BOOLEAN RETURN {message}")
+    body = exp.func("concat", exp.Literal.string("KOP-PID-PREFIX-"), exp.column("producer_id"),
+                    exp.Literal.string("-"), exp.column("producer_epoch")).sql(dialect=adapter.DIALECT)
+    adapter.execute("CREATE OR REPLACE TEMPORARY FUNCTION kafka_producer_name(producer_id BIGINT, "
+                 f"producer_epoch BIGINT) RETURNS STRING RETURN {body}")
+    _REGISTERED.add(adapter.spark)
+
+def keep_guards(adapter) -> None:
+    """Keep the guards as functions of the catalog's database in the metastore, so that a session that never called
+    ``seqdedup.connect`` (another application, a notebook's ``%sql``) gets seqdedup's message for
+    ``is_not_dup``, not UNRESOLVED_ROUTINE. They name the guard jar by its path on this machine: a session
+    elsewhere that cannot read it gets Spark's error for the missing jar instead."""
+    jar = guard_jar()
+    if jar is None:
+        return
+    for name in SIGNATURES:
+        try:
+            adapter.execute(guard_function(name, jar, temporary=False))
+        except EngineError as error:
+            if not already_exists(error):      # (a catalog table added to an older catalog, another driver)
+                raise

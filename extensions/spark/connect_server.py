@@ -82,7 +82,8 @@ def start_local_server(home: str | Path, master: str = "local[2]", timeout: floa
     connections."""
     import pyspark
 
-    from .spark import SETTINGS, _lock_home, derby_settings, local_settings, metastore_settings
+    from .calls import SETTINGS
+    from .session import derby_settings, local_settings, lock_home, metastore_settings
 
     home = Path(home).resolve()
     home.mkdir(parents=True, exist_ok=True)
@@ -94,7 +95,7 @@ def start_local_server(home: str | Path, master: str = "local[2]", timeout: floa
                 raise EngineError(f"port {port} is in use (another Spark Connect server?); give another port, or "
                                   "stop the process that has it")
     if metastore is None:
-        _lock_home(home, lock_timeout)
+        lock_home(home, lock_timeout)
     conf = {"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(port),
             "spark.sql.catalogImplementation": "hive", **local_settings(home),
             **(derby_settings(home) if metastore is None else metastore_settings(metastore)),

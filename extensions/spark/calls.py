@@ -1,0 +1,100 @@
+"""What each of seqdedup's Spark calls runs under, whatever session it runs on: the runtime settings it needs
+(``SETTINGS``, held while the call runs and put back after) and whether a statement writes (a read-only session
+refuses those)."""
+from __future__ import annotations
+
+import contextlib
+import threading
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import sqlglot
+from sqlglot import exp
+
+from seqdedup.sql.dialects import SparkAnsi
+
+from .frames import is_remote
+
+def writes(statement: exp.Expression | str) -> bool:
+    """Whether a statement changes stored data (a read, or a temporary view or function, does not).
+
+    Example:
+        >>> writes("CREATE OR REPLACE TEMPORARY VIEW v AS SELECT 1"), writes("INSERT INTO t SELECT 1")
+        (False, True)
+    """
+    if isinstance(statement, str):
+        try:
+            statement = sqlglot.parse_one(statement, read=SparkAnsi)
+        except sqlglot.errors.ParseError:
+            return True
+    if isinstance(statement, (exp.Query, exp.Describe, exp.Show, exp.Use, exp.Set)):
+        return False
+    if isinstance(statement, exp.Command):   # what sqlglot does not parse: SHOW ..., EXPLAIN ... read
+        return str(statement.this).upper() not in ("SHOW", "EXPLAIN")
+    if isinstance(statement, exp.Create):
+        properties = statement.args.get("properties")
+        return not (properties and any(isinstance(p, exp.TemporaryProperty) for p in properties.expressions))
+    if isinstance(statement, exp.Drop):
+        return not statement.args.get("temporary")
+    return True
+
+
+#: Runtime SQL settings seqdedup's Spark calls need, whatever session they run on: a user's own session may lack
+#: them, and seqdedup sets them on it only while one of its calls runs (``held_settings``), then puts back what it
+#: found.
+SETTINGS = {
+    # A replay prunes a topic's partitions by ``_commit >= n``, a filter an embedded Derby metastore cannot evaluate
+    # on a BIGINT partition column (INTERNAL_ERROR_HIVE_METASTORE_PARTITION_FILTER); Spark then lists the
+    # partitions and prunes them itself.
+    "spark.sql.hive.metastorePartitionPruningFallbackOnException": "true",
+    # seqdedup reads and writes Spark SQL in ANSI mode (sql/dialects.py): a bad cast or an overflow fails, as on
+    # DuckDB, rather than giving NULL.
+    "spark.sql.ansi.enabled": "true",
+}
+
+
+@dataclass
+class _Held:
+    """SETTINGS as seqdedup holds them on one SparkSession."""
+
+    calls: int = 0                                  # seqdedup's Spark calls running on the session now
+    found: dict = field(default_factory=dict)       # setting -> the session's value before them (None: unset)
+
+
+_held: dict[int, _Held] = {}        # id(SparkSession) -> what seqdedup holds on it
+_held_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def held_settings(spark) -> Iterator[None]:
+    """SETTINGS on ``spark`` while one of seqdedup's calls runs on it, from any thread or adapter: the first call in
+    sets those the session lacks, the last one out puts back what it found (unsets what was unset)."""
+    conf = spark.conf
+    with _held_lock:
+        held = _held.setdefault(id(spark), _Held())
+        if not held.calls:
+            lacking = {key: value for (key, value), now in zip(SETTINGS.items(), _values(spark, list(SETTINGS)))
+                       if now != value}
+            explicit = conf.getAll if lacking else {}      # (a session seqdedup started has them all)
+            held.found = {key: explicit.get(key) for key in lacking}
+            for key, value in lacking.items():
+                conf.set(key, value)
+        held.calls += 1
+    try:
+        yield
+    finally:
+        with _held_lock:
+            held.calls -= 1
+            if not held.calls:
+                for key, value in held.found.items():
+                    conf.unset(key) if value is None else conf.set(key, value)
+
+
+def _values(spark, keys: list[str]) -> tuple:
+    """The session's values of the settings ``keys``: one request on Spark Connect, where ``conf.get`` is one each
+    (``held_settings`` asks at each of seqdedup's calls)."""
+    client = getattr(spark, "client", None) if is_remote(spark) else None
+    if hasattr(client, "get_configs"):
+        return client.get_configs(*keys)
+    return tuple(spark.conf.get(key) for key in keys)
+

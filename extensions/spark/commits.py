@@ -1,0 +1,241 @@
+"""The commit protocol on Spark, which has no transactions: a commit's topic rows are staged in a directory nobody
+reads, then published by registering it as the partition ``_commit = N`` (one metastore operation, a compare-and-set
+where several drivers write); which catalog rows count (``visible``) follows from the published partitions and, where
+several drivers write, from each commit's winning attempt."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import uuid
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from sqlglot import exp
+
+from seqdedup.catalog.names import STAGING
+from seqdedup.catalog.schema import COMMITS, arrow_schema, catalog_table
+from seqdedup.errors import CommitConflict, EngineError, already_exists
+
+from ..base import Decided
+from .collaborator import Collaborator
+from .errors import causes
+from .frames import Observed
+from .layout import local_path, remove_directory, staging_name
+
+
+@dataclass
+class _OpenCommit:
+    number: int
+    published: set[int] | None      # the topic's published commits when it opened, once asked (one writer: they
+                                    # stay so)
+    directory: str | None = None    # where its topic rows were staged, once they were
+    attempt: str = field(default_factory=lambda: uuid.uuid4().hex)    # names its staging directory
+
+
+@dataclass
+class _Winners:
+    """What one topic's published commits are known to be, where several drivers write (``visible_commits``)."""
+
+    published: frozenset[int]       # as of this set of published commits
+    described: dict[int, str]       # commit -> the attempt whose directory its partition names (no COMMITS row)
+
+
+class Commits(Collaborator):
+    def __init__(self, adapter):
+        super().__init__(adapter)
+        self._open: dict[str, _OpenCommit] = {}     # topic key -> its commit in progress
+        self._winners: dict[str, _Winners] = {}     # topic key -> its commits' winners (several drivers)
+
+    def published(self, topic) -> set[int]:
+        """The commits seqdedup published: the partitions of the topic whose directory it staged (``staged``), and
+        the commits a compacted one holds; any other partition is foreign (``foreign_partitions``), whatever its
+        number."""
+        return self.adapter.partitions.layout(topic).published
+
+    def last_published(self, topic) -> int:
+        return max(self.published(topic), default=0)
+
+    def visible(self, topic, *, include_open: bool = True) -> exp.Expression:
+        """Rows without an attempt count once their commit is published and below every failed one. Where several
+        drivers write, a row's attempt must be its commit's winner: the COMMITS row the winner adds after its
+        partition is registered, or, if it has not (yet), the attempt its partition's directory names."""
+        current = self._open.get(topic.key) if include_open else None
+        if current is not None and current.published is None:
+            current.published = self.published(topic)
+        published = current.published if current else self.published(topic)
+        top = max(published, default=0)
+        column, attempt = exp.column("commit_id"), exp.column("attempt")
+        visible = column.copy() <= exp.convert(top)
+        failed = sorted(set(range(1, top + 1)) - published)    # commits that wrote rows but were never published
+        if failed:
+            visible = exp.and_(visible, exp.not_(column.copy().isin(*failed)))
+        mine = column.eq(current.number) if current else None
+        if self.adapter.exclusive:
+            return exp.or_(visible, mine) if current else visible
+        pair = exp.Tuple(expressions=[column.copy(), attempt.copy()])
+        logged = exp.select("commit_id", "attempt").from_(catalog_table("seqdedup_commits")).where(
+            exp.column("topic").eq(exp.Literal.string(topic.key)))
+        visible = exp.or_(exp.and_(attempt.is_(exp.null()), visible), exp.In(this=pair, query=logged.subquery()))
+        described = self._described(topic, frozenset(published))
+        for number, winner in sorted(described.items()):
+            visible = exp.or_(visible, exp.and_(column.eq(exp.convert(number)), attempt.eq(exp.convert(winner))))
+        if current:
+            visible = exp.or_(visible, exp.and_(mine, attempt.eq(exp.convert(current.attempt))))
+        return visible
+
+    def _described(self, topic, published: frozenset[int]) -> dict[int, str]:
+        """The winners of published commits whose attempt wrote catalog rows but no COMMITS row (it died between
+        registering its partition and adding the row, or is in between now): read from their partitions."""
+        known = self._winners.get(topic.key)
+        if known is not None and known.published == published:
+            return known.described
+        described = dict(known.described) if known else {}
+        key = exp.column("topic").eq(exp.Literal.string(topic.key))
+        logged = exp.select("commit_id").from_(catalog_table("seqdedup_commits")).where(key.copy())
+        tagged = exp.union(*[exp.select("commit_id").from_(catalog_table(name)).where(
+            exp.and_(key.copy(), exp.column("attempt").is_(exp.not_(exp.null())),
+                     exp.not_(exp.In(this=exp.column("commit_id"), query=logged.subquery()))))
+            for name in ("producer_sequences", "seqdedup_statements", "seqdedup_consumers")], distinct=True)
+        wanted = {number for (number,) in self.adapter.fetchall(tagged)
+                  if number in published and number not in described}
+        if wanted:
+            locations = {int(value): location for value, location in self.adapter.partitions.listing(topic.table)
+                         if value.isdigit() and int(value) in wanted}
+            for number in wanted & set(locations):   # (a compaction logs its commits' winners before it merges)
+                described[number] = self._partition_attempt(topic, number, locations.get(number))
+        self._winners[topic.key] = _Winners(published, described)
+        return described
+
+    def _partition_attempt(self, topic, number: int, location: str | None) -> str:
+        """The attempt whose staging directory (``<commit>-<attempt>-<n>``) the partition of commit ``number`` is;
+        its location read from the metastore if not given."""
+        return staging_name(location or self.adapter.partitions.directory_of(topic.table, number))[1]
+
+    def attempt(self, topic) -> str | None:
+        return None if self.adapter.exclusive else self._open[topic.key].attempt
+
+    def open(self, topic, commit: int) -> None:
+        self.adapter.check_writable(None, f"a commit of {topic.key}")     # refused before the statement does any work
+        self._open[topic.key] = _OpenCommit(commit, None)
+
+    def write(self, topic, insert: exp.Insert, *, counted: bool = True) -> int | None:
+        """Stage the rows ``insert`` writes as the open commit's; their count when ``counted`` (else None)."""
+        current = self._open[topic.key]
+        names = [column.name for column in insert.this.expressions]
+        current.directory, written = self.stage(topic, insert.expression, names, current.number, counted=counted)
+        return written
+
+    def write_decided(self, topic, decided, keep, insert_for, metrics, outcome, last, proceed, name):
+        """One job: the decided rows are observed (the metrics, and the outcome of each producer's last row, as a
+        list) on their way to the commit's directory, whatever the metrics say (the caller discards them)."""
+        F = self.F
+
+        named = exp.func("named_struct", *[part for e in outcome
+                                            for part in (exp.Literal.string(e.alias_or_name), e.unalias())])
+        rows = exp.func("collect_list", exp.Case(ifs=[exp.If(this=exp.column(last), true=named)]))
+        with self.adapter.errors():
+            observed = Observed(self.adapter.frame(decided),
+                                **{k: F.expr(self.adapter.sql(e)) for k, e in metrics.items()},
+                                 __sd_outcome=F.expr(self.adapter.sql(rows)))
+            kept = observed.frame.where(F.col(keep))
+            if self.adapter.remote:     # a Connect client reads an observation only from the very plan it sent
+                insert = insert_for(exp.table_(name))
+                current = self._open[topic.key]
+                current.directory = self.stage(topic, insert.expression, [c.name for c in insert.this.expressions],
+                                                current.number, counted=False, frame=kept)[0]
+                got = observed.values()
+            else:
+                kept.createOrReplaceTempView(name)     # (a view and SQL over it: cheaper than two selectExpr)
+                try:
+                    self.write(topic, insert_for(exp.table_(name)), counted=False)    # counted above
+                    got = observed.values()
+                finally:
+                    self.spark.catalog.dropTempView(name)
+        outcome_rows = [row.asDict() for row in got.pop("__sd_outcome")]
+        return Decided(got, outcome_rows)
+
+    def discard(self, topic) -> None:
+        current = self._open[topic.key]
+        if current.directory:
+            remove_directory(current.directory)
+        current.directory = None
+
+    def publish(self, topic) -> None:
+        current = self._open[topic.key]
+        if current.directory is None:    # nothing staged (a snapshot, a policy change): an empty directory
+            current.directory = self._empty_directory(topic, current.number)
+        try:
+            self.adapter.partitions.add(topic.table, current.number, current.directory)
+        except EngineError as error:
+            if already_exists(" / ".join(causes(error.__cause__ or error))):
+                raise CommitConflict(f"another writer published commit {current.number} of {topic.key} first; "
+                                     "this attempt is not published (decide again on the new state)") from error
+            raise
+        if self.adapter.remote:
+            self.adapter.partitions.known(topic.table)[str(current.number)] = current.directory
+        if not self.adapter.exclusive:       # the winner says so (visible_commits reads the partition if it never does)
+            known = self._winners.get(topic.key)
+            if known is not None and current.published is not None and known.published == current.published:
+                known.published = known.published | {current.number}
+            self.adapter.files.append_rows(catalog_table("seqdedup_commits"), pa.Table.from_pylist(
+                [{"topic": topic.key, "commit_id": current.number, "attempt": current.attempt,
+                  "published_at": dt.datetime.now()}], schema=arrow_schema(COMMITS)))
+
+    def close(self, topic) -> None:
+        self._open.pop(topic.key, None)
+
+    def stage(self, topic, rows: exp.Select, names: list[str], commit: int, *, counted: bool = True,
+               frame=None) -> tuple[str, int | None]:
+        """Write ``rows``, whose columns are ``names``, to a new directory as the topic's Parquet files, every
+        column cast to the table's type (``_commit`` left out: it is the partition's value); returns the path and,
+        when ``counted``, the number of rows written (observed on the way: no second job; an observation costs
+        some 40 ms, paid only where the count is used). With a ``frame``, ``rows`` are its projections (their FROM
+        is not read): the write stays one plan with the frame's."""
+        F = self.F
+
+        inner = rows.copy()
+        inner.set("expressions", [exp.alias_(e.unalias(), f"_c{i}") for i, e in enumerate(inner.expressions)])
+        where = {name.lower(): i for i, name in enumerate(names)}
+        typed = exp.select(*[
+            exp.alias_(exp.cast(exp.column(f"_c{where[name.lower()]}") if name.lower() in where else exp.null(),
+                                exp.DataType.build(kind, dialect=self.adapter.DIALECT)), name)
+            for name, kind in self.adapter.files.columns_of(topic) if name != "_commit"
+        ]).from_(inner.subquery("r"))
+        directory = self.staging_directory(topic, commit)
+        self.adapter.check_writable(exp.insert(typed, topic.table.copy()))     # the topic rows, written below
+        with self.adapter.errors():
+            if frame is None:
+                frame = self.adapter.frame(typed)
+            else:
+                frame = self._projected(self._projected(frame, inner.expressions), typed.expressions)
+            if not counted:
+                frame.write.mode("error").parquet(directory)
+                return directory, None
+            observed = Observed(frame, rows=F.count(F.lit(1)))
+            observed.frame.write.mode("error").parquet(directory)
+            return directory, observed.values()["rows"]
+
+    def _projected(self, frame, expressions: list[exp.Expression]):
+        """``SELECT expressions FROM frame`` as DataFrame operations, the parameters bound now given as columns of
+        literals (as ``spark.sql`` binds them)."""
+        bound = self.adapter.bound(" ".join(self.adapter.sql(e) for e in expressions), ":") or {}
+        inlined = [e.transform(lambda node: exp.column(f"__sd_parameter_{node.name}")
+                               if isinstance(node, exp.Placeholder) and node.name in bound else node)
+                   for e in expressions]
+        if bound:
+            frame = frame.withColumns({f"__sd_parameter_{k}": self.F.lit(v) for k, v in bound.items()})
+        return frame.selectExpr(*[self.adapter.sql(e) for e in inlined])
+
+    def staging_directory(self, topic, commit: int) -> str:
+        """A new directory for the rows of ``commit`` (this attempt's), named as ``staging_name`` reads it."""
+        attempt = self._open[topic.key].attempt
+        return f"{self.adapter.files.location(topic)}/{STAGING}/{commit}-{attempt}-{uuid.uuid4().hex[:8]}"
+
+    def _empty_directory(self, topic, commit: int) -> str:
+        """A new directory with no file, for a commit that wrote no entry: made directly on a local disk (a Spark
+        job writing no row costs about 0.4 s, as much as the rest of a snapshot's commit), elsewhere by that job."""
+        directory = self.staging_directory(topic, commit)
+        if local_path(directory):
+            os.makedirs(local_path(directory))
+            return directory
+        return self.stage(topic, exp.select(exp.null()).where(exp.false()), [], commit, counted=False)[0]
