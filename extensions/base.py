@@ -52,7 +52,7 @@ class EngineAdapter:
     #: The engine catalog topics are qualified with, when the engine needs it (DuckDB: the attached database).
     DATABASE: str | None = None
 
-    #: The plan a statement runs by default (see sql/plan.py): "window" (one pass, a sort by producer), "rows" (the
+    #: The plan a statement runs by default (see sql/plan/): "window" (one pass, a sort by producer), "rows" (the
     #: rows read once into a table whose rows the engine numbers, the few that are not written removed from it,
     #: then one write) or "exceptions" (a narrow decision on the keys, then one filtered write).
     PLAN: str = "exceptions"

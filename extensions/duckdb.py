@@ -121,7 +121,7 @@ class DuckDBAdapter(EngineAdapter):
     DIALECT = DuckDBExplicit      # (an ORDER BY means one order, whatever the session's default_order)
     DEFAULT_NAMESPACE = "main"
     SUPPORTS_TRANSACTIONS = True
-    PLAN = "rows"           # its temporary tables number their rows (rowid): the row plan (sql/plan.py)
+    PLAN = "rows"           # its temporary tables number their rows (rowid): the row plan (sql/plan/rows.py)
     # DuckDB scans an Arrow table where it lies, but a join still reads every mark: above this, the read of the
     # statement's producers (about a millisecond) costs less
     SEMI_JOIN_ABOVE = 100_000

@@ -249,7 +249,7 @@ class Run:
 
     def window(self, state: TopicState, commit: Commit, targets: list[str], values: list[str],
                scratch: Scratch) -> Outcome | None:
-        """The window plan (see sql/plan.py): one pass. None when a batch entry straddles (undecided)."""
+        """The window plan (see sql/plan/window.py): one pass. None when a batch entry straddles (undecided)."""
         adapter, statement = self.adapter, self.statement
         checked = state.enabled
         marks, seen = self.marks(state, scratch, checked, inline=True)
@@ -335,7 +335,7 @@ class Run:
 
     def exceptions(self, state: TopicState, commit: Commit, targets: list[str], values: list[str],
                    scratch: Scratch) -> Outcome:
-        """The exceptions plan (see sql/plan.py): the statement's rows read once, the decision on their keys, then
+        """The exceptions plan (see sql/plan/exceptions.py): the statement's rows read once, the decision on their keys, then
         one filtered write.
 
         Every later step reads the rows of that one reading: a SELECT read again may give other rows (a sample,
@@ -394,7 +394,7 @@ class Run:
 
     def rows(self, state: TopicState, commit: Commit, targets: list[str], values: list[str],
              scratch: Scratch) -> Outcome:
-        """The row plan (see sql/plan.py; an engine whose tables number their rows: ``PLAN`` "rows"): the statement's
+        """The row plan (see sql/plan/rows.py; an engine whose tables number their rows: ``PLAN`` "rows"): the statement's
         rows read once into a table with their producers' marks, the repeats and the entries that came late removed
         from it, then every candidate left written, its position its row's place in the table."""
         adapter, kept = self.adapter, self.kept

@@ -1,5 +1,5 @@
 """Golden SQL: what a statement actually runs on each engine, for reviewers to see (STYLE 11), as the plan in
-sql/plan.py describes it (``plan.describe``): DuckDB runs the row plan; Spark the window plan, and the
+sql/plan/describe.py describes it (``plan.describe``): DuckDB runs the row plan; Spark the window plan, and the
 exceptions plan when a batch entry straddles the mark.
 
 Set SEQDEDUP_UPDATE_GOLDEN=1 to rewrite the files after an intended change, and read the diff.

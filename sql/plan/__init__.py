@@ -1,0 +1,60 @@
+"""The plan of an ``INSERT ... WHERE is_not_dup(...)``: every step as a pure tree builder, no engine calls; a module
+per plan (``window``, ``rows``, ``exceptions``, with the decision ``rounds`` the last two share), what they share
+(``common``) and the plan described as named steps (``describe``).
+
+A statement arrives split by ``sql.rewrite.expand_is_not_dup`` into ``keys`` (each entry's producer, lowest and
+highest id, and its ORDER BY values) and ``values`` (the same rows with the values to write). The producers' marks
+come from memory (``seqdedup.topic_state``), as a small relation ``marks(producer, sequence_id)``. Three plans decide
+the same thing (R1, R2) at different costs:
+
+**The window plan** (one pass; Spark's): ``values`` joined to the marks, distributed by producer, sorted in arrival
+order, decided by running windows, numbered, written. Running aggregates in the same sort give the per-producer
+counts at each producer's last row, so the statement reads its source once and runs one job::
+
+    values ⋈ marks ─► distribute by producer ─► window: decide, count ─► position ─► write accepted
+                                                                         └─► per-producer counts (last rows)
+
+A batch entry that straddles the mark is left undecided by one pass (``ACCEPTED`` NULL); the statement then runs
+the exceptions plan, where only the producers that straddle pay for more rounds.
+
+**The row plan** (DuckDB's: its tables number their rows): ``values`` read once into a table beside each row's mark;
+the repeats (no ORDER BY, no batch entries: a hash aggregate) or the candidates the windowed decision rejects are
+removed from it; every candidate left is written, at ``base`` plus its row's place in the table; the outcome is one
+aggregate of what is left::
+
+    values ⋈ marks ─► rows (read once) ─► repeats / rejected removed ─► write candidates ─► outcome
+
+**The exceptions plan** (narrow decision, then one filtered write; Spark's for a straddle): the statement's rows are read once
+into a table (``values``: a source read again may give other rows, such as a sample, ``rand()`` or a file replaced
+meanwhile, and the plan reads its rows several times). The decision runs on the keys alone, and what it finds is
+almost always small: the entries the simple rule "above the mark" gets wrong (repeats inside the statement,
+entries that arrived after a higher id). The write is then a filtered copy of ``values``::
+
+    SELECT ─► values (read once)
+    keys ⋈ marks ─► producers (per producer: counts, id range, positions reserved)
+    keys ─► exceptions: repeated keys (no ORDER BY, no batch entries: a hash aggregate)
+                        or the keys the windowed decision rejects or must write once (otherwise)
+    values ─► candidates not in exceptions ∪ one row per repeated key ─► positions ─► write
+
+Positions (R7 position: unique, increasing in commit order, not dense). The window plan numbers rows in parallel:
+row ``r`` of partition ``i`` of ``n`` gets ``base + r * n + i + 1``, with no global sort. The exceptions plan gives
+each producer a range after ``base`` as wide as its ids (``s - smallest + 1``), or as its entries when its ids are
+too sparse for that, so an entry's position follows from its own id.
+"""
+from __future__ import annotations
+
+from .common import ACCEPTED, LAST, MAX_ID, OUTCOME, POSITION, REFUSED, UNSEEN, insert_rows, invalid
+from .describe import describe
+from .exceptions import (candidates, decided_counts, decided_exceptions, outcome, producers, repeat_counts, repeats,
+                         write_rows)
+from .rounds import decision_round, first_round, rows_of, undecided_producers
+from .rows import (FIRST_ROW, ROW, drop_rejected, drop_repeats, dropped_rejected, dropped_repeats, row_candidates,
+                   row_outcome, row_repeats, rows_once, rows_summary, rows_written)
+from .window import carried_producers, marks_lookup, refusal, window_decisions, window_metrics, window_outcome
+
+__all__ = ["ACCEPTED", "FIRST_ROW", "LAST", "MAX_ID", "OUTCOME", "POSITION", "REFUSED", "ROW", "UNSEEN", "candidates",
+           "carried_producers", "decided_counts", "decided_exceptions", "decision_round", "describe", "drop_rejected",
+           "drop_repeats", "dropped_rejected", "dropped_repeats", "first_round", "insert_rows", "invalid",
+           "marks_lookup", "outcome", "producers", "refusal", "repeat_counts", "repeats", "row_candidates",
+           "row_outcome", "row_repeats", "rows_of", "rows_once", "rows_summary", "rows_written",
+           "undecided_producers", "window_decisions", "window_metrics", "window_outcome", "write_rows"]

@@ -1,0 +1,86 @@
+"""What every plan shares: the columns the steps add, the outcome's columns, R4's check of an entry, the parse of a
+fixed-shape step, and the INSERT that writes decided rows into the topic."""
+from __future__ import annotations
+
+import functools
+
+import sqlglot
+from sqlglot import exp
+
+from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID, SYSTEM
+
+
+# Columns the steps add. Their prefix (catalog.names.RESERVED) is refused in user columns (seqdedup/statement.py),
+# so they cannot collide.
+MARK = "__sd_mark"              # the producer's persisted mark before the statement (NULL: none)
+ACCEPTED = "__sd_accepted"      # the decision: TRUE written, FALSE duplicate, NULL undecided (a straddle)
+POSITION = "__sd_position"      # the entry's position
+INVALID = "__sd_invalid"        # the entry breaks R4 (NULL producer or id, negative id, highest below lowest)
+LAST = "__sd_last"              # the producer's last entry in arrival order: its running counts are its totals
+UNSEEN = "__sd_unseen"          # entries of a producer that is not among the marks' (carried producers' marks)
+SEEN = "__sd_seen"              # the entry's producer is among the marks' (when they are the carried producers')
+IDS = "__sd_ids"                # the producer's distinct lowest ids above its mark, in the whole statement
+SENT, WRITTEN = "__sd_sent", "__sd_written"
+FIRST_POSITION, LAST_POSITION, TOP = "__sd_first_position", "__sd_last_position", "__sd_top"
+#: The per-producer outcome of a statement, in the order the run log and results take it. ``out_of_order`` counts
+#: the duplicates that were no repeat: the distinct lowest ids, above the mark the statement began with, that no
+#: entry was written with (they arrived after a higher id, or in a batch entry that overlapped a written one).
+OUTCOME = ["producer", "sent", "written", "duplicates", "first_position", "last_position", "highest", "out_of_order"]
+#: The message of the engine error that ``window_decisions``' ``refuse`` raises: the runner knows it by this, and
+#: names the invalid entries itself (seqdedup/statement.py).
+REFUSED = "seqdedup: an entry is invalid (R4)"
+
+#: A producer's ids are "dense" when they span at most this many positions per entry (plus SLACK); its positions
+#: then follow from its ids. A sparser producer (ids 0 and 2^62, say) is numbered by rank instead.
+SPREAD, SLACK = 4, 64
+
+
+@functools.lru_cache(maxsize=None)
+def _template(sql: str) -> exp.Expression:
+    return sqlglot.parse_one(sql, read="spark")
+
+
+def parse_step(sql: str, **tables: exp.Expression) -> exp.Select:
+    """Spark SQL text of a fixed-shape step, with ``:name`` placeholders for tables and values (given as trees);
+    parsed once per process."""
+    return exp.replace_placeholders(_template(sql), **tables)
+
+
+def source(query: exp.Expression, alias: str) -> exp.Expression:
+    return query.subquery(alias) if isinstance(query, exp.Query) else query.as_(alias)
+
+
+def ordered(order: list[exp.Ordered], table: str | None = None) -> list[exp.Ordered]:
+    out = []
+    for o in order:
+        o = o.copy()
+        if table:
+            o.set("this", exp.column(o.this.name, table=table))
+        out.append(o)
+    return out
+
+
+#: The highest sequence id (R4: ids are signed 64-bit); an engine with wider integers could carry a larger one.
+MAX_ID = 2**63 - 1
+
+
+def invalid(p: exp.Expression, s: exp.Expression, h: exp.Expression) -> exp.Expression:
+    """R4 for one entry: a NULL producer or id, a negative id, an id past signed 64-bit, or a highest id below the
+    lowest.
+
+    Example:
+        >>> invalid(exp.column("p"), exp.column("s"), exp.column("h")).sql()
+        'p IS NULL OR s IS NULL OR s < 0 OR s > 9223372036854775807 OR h > 9223372036854775807 OR h < s'
+    """
+    return exp.or_(p.is_(exp.null()), s.is_(exp.null()), s < 0, s.copy() > MAX_ID, h.copy() > MAX_ID, h < s.copy())
+
+
+
+
+def insert_rows(topic: exp.Table, user_columns: list[str], value_columns: list[str], rows: exp.Query,
+                publish_time: exp.Expression, commit: int) -> exp.Insert:
+    """``INSERT INTO topic (user columns, system columns) SELECT ...`` of rows with keys and positions."""
+    body = exp.select(*value_columns, PRODUCER, SEQUENCE_ID, HIGHEST, POSITION, publish_time.copy(),
+                      exp.convert(commit)).from_(source(rows, "w"))
+    return exp.insert(body, topic.copy(), columns=[exp.to_identifier(c, quoted=True) for c in [*user_columns, *SYSTEM]])
+

@@ -1,0 +1,123 @@
+"""The row plan (DuckDB's: its tables number their rows): the rows read once into a table beside their marks, the
+repeats or rejected entries removed from it, the candidates left written at the base plus their row's place (see
+the package's overview)."""
+from __future__ import annotations
+
+from sqlglot import exp
+
+from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
+
+from .common import ACCEPTED, FIRST_POSITION, IDS, LAST_POSITION, MARK, POSITION, TOP, WRITTEN, invalid, source
+
+#: The row number of an entry in the table of the statement's rows (``rows_once``): the engine's own (DuckDB's rowid).
+ROW_ID = "rowid"
+#: The number of an entry's row, carried where the decision is made (``row_candidates``).
+ROW = "__sd_row"
+FIRST_ROW = exp.Placeholder(this="__sd_first_row")
+
+
+def _candidate(table: str | None = None) -> exp.Expression:
+    """An entry above its producer's mark: the only kind a statement can write."""
+    return exp.column(SEQUENCE_ID, table=table) > exp.func("coalesce", exp.column(MARK, table=table), exp.convert(-1))
+
+
+def rows_once(values: exp.Select, marks: exp.Expression | None) -> exp.Select:
+    """The statement's rows as read once, each with its producer's mark (NULL: none): the row plan's table, which
+    the engine numbers (``ROW_ID``); every later step reads it."""
+    if marks is None:
+        return exp.select("v.*", exp.alias_(exp.cast(exp.null(), "bigint"), MARK)).from_(source(values, "v"))
+    return exp.select("v.*", exp.alias_(exp.column("sequence_id", table="m"), MARK)).from_(source(values, "v")).join(
+        marks.as_("m"), join_type="left", on=exp.column("producer", table="m").eq(exp.column(PRODUCER, table="v")))
+
+
+def rows_summary(rows: exp.Table) -> exp.Select:
+    """The first and last row numbers, and the counts the runner checks before it decides: invalid entries (R4),
+    batch entries among the candidates (they need the windowed decision)."""
+    p, s, h = (exp.column(c) for c in (PRODUCER, SEQUENCE_ID, HIGHEST))
+    return exp.select(exp.Min(this=exp.column(ROW_ID)), exp.Max(this=exp.column(ROW_ID)),
+                      exp.func("count_if", invalid(p, s, h)),
+                      exp.func("count_if", exp.and_(_candidate(), h.copy() > s.copy()))).from_(rows.copy())
+
+
+def row_repeats(rows: exp.Table) -> exp.Select:
+    """Without ORDER BY and batch entries: the candidate keys sent more than once, with the row that is written
+    (the first) and how many were sent: every other row of the key is a repeat.
+
+    Example:
+        >>> row_repeats(exp.table_("r")).sql("duckdb")
+        'SELECT __sd_producer, __sd_sequence_id, MIN(rowid) AS __sd_keep, COUNT(*) AS __sd_rows FROM r WHERE __sd_sequence_id > COALESCE(__sd_mark, -1) GROUP BY __sd_producer, __sd_sequence_id HAVING COUNT(*) > 1'
+    """
+    return (exp.select(PRODUCER, SEQUENCE_ID, exp.alias_(exp.Min(this=exp.column(ROW_ID)), "__sd_keep"),
+                       exp.alias_(exp.Count(this=exp.Star()), "__sd_rows"))
+            .from_(rows.copy()).where(_candidate()).group_by(PRODUCER, SEQUENCE_ID)
+            .having(exp.Count(this=exp.Star()) > 1))
+
+
+def drop_repeats(rows: exp.Table, repeats: exp.Table) -> exp.Delete:
+    """Remove the repeats from the rows (every row of a repeated key but the one written)."""
+    same = exp.and_(*[exp.column(c, table=rows.name).eq(exp.column(c, table="x")) for c in (PRODUCER, SEQUENCE_ID)])
+    return exp.Delete(this=rows.copy(), using=[repeats.as_("x")], where=exp.Where(this=exp.and_(
+        same, exp.column(ROW_ID, table=rows.name).neq(exp.column("__sd_keep", table="x")))))
+
+
+def row_candidates(rows: exp.Table, key_columns: list[str]) -> exp.Select:
+    """The candidates, numbered by their row, for the windowed decision (``first_round``)."""
+    return exp.select(exp.alias_(exp.column(ROW_ID), ROW), *key_columns, MARK).from_(rows.copy()).where(_candidate())
+
+
+def drop_rejected(rows: exp.Table, decisions: exp.Table) -> exp.Delete:
+    """Remove the candidates the windowed decision rejects from the rows."""
+    return exp.Delete(this=rows.copy(), where=exp.Where(this=exp.column(ROW_ID).isin(
+        query=exp.select(ROW).from_(decisions.copy()).where(exp.not_(exp.column(ACCEPTED))))))
+
+
+def rows_written(rows: exp.Table, value_columns: list[str], key_columns: list[str], base: exp.Expression
+                 ) -> exp.Select:
+    """What the row plan writes: every candidate left, at ``base`` plus its row's place in the table."""
+    position = exp.Add(this=exp.Sub(this=exp.Add(this=base.copy(), expression=exp.column(ROW_ID)),
+                                    expression=FIRST_ROW.copy()), expression=exp.convert(1))
+    return exp.select(*value_columns, *key_columns, exp.alias_(position, POSITION)).from_(rows.copy()).where(
+        _candidate())
+
+
+def row_outcome(rows: exp.Table, dropped: exp.Query, base: exp.Expression, *, late: bool) -> exp.Select:
+    """The per-producer outcome (``OUTCOME``) of the row plan: what is left in the rows is written (candidates) or
+    a duplicate at or below the mark; ``dropped`` gives, per producer, the rows removed (``__sd_dropped``) and,
+    with ``late``, its distinct candidate ids (``__sd_ids``: those not written came late)."""
+    def place(function):
+        return exp.Add(this=exp.Sub(this=exp.Add(this=base.copy(), expression=function(this=exp.Case(ifs=[exp.If(
+            this=_candidate(), true=exp.column(ROW_ID))]))), expression=FIRST_ROW.copy()), expression=exp.convert(1))
+
+    kept = exp.select(PRODUCER, exp.alias_(exp.Count(this=exp.Star()), "__sd_left"),
+                      exp.alias_(exp.func("count_if", _candidate()), WRITTEN),
+                      exp.alias_(place(exp.Min), FIRST_POSITION), exp.alias_(place(exp.Max), LAST_POSITION),
+                      exp.alias_(exp.Max(this=exp.Case(ifs=[exp.If(this=_candidate(), true=exp.column(HIGHEST))])),
+                                 TOP)).from_(rows.copy()).group_by(PRODUCER)
+    r, d = "r", "d"
+    sent = exp.Add(this=exp.column("__sd_left", table=r),
+                   expression=exp.func("coalesce", exp.column("__sd_dropped", table=d), exp.convert(0)))
+    written = exp.column(WRITTEN, table=r)
+    late_ones = exp.Sub(this=exp.func("coalesce", exp.column(IDS, table=d), written.copy()), expression=written.copy())
+    return (exp.select(exp.alias_(exp.column(PRODUCER, table=r), "producer"), exp.alias_(sent, "sent"),
+                       exp.alias_(written, "written"), exp.alias_(exp.Sub(this=sent.copy(), expression=written.copy()),
+                                                                  "duplicates"),
+                       exp.alias_(exp.column(FIRST_POSITION, table=r), "first_position"),
+                       exp.alias_(exp.column(LAST_POSITION, table=r), "last_position"),
+                       exp.alias_(exp.column(TOP, table=r), "highest"),
+                       exp.alias_(late_ones if late else exp.convert(0), "out_of_order"))
+            .from_(kept.subquery(r)).join(source(dropped, d), join_type="left",
+                                          on=exp.column(PRODUCER, table=d).eq(exp.column(PRODUCER, table=r))))
+
+
+def dropped_repeats(repeats: exp.Table) -> exp.Select:
+    """Per producer, the repeats ``drop_repeats`` removes."""
+    return exp.select(PRODUCER, exp.alias_(exp.Sum(this=exp.Sub(this=exp.column("__sd_rows"), expression=exp.convert(
+        1))), "__sd_dropped")).from_(repeats.copy()).group_by(PRODUCER)
+
+
+def dropped_rejected(decisions: exp.Table) -> exp.Select:
+    """Per producer, the candidates ``drop_rejected`` removes, and its distinct candidate ids."""
+    return exp.select(PRODUCER, exp.alias_(exp.func("count_if", exp.not_(exp.column(ACCEPTED))), "__sd_dropped"),
+                      exp.alias_(exp.Count(this=exp.Distinct(expressions=[exp.column(SEQUENCE_ID)])), IDS)).from_(
+        decisions.copy()).group_by(PRODUCER)
+

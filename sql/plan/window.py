@@ -1,0 +1,189 @@
+"""The window plan (Spark's): the statement's rows joined to the marks, distributed by producer, decided, numbered
+and counted by running windows in one pass and one job (see the package's overview)."""
+from __future__ import annotations
+
+from sqlglot import exp
+
+from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
+
+from .common import (ACCEPTED, FIRST_POSITION, IDS, INVALID, LAST, LAST_POSITION, MARK, POSITION, REFUSED, SEEN, SENT,
+                     TOP, WRITTEN, invalid, ordered, source)
+
+
+def refusal(function: str) -> exp.Expression:
+    """An expression that fails the query with ``REFUSED``, in the engine's function that raises an error.
+
+    Example:
+        >>> refusal("raise_error").sql("spark")
+        "RAISE_ERROR('seqdedup: an entry is invalid (R4)')"
+    """
+    return exp.Anonymous(this=function, expressions=[exp.Literal.string(REFUSED)])
+
+
+def marks_lookup(marks: exp.Expression, producer: exp.Expression) -> tuple[exp.Expression, exp.Expression]:
+    """A producer's mark in a map of marks (producer -> mark as a string, ``-1``: none), and whether the map holds
+    the producer, in Spark's functions (a missing key is NULL, not an error, in ANSI mode too).
+
+    Example:
+        >>> mark, known = marks_lookup(exp.Placeholder(this="m"), exp.column("p"))
+        >>> mark.sql("spark"), known.sql("spark")
+        ('CAST(TRY_ELEMENT_AT(:m, p) AS BIGINT)', 'MAP_CONTAINS_KEY(:m, p)')
+    """
+    return (exp.cast(exp.func("try_element_at", marks.copy(), producer.copy()), "bigint"),
+            exp.func("map_contains_key", marks.copy(), producer.copy()))
+
+
+def window_decisions(values: exp.Select, marks: exp.Expression | None, order: list[exp.Ordered], *, base: int,
+                     partitions: int | None, number: exp.Expression, checked: bool = True,
+                     late: bool = False, seen: bool = False, gather: bool = False,
+                     refuse: exp.Expression | None = None) -> exp.Select:
+    """Every entry with its decision, position and its producer's running counts (the window plan).
+
+    ``values``' rows are joined to ``marks`` and distributed over ``partitions`` by producer (a hint, for engines
+    that take one: None for the others), then two windows over each producer's entries in arrival order ``order``:
+
+    - the first decides: an entry is new when its lowest id is above the mark and every earlier entry's highest
+      id; a duplicate when it is at or below the mark or an earlier entry's lowest id; else (only a batch entry
+      that straddles can be neither) undecided, NULL;
+    - ``number`` (see ``EngineAdapter.row_number``) numbers the rows after ``base``; the second window keeps the
+      running counts. At a producer's ``LAST`` row they are its totals.
+
+    ``checked`` false (deduplication disabled, R10): every valid entry is new.
+
+    ``seen``: ``marks`` holds a row for every producer the statement carried when it was read first (a semi-join
+    of the state: ``carried_producers``), NULL where it has no mark; ``SEEN`` says whether the entry's producer is
+    among them (an entry whose producer is not came from a source that changed between the reads).
+
+    ``marks`` is a table ``(producer, sequence_id)``, joined; or an expression of a map from producer to mark (a
+    string: map literals take one type), looked up per entry with no join (``marks_lookup``: Spark's functions).
+    ``gather``: the statement is small enough for one task; its rows are gathered into one partition (a COALESCE
+    hint: no shuffle, so the whole statement runs as one stage) rather than distributed over ``partitions``.
+
+    ``base`` may be an expression of another numeric type than BIGINT (``EngineAdapter.constant``): positions are
+    cast to BIGINT.
+
+    ``refuse``: an expression that fails the query (an engine's ``raise_error``), evaluated for an invalid entry
+    (R4) as its row is read, before the rows are distributed and sorted. A statement with an invalid entry then
+    fails at once, where it would otherwise sort and stage all its rows before the metrics (``INVALID``) showed it:
+    ten million entries of one producer, on Spark, 27 s before the error, against about one. Without it, ``INVALID``
+    is counted and the runner refuses the statement after the pass.
+
+    ``late`` (an ordered statement) also counts ``out_of_order`` in the same pass: the producer's distinct lowest
+    ids above the mark, less the entries written (each written entry has its own lowest id). The distinct ids are
+    a set per producer over the whole partition (Spark has no DISTINCT window function), which the sort by
+    producer already serves: no second sort, no second read of the source. (The set holds one statement's ids of
+    one producer.)
+
+    Example (C02 and a producer with a mark, on DuckDB):
+        >>> import duckdb
+        >>> from seqdedup.sql.rewrite import expand_is_not_dup
+        >>> con = duckdb.connect()
+        >>> _ = con.execute("CREATE TABLE s AS SELECT * FROM (VALUES ('p', 1, 5, 0), ('p', 4, 8, 1), ('p', 6, 6, 2), "
+        ...                 "('q', 3, 3, 3), ('q', 9, 9, 4)) AS v(p, lo, hi, a)")
+        >>> _ = con.execute("CREATE TABLE m AS SELECT 'q' AS producer, 5 AS sequence_id")
+        >>> import sqlglot
+        >>> d = expand_is_not_dup(sqlglot.parse_one(
+        ...     "INSERT INTO t SELECT a FROM s WHERE is_not_dup(p, lo, hi) ORDER BY a", read="spark"))
+        >>> plan = window_decisions(d.values, exp.table_("m"), d.order, base=10, partitions=None,
+        ...                         number=exp.Window(this=exp.RowNumber()))
+        >>> con.sql(f"SELECT __sd_producer, __sd_sequence_id, __sd_accepted, __sd_last, __sd_written "
+        ...         f"FROM ({plan.sql('duckdb')}) ORDER BY __sd_o0").fetchall()
+        [('p', 1, True, False, 1), ('p', 4, None, False, 1), ('p', 6, None, True, 1), ('q', 3, False, False, 0), ('q', 9, True, True, 1)]
+
+    (p's (4..8) straddles: one pass leaves it and what follows it undecided; the exceptions plan settles them.)
+    """
+    p, s, h, mark, accepted = (exp.column(c) for c in (PRODUCER, SEQUENCE_ID, HIGHEST, MARK, ACCEPTED))
+    if isinstance(marks, exp.Table):
+        joined = exp.select("v.*", exp.alias_(exp.column("sequence_id", table="m"), MARK)).from_(
+            source(values, "v")).join(marks.as_("m"), join_type="left",
+                                       on=exp.column("producer", table="m").eq(exp.column(PRODUCER, table="v")))
+        known = exp.not_(exp.column("producer", table="m").is_(exp.null()))
+    elif marks is not None:
+        mark_of, known = marks_lookup(marks, exp.column(PRODUCER, table="v"))
+        joined = exp.select("v.*", exp.alias_(mark_of, MARK)).from_(source(values, "v"))
+    else:
+        joined = exp.select("v.*", exp.alias_(exp.cast(exp.null(), "bigint"), MARK)).from_(source(values, "v"))
+    if seen:
+        joined = joined.select(exp.alias_(known, SEEN))
+    bad = invalid(p.copy(), s.copy(), h.copy())
+    # computed as the row is read (below the distribution and the sort), so that ``refuse`` fails the query there
+    joined = joined.select(exp.alias_(bad if refuse is None else exp.Case(
+        ifs=[exp.If(this=bad, true=refuse.copy())], default=exp.false()), INVALID))
+    bad = exp.column(INVALID)
+    if gather:
+        joined.set("hint", exp.Hint(expressions=[exp.Anonymous(this="COALESCE", expressions=[exp.convert(1)])]))
+    elif partitions is not None:
+        joined.set("hint", exp.Hint(expressions=[exp.Anonymous(this="REPARTITION", expressions=[
+            exp.convert(partitions), exp.column(PRODUCER)])]))
+
+    def over(function: exp.Expression, frame: str) -> exp.Window:
+        start, end = {"earlier": ("UNBOUNDED", "1"), "running": ("UNBOUNDED", "CURRENT ROW")}[frame]
+        return exp.Window(this=function, partition_by=[exp.column(PRODUCER)], order=exp.Order(
+            expressions=ordered(order)), spec=exp.WindowSpec(
+            kind="ROWS", start=start, start_side="PRECEDING", end=end,
+            end_side="PRECEDING" if end == "1" else None))
+
+    floor = exp.func("coalesce", mark.copy(), exp.convert(-1))
+    if checked:
+        new = s.copy() > exp.Greatest(this=floor, expressions=[exp.func(
+            "coalesce", over(exp.Max(this=h.copy()), "earlier"), exp.convert(-1))], ignore_nulls=True)
+        old = s.copy() <= exp.Greatest(this=floor.copy(), expressions=[exp.func(
+            "coalesce", over(exp.Max(this=s.copy()), "earlier"), exp.convert(-1))], ignore_nulls=True)
+        decide = exp.Case(ifs=[exp.If(this=bad.copy(), true=exp.false()), exp.If(this=new, true=exp.true()),
+                               exp.If(this=old, true=exp.false())])
+    else:
+        decide = exp.not_(bad.copy())
+    last = exp.Window(this=exp.func("lead", exp.convert(1)), partition_by=[exp.column(PRODUCER)],
+                      order=exp.Order(expressions=ordered(order))).is_(exp.null())
+    first = exp.select("*", exp.alias_(decide, ACCEPTED), exp.alias_(last, LAST),
+                       exp.alias_(over(exp.Count(this=exp.Star()), "running"), SENT)).from_(joined.subquery("c"))
+    if late:
+        above = exp.Case(ifs=[exp.If(this=s.copy() > floor.copy(), true=s.copy())])
+        first = first.select(exp.alias_(exp.func("size", exp.Window(this=exp.func("collect_set", above),
+                                                                    partition_by=[p.copy()])), IDS))
+    numbered = exp.select("*", exp.alias_(exp.cast(exp.Add(this=exp.convert(base), expression=number), "bigint"),
+                                          POSITION)).from_(
+        first.subquery("d"))
+    def when_new(value: exp.Expression) -> exp.Case:
+        return exp.Case(ifs=[exp.If(this=accepted.copy(), true=value)])
+
+    running = exp.select(
+        "*",
+        exp.alias_(over(exp.func("count_if", accepted.copy()), "running"), WRITTEN),
+        exp.alias_(over(exp.Min(this=when_new(exp.column(POSITION))), "running"), FIRST_POSITION),
+        exp.alias_(over(exp.Max(this=when_new(exp.column(POSITION))), "running"), LAST_POSITION),
+        exp.alias_(over(exp.Max(this=when_new(h.copy())), "running"), TOP),
+    ).from_(numbered.subquery("n"))
+    return running
+
+
+def window_outcome(late: bool = False) -> list[exp.Expression]:
+    """The per-producer outcome (``OUTCOME``) read off a producer's ``LAST`` row of ``window_decisions`` (with
+    ``late``, of one that counted ``out_of_order``; an unordered statement has none: arrival is id order)."""
+    return [exp.alias_(exp.column(PRODUCER), "producer"), exp.alias_(exp.column(SENT), "sent"),
+            exp.alias_(exp.column(WRITTEN), "written"),
+            exp.alias_(exp.Sub(this=exp.column(SENT), expression=exp.column(WRITTEN)), "duplicates"),
+            exp.alias_(exp.column(FIRST_POSITION), "first_position"),
+            exp.alias_(exp.column(LAST_POSITION), "last_position"), exp.alias_(exp.column(TOP), "highest"),
+            exp.alias_(exp.Sub(this=exp.column(IDS), expression=exp.column(WRITTEN)) if late else exp.convert(0),
+                       "out_of_order")]
+
+
+def carried_producers(keys: exp.Query) -> exp.Select:
+    """The producers a statement carries (for a semi-join of the state's marks: ``window_decisions``' ``seen``)."""
+    return exp.select(PRODUCER).from_(keys.subquery("k")).distinct()
+
+
+def window_metrics(seen: bool = False) -> dict[str, exp.Expression]:
+    """Aggregates over every row of ``window_decisions``: what the runner checks before it publishes (with
+    ``seen``, also how many entries have a producer the first read did not carry)."""
+    accepted = exp.column(ACCEPTED)
+    unseen = {"unseen": exp.func("count_if", exp.not_(exp.column(SEEN)))} if seen else {}
+    return {**unseen,
+        "invalid": exp.func("count_if", exp.column(INVALID)),
+        "undecided": exp.func("count_if", accepted.is_(exp.null())),
+        "end": exp.Max(this=exp.Case(ifs=[exp.If(this=accepted.copy(), true=exp.column(POSITION))])),
+        "written": exp.func("count_if", accepted.copy()),
+    }
+
+
