@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Target (Spark): a Structured Streaming micro-batch of 1,000 rows written through ``seqdedup.streaming.foreach_batch``
+"""Target (Spark): a Structured Streaming micro-batch of 1,000 rows written through ``seqdedup.foreach_batch``
 costs at most 2x a plain append of the same micro-batch to a table of the same shape.
 
 The sink is called as ``foreachBatch`` calls it, with a DataFrame of 1,000 new entries of 10 producers per batch;
@@ -32,7 +32,7 @@ def main() -> None:
         spark, session = engines.spark, engines.fresh()
         session.create_topic("events", {"payload": "STRING"})
         spark.sql("CREATE TABLE plain (payload STRING, producer STRING, seq BIGINT) USING parquet")
-        sink = seqdedup.streaming.foreach_batch(session, "events", producer="producer", sequence_id="seq")
+        sink = seqdedup.foreach_batch(session, "events", producer="producer", sequence_id="seq")
         session.state("events")
         sink_times, plain_times = [], []
         for batch_id in range(args.batches + 3):

@@ -4,7 +4,8 @@ beside a plain single-row INSERT loop into a table of the same shape (the engine
 ``session.sql`` as a user would send it).
 
 ``send`` is one statement per call, so its cost is the small-statement cost (see small_statements.py): reported, no
-target. ``send_async`` groups entries (seqdedup/batching.py, default settings); issue 41's target for 100,000 entries
+target. ``send_async`` groups entries (seqdedup/clients/batching.py, default settings); issue 41's
+target for 100,000 entries
 is at least 50,000 a second on DuckDB and 5,000 on Spark ``local[2]``, timed from the first call to the end of
 ``flush()`` (every entry's commit durable).
 

@@ -12,8 +12,8 @@ its ``_commit``. On DuckDB a transaction publishes them together. On Spark the t
 the commit is published by registering the topic partition ``_commit = N`` (one metastore operation); catalog rows
 of a commit that was never published are ignored by every read (see ``EngineAdapter.visible_commits``).
 
-A consumer's output table (``seqdedup.consumer.consume``) is committed the same way, though it is not a registered
-topic: each batch is one commit of the output, holding the output rows and the ``seqdedup_consumers`` row that
+A consumer's output table (``seqdedup.clients.consumer.consume``) is committed the same way, though it is not a
+registered topic: each batch is one commit of the output, holding the output rows and the ``seqdedup_consumers`` row that
 records how far the consumer has read, so the output and the position that produced it become visible together.
 """
 from __future__ import annotations
@@ -103,8 +103,8 @@ CATALOG_TABLES = {
 }
 
 #: Producer leases: which driver holds a producer name on a topic, where several Spark drivers share a metastore
-#: (R14; seqdedup/leases.py). Not among CATALOG_TABLES: only such sessions use it, and the first producer that needs
-#: it creates it. No row is ever written: a lease is a partition's entry in the metastore, registered once per
+#: (R14; seqdedup/core/leases.py). Not among CATALOG_TABLES: only such sessions use it, and the first producer that
+#: needs it creates it. No row is ever written: a lease is a partition's entry in the metastore, registered once per
 #: (lease, epoch), which is the compare-and-set that admits one holder, and renewed in its storage properties.
 LEASES_TABLE = "seqdedup_leases"
 LEASE_COLUMNS = _types(unused="text")    # a table needs a column besides its partition columns; never written

@@ -59,7 +59,7 @@ class EngineAdapter:
     #: The engine's hash of any columns (the check that a statement's own expressions compute, statement.py).
     KEY_HASH: str = "hash"
     #: Above this many producers in a topic's state, a statement reads the producers it carries first and joins
-    #: only their marks (a semi-join, seqdedup/marks.py finds them without a pass over every mark), rather than
+    #: only their marks (a semi-join, seqdedup/core/marks.py finds them without a pass over every mark), rather than
     #: giving every mark to the engine (None: never).
     SEMI_JOIN_ABOVE: int | None = None
     #: At most this many marks enter the window plan as one map, a parameter looked up per entry, rather than as a
@@ -94,7 +94,7 @@ class EngineAdapter:
     @property
     def lease_store(self):
         """Where the database's named producers hold leases on their names (R14 across processes:
-        ``seqdedup.leases.Store``); None where no other process can write the database while this adapter is open
+        ``seqdedup.core.leases.Store``); None where no other process can write the database while this adapter is open
         (``exclusive``), so that refusing a second live producer inside the process is the whole of R14."""
         return None
 
@@ -102,7 +102,7 @@ class EngineAdapter:
     def parameters(self, values: dict) -> Iterator[None]:
         """Run the statements inside with these named parameters bound: a statement's varying values (its base
         position, commit, time) are parameters, so that its SQL text is the same from one statement to the next and
-        is generated once (seqdedup/statement.py)."""
+        is generated once (seqdedup/core/statement.py)."""
         # (per thread: threads may share a session, each running its own statement)
         bound = _BOUND.__dict__.setdefault("values", {})
         before = bound.get(id(self), {})
@@ -362,7 +362,7 @@ class EngineAdapter:
         adapter has open). With transactions every row a reader can see is published."""
         return exp.true()
 
-    # --- foreign rows: what another tool wrote into a topic (seqdedup/foreign.py) --------------------------------
+    # --- foreign rows: what another tool wrote into a topic (seqdedup/core/foreign.py) --------------------------------
 
     def own_rows(self, topic) -> exp.Expression:
         """A condition that keeps the rows of ``topic`` seqdedup wrote (``catalog.schema.written_by_seqdedup``): in
@@ -402,7 +402,7 @@ class EngineAdapter:
         """Delete the rows of ``table`` where ``condition`` holds, at once (``seqdedup topic drop``)."""
         self.execute(exp.delete(table.copy(), where=condition.copy()))
 
-    # --- compaction: a topic's commits merged into fewer partitions (seqdedup/compaction.py) ----------------------
+    # --- compaction: a topic's commits merged into fewer partitions (seqdedup/core/compaction.py) ----------------
 
     @contextlib.contextmanager
     def listed_once(self, topic) -> Iterator[None]:

@@ -19,11 +19,12 @@ from seqdedup.udfs import DupStatus
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:       # what the lazy names below are, for type checkers; nothing is imported at run time
-    from seqdedup import consumer, kafka, producer, recovery, streaming
-    from seqdedup.consumer import Reader, consume, consumer_position
-    from seqdedup.producer import Producer
+    from seqdedup.clients import consumer, kafka, producer, streaming  # noqa: F401
+    from seqdedup.clients.consumer import Reader, consume, consumer_position
+    from seqdedup.clients.producer import Producer
+    from seqdedup.clients.streaming import foreach_batch
+    from seqdedup.core import recovery  # noqa: F401
     from seqdedup.session import Session
-    from seqdedup.streaming import foreach_batch
 
 
 def connect(database: object = None, *, engine: str = "duckdb", read_only: bool = False,
@@ -36,7 +37,7 @@ def connect(database: object = None, *, engine: str = "duckdb", read_only: bool 
     ``engine="spark"`` and no session, a local one with a Hive catalog in ``seqdedup-spark/``). Statements are read as Spark SQL unless
     ``dialect`` says otherwise. One write runs at a time per database: a writer waits at most ``lock_timeout``
     seconds for another (a thread of this process, or another process holding the DuckDB file or the Spark home),
-    then gets an EngineError; ``None`` waits as long as it takes (see ``seqdedup.locks``).
+    then gets an EngineError; ``None`` waits as long as it takes (see ``seqdedup.core.locks``).
     """
     from seqdedup.extensions import create_adapter
     from seqdedup.session import Session, utcnow
@@ -52,12 +53,13 @@ def connect(database: object = None, *, engine: str = "duckdb", read_only: bool 
 
 
 #: Loaded on first use, so that ``import seqdedup`` stays light: name -> module.
-_LAZY = {"consume": "seqdedup.consumer", "consumer_position": "seqdedup.consumer", "Reader": "seqdedup.consumer",
-         "Producer": "seqdedup.producer", "foreach_batch": "seqdedup.streaming",
+_LAZY = {"consume": "seqdedup.clients.consumer", "consumer_position": "seqdedup.clients.consumer",
+         "Reader": "seqdedup.clients.consumer", "Producer": "seqdedup.clients.producer",
+         "foreach_batch": "seqdedup.clients.streaming",
          "load_ipython_extension": "seqdedup.notebook"}    # %load_ext seqdedup, in Jupyter or IPython
 
 
-#: Submodules reachable as attributes without an import of their own (``seqdedup.streaming.foreach_batch``).
+#: Submodules reachable as attributes without an import of their own (``seqdedup.clients.streaming.foreach_batch``).
 _SUBMODULES = ("streaming", "consumer", "producer", "kafka", "recovery")
 
 
@@ -67,7 +69,7 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     if name in _SUBMODULES:
-        return importlib.import_module(f"seqdedup.{name}")
+        return importlib.import_module(_SUBMODULES[name])
     raise AttributeError(f"module 'seqdedup' has no attribute {name!r}")
 
 

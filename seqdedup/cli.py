@@ -25,9 +25,9 @@ import sqlglot
 
 from seqdedup import __version__
 from seqdedup.catalog.policies import DEFINITIONS, spelled
-from seqdedup.compaction import FACTOR
+from seqdedup.core.compaction import FACTOR
 from seqdedup.errors import SeqdedupError, SeqdedupWarning
-from seqdedup.results import text_table
+from seqdedup.core.results import text_table
 from seqdedup.udfs import Policies
 
 #: The environment variable that stands for ``--remote`` (a command line's --engine duckdb or --remote wins over it).
@@ -66,7 +66,7 @@ def _emit(args, value, text: str | None = None) -> None:
 
 
 def _result_text(result) -> str:
-    from seqdedup.results import Done, QueryResult, StatementResult
+    from seqdedup.core.results import Done, QueryResult, StatementResult
 
     if isinstance(result, StatementResult):
         lines = [f"{result.topic}: wrote {result.written}, dropped {result.duplicates} duplicates"
@@ -249,7 +249,7 @@ def cmd_sql(args) -> None:
 
 
 def cmd_ingest(args) -> None:
-    from seqdedup.ingest import ingest
+    from seqdedup.clients.ingest import ingest
 
     if args.one_commit and args.batch_rows is not None:
         raise SeqdedupError("--one-commit writes the whole input as one statement; leave out --batch-rows")
@@ -294,7 +294,7 @@ def cmd_snapshot(args) -> None:
 
 
 def cmd_recover(args) -> None:
-    from seqdedup.recovery import recover, spelled_mark
+    from seqdedup.core.recovery import recover, spelled_mark
 
     with _session(args) as s:
         report = recover(s, args.topic, repair=args.repair)
@@ -350,7 +350,7 @@ def _count(number: int, word: str, words: str | None = None) -> str:
 
 
 def cmd_stats(args) -> None:
-    from seqdedup.results import ProducerCount
+    from seqdedup.core.results import ProducerCount
 
     with _session(args) as s:
         stats = s.stats(args.topic)

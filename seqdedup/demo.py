@@ -115,7 +115,7 @@ def run_demo(connect, *, producers: int = 4, messages: int = 1000, seed: int = 7
     missing = len(expected - {(p, s) for p, s, _, _ in rows})
     session.close()
     session = connect()     # one more restart: recovery must agree with the log
-    from seqdedup.recovery import recover
+    from seqdedup.core.recovery import recover
 
     recovery = recover(session, topic).to_dict()
     marks = {name: session.last_sequence_id(topic, name) for name in names}

@@ -27,7 +27,7 @@ NAMES = STATEMENT + (
     "during_prune",          # the unneeded snapshots removed, the run log past its retention not yet
     "after_policy_rows",     # a policy change recorded, the state not yet made to follow it
     "after_topic_table",     # a new topic's table created, not yet registered
-    # a compaction (Spark; seqdedup/compaction.py): the merged rows written, nothing switched to them yet; the last
+    # a compaction (Spark; seqdedup/core/compaction.py): the merged rows written, nothing switched to them yet; the last
     # partition switched to them, the others not dropped yet; the others dropped, the last one's old files not yet
     "compact_after_write", "compact_after_switch", "compact_after_drop",
 )

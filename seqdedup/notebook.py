@@ -37,7 +37,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
 from .errors import SeqdedupError
-from .results import Done, QueryResult, StatementResult, text_table
+from .core.results import Done, QueryResult, StatementResult, text_table
 
 #: The rows a table shows at most; the result itself has them all (``to_pandas()``).
 ROWS_SHOWN = 50
@@ -62,7 +62,7 @@ def summary(result: StatementResult) -> str:
     """A statement's outcome in a line, topic first.
 
     Example:
-        >>> from seqdedup.results import ProducerCount
+        >>> from seqdedup.core.results import ProducerCount
         >>> summary(StatementResult("main.events", "s1", [ProducerCount("p1", 2, 1, 0, 1)], snapshot_id=3))
         'main.events: wrote 2 entries, dropped 1 duplicate, took snapshot 3'
     """
@@ -124,7 +124,7 @@ def as_text(result: StatementResult | QueryResult | Done) -> str:
     """A result as text, for a terminal or a frontend without HTML: its line, then its table in aligned columns.
 
     Example:
-        >>> from seqdedup.results import ProducerCount
+        >>> from seqdedup.core.results import ProducerCount
         >>> print(as_text(StatementResult("main.events", "s1", [ProducerCount("p1", 2, 1, 0, 1)])))
         main.events: wrote 2 entries, dropped 1 duplicate
         producer  written  duplicates  first_position  last_position  out_of_order

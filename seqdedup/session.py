@@ -1,8 +1,8 @@
 """A seqdedup session: one engine connection, the catalog on it, and what users do through it.
 
 The session is the facade: names, topics and policies, dispatch of SQL, and reads of the state. Writes go through
-its ``Writer`` (``seqdedup.writer``): the lock, the claims of the statement in flight, commits, and the topics'
-states in memory. A statement with ``is_not_dup`` runs in ``seqdedup.statement``.
+its ``Writer`` (``seqdedup.core.writer``): the lock, the claims of the statement in flight, commits, and the topics'
+states in memory. A statement with ``is_not_dup`` runs in ``seqdedup.core.statement``.
 """
 from __future__ import annotations
 
@@ -29,18 +29,18 @@ from seqdedup.sql.sources import to_duckdb_readers
 from seqdedup.udfs import DupStatus
 from seqdedup.udfs.guards import check_probe
 
-from . import compaction
-from . import statement as statement_path
+from .clients.frames import register, registered
+from .core import compaction
+from .core import statement as statement_path
+from .core.foreign import find as find_foreign
+from .core.results import Done, QueryResult, StatementResult
+from .core.topic_state import TopicState, created, load
+from .core.writer import PushedMarks, Writer
 from .failpoints import failpoint
-from .foreign import find as find_foreign
-from .frames import register, registered
-from .results import Done, QueryResult, StatementResult
-from .topic_state import TopicState, created, load
-from .writer import PushedMarks, Writer
 
 if TYPE_CHECKING:        # (for the annotations only: the session loads them on first use)
-    from .kafka import KafkaResult
-    from .producer import Producer
+    from .clients.kafka import KafkaResult
+    from .clients.producer import Producer
 
 
 def utcnow() -> dt.datetime:
@@ -472,8 +472,8 @@ class Session:
 
     def drop_topic(self, name: str) -> dict:
         """Delete a topic for good: its table, registry row, policies, snapshots, run log and the consumer positions
-        on it (seqdedup/drop.py; ``seqdedup topic drop NAME --yes``). Returns what was removed."""
-        from .drop import drop_topic
+        on it (seqdedup/core/drop.py; ``seqdedup topic drop NAME --yes``). Returns what was removed."""
+        from .core.drop import drop_topic
 
         ref = self.ref(name)
         with self.writer:
@@ -485,7 +485,7 @@ class Session:
     def write_snapshot(self, topic: str, marks: exp.Query, *, position: int, kind: str = "repair") -> int:
         """Write a snapshot of ``marks`` (a query of producer, sequence_id, last_publish_time) covering the entries up
         to ``position``, in a commit of its own; returns its id. How ``recover --repair`` replaces a wrong state with
-        a replay of the log (seqdedup/recovery.py)."""
+        a replay of the log (seqdedup/core/recovery.py)."""
         ref = self.ref(topic)
         writer = self.writer
         with writer:
@@ -533,7 +533,7 @@ class Session:
             "duplicates": sum(r[2] for r in rows),
             "out_of_order": sum(r[3] for r in rows),
             "producers": {r[0]: {"written": r[1], "duplicates": r[2], "out_of_order": r[3]} for r in rows},
-            # rows written around seqdedup, which it leaves out (seqdedup/foreign.py)
+            # rows written around seqdedup, which it leaves out (seqdedup/core/foreign.py)
             "foreign_rows": foreign.rows,
         }
         if foreign.message:
@@ -542,8 +542,8 @@ class Session:
 
     def quarantine_foreign_rows(self, topic: str) -> dict:
         """Move the rows of a topic that seqdedup did not write (inserted around it) into ``<topic>_foreign``
-        (seqdedup/foreign.py; ``seqdedup topic quarantine NAME``). Returns what was moved."""
-        from .foreign import quarantine
+        (seqdedup/core/foreign.py; ``seqdedup topic quarantine NAME``). Returns what was moved."""
+        from .core.foreign import quarantine
 
         ref = self.ref(topic)
         with self.writer:
@@ -554,7 +554,8 @@ class Session:
 
     def compact(self, topic: str, *, factor: int = compaction.FACTOR) -> compaction.Compaction:
         """Merge the topic's published commits into fewer, larger partitions, ``factor`` of one tier into one of the
-        next (seqdedup/compaction.py; ``seqdedup compact TOPIC``); what it did. On DuckDB there is nothing to merge."""
+        next (seqdedup/core/compaction.py; ``seqdedup compact TOPIC``); what it did. On DuckDB there is nothing to
+        merge."""
         ref = self.ref(topic)
         if isinstance(factor, bool) or not isinstance(factor, int) or factor < 2:
             raise TopicError(f"factor={factor!r}: a compaction merges factor partitions of one tier into one; give a "
@@ -567,22 +568,22 @@ class Session:
 
     def producer(self, topic: str, *, name: str | None = None, initial_sequence_id: int | None = None,
                  send_timeout: float | None = 30.0, **batching) -> Producer:
-        """A producer for the topic (see ``seqdedup.producer.Producer``). ``batching``: how ``send_async`` groups
-        entries, ``batching_max_messages``, ``batching_max_bytes``, ``batching_max_publish_delay`` (seconds) and
-        ``batching_max_pending_messages`` (see ``seqdedup.batching.Batching``)."""
-        from .producer import Producer
+        """A producer for the topic (see ``seqdedup.clients.producer.Producer``). ``batching``: how ``send_async``
+        groups entries, ``batching_max_messages``, ``batching_max_bytes``, ``batching_max_publish_delay`` (seconds) and
+        ``batching_max_pending_messages`` (see ``seqdedup.clients.batching.Batching``)."""
+        from .clients.producer import Producer
 
         return Producer(self, topic, name=name, initial_sequence_id=initial_sequence_id, send_timeout=send_timeout,
                         **batching)
 
     def kafka_ingest(self, topic: str, batches: object, *, order_by: str | None = None) -> KafkaResult:
-        """Write Kafka record batches, each once, with epoch fencing (R15; see ``seqdedup.kafka``)."""
-        from .kafka import ingest_batches
+        """Write Kafka record batches, each once, with epoch fencing (R15; see ``seqdedup.clients.kafka``)."""
+        from .clients.kafka import ingest_batches
 
         return ingest_batches(self, topic, batches, order_by=order_by)
 
     def close(self) -> None:
-        from .producer import close_producers
+        from .clients.producer import close_producers
 
         close_producers(self)        # what the session opened: its producers' names free, their leases released
         self.writer.close()

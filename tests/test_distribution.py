@@ -14,9 +14,9 @@ import zipfile
 from pathlib import Path
 
 import seqdedup
-from seqdedup.kafka import KafkaResult
-from seqdedup.producer import Producer
-from seqdedup.results import Done, QueryResult, StatementResult
+from seqdedup.clients.kafka import KafkaResult
+from seqdedup.clients.producer import Producer
+from seqdedup.core.results import Done, QueryResult, StatementResult
 from seqdedup.session import Session
 
 ROOT = Path(__file__).resolve().parents[1]

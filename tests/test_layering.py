@@ -1,6 +1,7 @@
-"""The folders depend one way (udfs <- catalog <- sql <- extensions <- seqdedup), the lower ones taking only errors and
-failpoints from the root package, and only extensions/ imports an engine; ``import seqdedup`` works without
-pyspark."""
+"""The folders depend one way (udfs <- catalog <- sql <- extensions <- seqdedup/core <- seqdedup/clients <- seqdedup),
+the lower ones taking only errors and failpoints from the root package, and only extensions/ imports an engine;
+``import seqdedup`` works without pyspark. An import for annotations only (under ``if TYPE_CHECKING:``) is no
+dependency: a client is handed the ``Session`` facade it is annotated with."""
 from __future__ import annotations
 
 import ast
@@ -10,8 +11,9 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 #: The folders, lowest first; each is a package of seqdedup's (pyproject.toml's package-dir), the root last.
-LAYERS = ["udfs", "catalog", "sql", "extensions", "seqdedup"]
-PACKAGE = {folder: "seqdedup" if folder == "seqdedup" else f"seqdedup.{folder}" for folder in LAYERS}
+LAYERS = ["udfs", "catalog", "sql", "extensions", "seqdedup/core", "seqdedup/clients", "seqdedup"]
+PACKAGE = {folder: "seqdedup" if folder == "seqdedup" else f"seqdedup.{folder.removeprefix('seqdedup/')}"
+           for folder in LAYERS}
 #: What every layer may import from the root package: the errors it raises and the crash tests' failpoints.
 SHARED = ("seqdedup.errors", "seqdedup.failpoints")
 
@@ -19,7 +21,13 @@ SHARED = ("seqdedup.errors", "seqdedup.failpoints")
 def _imports(path: pathlib.Path, package: str) -> set[str]:
     """Every module ``path`` imports, in functions too, its relative imports resolved against ``package``."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                   and ast.unparse(block.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+                   for n in ast.walk(block)}
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level:
@@ -46,6 +54,9 @@ def test_layers_import_only_downwards_and_only_errors_and_failpoints_from_the_ro
     imports = 0
     for rank, folder in enumerate(LAYERS):
         for path in (ROOT / folder).rglob("*.py"):
+            if any(inner != folder and path.is_relative_to(ROOT / inner) and inner.startswith(f"{folder}/")
+                   for inner in LAYERS):
+                continue        # (a package of the root's is a layer of its own)
             package = ".".join([PACKAGE[folder], *path.relative_to(ROOT / folder).parts[:-1]])
             for module in _imports(path, package):
                 imports += 1

@@ -1,4 +1,4 @@
-"""The lease protocol of R14 across drivers (seqdedup/leases.py) on a store in memory, with leases of a fraction of
+"""The lease protocol of R14 across drivers (seqdedup/core/leases.py) on a store in memory, with leases of a fraction of
 a second: its paths in time that the drivers' test (tests/concurrency/test_drivers.py, real processes on a real
 metastore) cannot reach in a few seconds: renewals that fail, a lapse nobody used, a release read at once, an engine
 session stopped under an open producer; and a statement's check of the names it writes against other drivers' leases.
@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from seqdedup.errors import ProducerError
-from seqdedup.leases import Lease, lease_key, refuse_held_names
+from seqdedup.core.leases import Lease, lease_key, refuse_held_names
 
 SECONDS = 0.3        # renewed every 0.1 s
 

@@ -1,5 +1,5 @@
-"""The two-level marks (seqdedup/marks.py) agree with a plain dict of producer -> (highest id, latest write), through
-any sequence of folds, whichever level a producer's mark sits in and however often the levels merge."""
+"""The two-level marks (seqdedup/core/marks.py) agree with a plain dict of producer -> (highest id, latest write),
+through any sequence of folds, whichever level a producer's mark sits in and however often the levels merge."""
 from __future__ import annotations
 
 import datetime as dt
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seqdedup import marks as m
+from seqdedup.core import marks as m
 
 NAMES = [f"p{i}" for i in range(12)] + ["", "é", "ü", "Z"]     # byte order and code point order agree
 START = dt.datetime(2026, 1, 1)

@@ -63,10 +63,10 @@ class Policies:
     snapshot_retention_minutes: int = 0
     run_log_retention_minutes: int | None = 10080
     # How a topic's commits are stored, which the model does not depend on either: where each commit is a partition
-    # (Spark), they are compacted every this many commits (None: never; seqdedup/compaction.py).
+    # (Spark), they are compacted every this many commits (None: never; seqdedup/core/compaction.py).
     compact_every_commits: int | None = 100
     # How long a producer's name stays held by a driver that stopped renewing it (R14 where several Spark drivers
-    # share a metastore: seqdedup/leases.py); the model, one process, does not depend on it.
+    # share a metastore: seqdedup/core/leases.py); the model, one process, does not depend on it.
     producer_lease_seconds: int = 30
 
 

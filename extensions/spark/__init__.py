@@ -14,7 +14,7 @@ A crash before step 2 leaves an unregistered directory (invisible; its attempt i
 catalog rows whose commit is not published, which every read leaves out (``Commits.visible``).
 
 A partition whose directory seqdedup did not stage (a plain INSERT into the table makes one) is foreign: never a
-published commit, its number never taken, its rows left out of every read (``layout.staged``, seqdedup/foreign.py).
+published commit, its number never taken, its rows left out of every read (``layout.staged``, seqdedup/core/foreign.py).
 
 The package, one job a module:
 

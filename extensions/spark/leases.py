@@ -1,4 +1,4 @@
-"""Producer leases in a Hive metastore (seqdedup/leases.py), for Spark sessions that share one with other drivers.
+"""Producer leases in a Hive metastore (seqdedup/core/leases.py), for Spark sessions that share one with other drivers.
 
 A lease's epoch is the partition ``(lease, epoch)`` of the table ``seqdedup_leases`` (catalog/schema.py), which
 holds no row. Everything is SQL, so a Spark Connect client (no JVM) does it as a classic session does:
@@ -14,7 +14,7 @@ holds no row. Everything is SQL, so a Spark Connect client (no JVM) does it as a
 
 Calls to the metastore: a claim 4 (list, read the latest, register, write), a renewal 2 (write, list), a release 1;
 the first claim of a process 2 more (the table made if missing, its directory read). A statement's check of the
-names it writes (``seqdedup.leases.refuse_held_names``) 1 (every partition listed: the table is not made for it),
+names it writes (``seqdedup.core.leases.refuse_held_names``) 1 (every partition listed: the table is not made for it),
 and 1 more per name with a live-looking lease.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ from seqdedup.errors import EngineError, already_exists
 
 from .errors import causes
 
-#: Property keys of a lease's epoch are this followed by the name a ``seqdedup.leases.Record`` reads.
+#: Property keys of a lease's epoch are this followed by the name a ``seqdedup.core.leases.Record`` reads.
 PREFIX = "seqdedup."
 
 
@@ -59,7 +59,7 @@ def _claimed_at(location: str) -> float:
 
 
 class HiveLeases:
-    """The leases of a SparkAdapter's database (``seqdedup.leases.Store``)."""
+    """The leases of a SparkAdapter's database (``seqdedup.core.leases.Store``)."""
 
     def __init__(self, adapter):
         self.adapter = adapter

@@ -4,7 +4,7 @@ per plan (``window``, ``rows``, ``exceptions``, with the decision ``rounds`` the
 
 A statement arrives split by ``sql.rewrite.expand_is_not_dup`` into ``keys`` (each entry's producer, lowest and
 highest id, and its ORDER BY values) and ``values`` (the same rows with the values to write). The producers' marks
-come from memory (``seqdedup.topic_state``), as a small relation ``marks(producer, sequence_id)``. Three plans decide
+come from memory (``seqdedup.core.topic_state``), as a small relation ``marks(producer, sequence_id)``. Three plans decide
 the same thing (R1, R2) at different costs:
 
 **The window plan** (one pass; Spark's): ``values`` joined to the marks, distributed by producer, sorted in arrival
@@ -24,8 +24,8 @@ aggregate of what is left::
 
     values ⋈ marks ─► rows (read once) ─► repeats / rejected removed ─► write candidates ─► outcome
 
-**The exceptions plan** (narrow decision, then one filtered write; Spark's for a straddle): the statement's rows are read once
-into a table (``values``: a source read again may give other rows, such as a sample, ``rand()`` or a file replaced
+**The exceptions plan** (narrow decision, then one filtered write; Spark's for a straddle): the statement's rows are read
+once into a table (``values``: a source read again may give other rows, such as a sample, ``rand()`` or a file replaced
 meanwhile, and the plan reads its rows several times). The decision runs on the keys alone, and what it finds is
 almost always small: the entries the simple rule "above the mark" gets wrong (repeats inside the statement,
 entries that arrived after a higher id). The write is then a filtered copy of ``values``::

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from seqdedup import SeqdedupError, TopicError
-from seqdedup.results import QueryResult
+from seqdedup.core.results import QueryResult
 
 INSERT = "INSERT INTO events SELECT payload FROM {} WHERE is_not_dup(producer, seq) ORDER BY producer, payload"
 

@@ -1,4 +1,4 @@
-"""Compaction (seqdedup/compaction.py), on every engine: a topic's commits merged into fewer partitions keep every
+"""Compaction (seqdedup/core/compaction.py), on every engine: a topic's commits merged into fewer partitions keep every
 entry once, at its position, for statements, restarts, readers, and after a compaction cut short at any step. On
 DuckDB a topic is one table: a compaction finds nothing to merge, and everything else holds the same."""
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from seqdedup import TopicError, failpoints
-from seqdedup.compaction import Compaction
-from seqdedup.consumer import Reader
-from seqdedup.recovery import recover
+from seqdedup.core.compaction import Compaction
+from seqdedup.clients.consumer import Reader
+from seqdedup.core.recovery import recover
 
 ENTRIES = "SELECT _producer, _sequence_id, _position, payload FROM events ORDER BY _position"
 

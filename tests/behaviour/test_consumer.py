@@ -11,7 +11,7 @@ from sqlglot import exp
 
 from seqdedup import EngineError, RewriteError, SeqdedupError, TopicError, failpoints
 from seqdedup.catalog.state import literal
-from seqdedup.consumer import ConsumeBatch, Reader, consume, consumer_position
+from seqdedup.clients.consumer import ConsumeBatch, Reader, consume, consumer_position
 
 TOTALS = "SELECT count(*) AS n, sum(amount) AS total FROM new_entries"
 

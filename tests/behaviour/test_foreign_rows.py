@@ -13,7 +13,7 @@ import pytest
 import seqdedup
 from seqdedup import TopicError
 from seqdedup.errors import EngineError
-from seqdedup.recovery import recover
+from seqdedup.core.recovery import recover
 
 SYSTEM = "_producer, _sequence_id, _highest_sequence_id, _position, _publish_time, _commit"
 

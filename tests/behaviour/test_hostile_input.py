@@ -250,7 +250,7 @@ def test_a_failure_of_seqdedups_own_query_never_blames_the_statement(db, monkeyp
     """A valid statement whose plan fails in seqdedup's own expressions (injected: a position overflows as the rows
     are written) is refused as seqdedup's defect, never with "fix is_not_dup's arguments"; nothing is
     written. (A failure of the statement's own expressions still points at them: "overflow-arithmetic" above.)"""
-    from seqdedup import statement
+    from seqdedup.core import statement
     from seqdedup.sql import plan
 
     insert_rows = plan.insert_rows

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from seqdedup.errors import TopicError
-from seqdedup.ingest import ingest
+from seqdedup.clients.ingest import ingest
 
 
 def write(path, fmt: str, columns: list[str], rows: list[tuple]) -> str:

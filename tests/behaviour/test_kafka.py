@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from seqdedup import InvalidEntryError, TopicError
-from seqdedup.kafka import INVALID_PRODUCER_EPOCH, NONE
+from seqdedup.clients.kafka import INVALID_PRODUCER_EPOCH, NONE
 
 
 def batch(pid, epoch, base, last, **extra):

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from seqdedup import CommitConflict, failpoints
-from seqdedup.recovery import recover
+from seqdedup.core.recovery import recover
 
 #: The loggers whose lines these tests read.
 LOGGERS = ("seqdedup.snapshots", "seqdedup.state", "seqdedup.recovery", "seqdedup.compaction", "seqdedup.commits")

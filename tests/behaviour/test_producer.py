@@ -16,7 +16,7 @@ import pytest
 
 from seqdedup import InvalidEntryError, TopicError, failpoints
 from seqdedup.errors import OutcomeUnknownError, ProducerError
-from seqdedup.producer import MAX_ID, SeqdedupWarning
+from seqdedup.clients.producer import MAX_ID, SeqdedupWarning
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,5 @@
-"""``recover`` holds what it starts from against the log, never trusts it (seqdedup/recovery.py): a snapshot written
-around seqdedup (a COPY of forged rows, a restore from elsewhere) that would let retries be written twice is found and,
+"""``recover`` holds what it starts from against the log, never trusts it (seqdedup/core/recovery.py): a snapshot
+written around seqdedup (a COPY of forged rows, a restore from elsewhere) that would let retries be written twice is found and,
 with repair, set right; a topic whose snapshots were all deleted around seqdedup is explained, and rebuilt from its
 log with repair. A history the log explains (a purge, R11; a disable and an enable, R10) passes. On every engine."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from sqlglot import exp
 
 from seqdedup.catalog.state import literal, snapshot_insert
 from seqdedup.errors import CatalogError
-from seqdedup.recovery import recover
+from seqdedup.core.recovery import recover
 
 
 def forge(dedup, kind: str, marks: dict[str, int], *, position: int | None = None) -> None:

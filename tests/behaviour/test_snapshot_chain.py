@@ -8,7 +8,7 @@ import pytest
 from sqlglot import exp
 
 from seqdedup.catalog.state import literal
-from seqdedup.recovery import recover
+from seqdedup.core.recovery import recover
 
 
 #: A known gap, found for retention on 2026-11-27 with SEQDEDUP_CONNECT=all (CI does not run it).

@@ -85,7 +85,7 @@ def test_internal_names_a_source_column_named_like_seqdedups_own_is_refused(dedu
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(json.dumps({"producer": "p", "seq": s, "payload": "x", "__sd_row": 7}) + "\n"
                             for s in range(3)))
-    from seqdedup.ingest import ingest
+    from seqdedup.clients.ingest import ingest
 
     with pytest.raises(TopicError, match="named like seqdedup's own.*__sd_row"):
         ingest(dedup.session, "events", [str(path)], producer="producer", sequence_id="seq")
@@ -160,7 +160,7 @@ def test_a_topic_table_another_driver_left_unregistered_is_taken_over_after_the_
 def test_null_ordering_is_the_same_on_every_engine(dedup, tmp_path):
     """ingest --order-by a column with NULLs, and the same ORDER BY in SQL: NULLs first (as Spark SQL orders
     ascending), so one statement means one thing on every engine."""
-    from seqdedup.ingest import ingest
+    from seqdedup.clients.ingest import ingest
 
     dedup.topic()
     rows = [{"producer": "p", "seq": 1, "sent": None, "payload": "a"},

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from seqdedup.errors import PolicyError
-from seqdedup.recovery import recover
+from seqdedup.core.recovery import recover
 
 #: scope -> (the row's target, the command the error names, the setter of that scope in Python)
 SCOPES = {

@@ -242,7 +242,7 @@ def snapshot_by_hand(dedup, marks: dict[str, int]) -> None:
 
 
 def test_recover_that_blesses_a_wrong_state_names_the_producers_and_repairs_only_when_asked(dedup):
-    from seqdedup.recovery import recover
+    from seqdedup.core.recovery import recover
 
     dedup.topic()
     dedup.send([("p", 1), ("q", 2)])
@@ -261,7 +261,7 @@ def test_recover_that_blesses_a_wrong_state_names_the_producers_and_repairs_only
 
 
 def test_recover_finds_a_topic_row_duplicated_by_hand(dedup):
-    from seqdedup.recovery import recover
+    from seqdedup.core.recovery import recover
 
     dedup.topic()
     dedup.send([("p", 1), ("p", 2)])
@@ -278,7 +278,7 @@ def test_recover_finds_a_topic_row_duplicated_by_hand(dedup):
 def test_ingest_says_exactly_what_was_written_before_a_bad_batch_and_one_commit_writes_nothing(dedup, tmp_path):
     import json
 
-    from seqdedup.ingest import ingest
+    from seqdedup.clients.ingest import ingest
 
     (tmp_path / "a.jsonl").write_text("".join(json.dumps({"producer": "p", "seq": s, "payload": f"m{s}"}) + "\n"
                                               for s in (0, 1, 1)))

@@ -5,7 +5,7 @@ by registering the topic's next partition, which the metastore lets only one dri
 (docs/engines/spark.md). Every entry lands exactly once, and the writers' counts add up.
 
 R14 across processes: a producer name on a topic has one live writer among the drivers, through a lease in the
-metastore (seqdedup/leases.py), also between Spark Connect clients of one server.
+metastore (seqdedup/core/leases.py), also between Spark Connect clients of one server.
 
 The tests share the module's driver processes (``drivers``): each costs its Spark JVM's start, 20 s and more of
 CPU on 2 cores. The R14 test kills one: it comes last.
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from seqdedup import turns
+from seqdedup.core import turns
 from tests.metastore import PostgresServer
 
 from . import c17
@@ -75,7 +75,7 @@ def test_c17_three_drivers_on_a_shared_metastore_write_each_entry_once(drivers, 
     assert (written, duplicates) == (len(expected), 3000 - len(expected))
     assert conflicts > 0                # the metastore refused some commits, and their statements decided again
     # no statement starves: one that lost turns.AFTER race claims a turn, and the others wait for it, so it
-    # loses at most once more to each of the two that were deciding when it claimed (seqdedup/turns.py)
+    # loses at most once more to each of the two that were deciding when it claimed (seqdedup/core/turns.py)
     most = max(s[2] for answer in done for s in answer["sent"])
     assert most <= turns.AFTER + 2, f"a statement lost {most} commit races"
     # a lost race costs the commits missed, not a recovery: each driver recovers a state once, and catches up over

@@ -2,7 +2,7 @@
 database (C17, R6, R14), several topics at once, one producer shared by threads, and a bounded wait with a clear
 error for the loser.
 
-Writes take the database's writer lock (seqdedup/locks.py), so they run one at a time whatever session they use;
+Writes take the database's writer lock (seqdedup/core/locks.py), so they run one at a time whatever session they use;
 reads of committed state do not wait.
 """
 from __future__ import annotations

@@ -20,7 +20,7 @@ from sqlglot import exp
 
 import seqdedup
 from seqdedup.catalog.state import literal
-from seqdedup.consumer import consume, consumer_position
+from seqdedup.clients.consumer import consume, consumer_position
 from seqdedup.failpoints import ENVIRONMENT
 
 SQL = "SELECT count(*) AS n, sum(amount) AS total FROM new_entries"

@@ -53,7 +53,7 @@ def main() -> None:
     session = seqdedup.connect(local_session(home, master="local[1]", metastore=metastore))
     # compactions while drivers contend and get killed: every third commit unless told (drivers.py --compact-every);
     # and a snapshot every 20 entries, so that drivers catch up over the snapshots the others took (their chains of
-    # increments and full snapshots, adopted: seqdedup/topic_state.py's catch_up)
+    # increments and full snapshots, adopted: seqdedup/core/topic_state.py's catch_up)
     session.create_topic(TOPIC, {"payload": "STRING"}, if_not_exists=True,
                          compact_every_commits=int(os.environ.get("SEQDEDUP_FUZZ_COMPACT_EVERY", "3")),
                          snapshot_interval_entries=20)

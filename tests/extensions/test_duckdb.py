@@ -56,7 +56,7 @@ def test_statements_on_a_disabled_topic_cost_the_same_each_time(duckdb_dedup):
     name per statement, and the statement DuckDB built around the kept plan was kept for each name, every one a copy
     of the plan with those before it: the kept trees doubled with each statement (the tenth took seconds, the
     twelfth a minute and gigabytes). Measured here by their size, not by a clock."""
-    from seqdedup import statement
+    from seqdedup.core import statement
 
     duckdb_dedup.topic()
     duckdb_dedup.session.alter_topic("events", deduplication_enabled=False)

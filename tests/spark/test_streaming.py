@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from seqdedup import RewriteError, TopicError
-from seqdedup.streaming import foreach_batch
+from seqdedup.clients.streaming import foreach_batch
 
 from ..engines import ENGINES, Harness
 

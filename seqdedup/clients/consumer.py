@@ -43,8 +43,8 @@ from seqdedup.errors import CommitConflict, RewriteError, TopicError
 from seqdedup.sql import statements
 from seqdedup.sql.dialects import read_dialect
 
-from .failpoints import failpoint
-from .results import QueryResult
+from ..failpoints import failpoint
+from ..core.results import QueryResult
 
 #: The table name the user's SQL reads a batch's entries from.
 NEW_ENTRIES = "new_entries"
@@ -101,7 +101,7 @@ class Reader:
                                 .where(exp.and_(POSITION.copy() > literal(self.position), self._own())).limit(1)))
 
     def _own(self) -> exp.Expression:
-        """The topic's rows seqdedup wrote: a reader skips rows inserted around it (seqdedup/foreign.py)."""
+        """The topic's rows seqdedup wrote: a reader skips rows inserted around it (seqdedup/core/foreign.py)."""
         return self.session.adapter.committed_reads().own_rows(self.ref)
 
     def _fetch(self, query: exp.Expression) -> list[tuple]:

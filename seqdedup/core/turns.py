@@ -8,7 +8,7 @@ turn makes them seen.
 
 A statement that lost ``AFTER`` race claims a turn: the epoch ``<claim time in ms>`` of the topic's turn key
 (``turn-`` and a digest of its name) in the database's lease store (a partition of ``seqdedup_leases``, as
-producers' leases are claimed, seqdedup/leases.py). Every statement on the topic first waits while a live claim
+producers' leases are claimed, seqdedup/core/leases.py). Every statement on the topic first waits while a live claim
 older than its own is there (any live claim, if it has none): the losers go first, the oldest first, and the others
 after them. Once a driver has lost a race or waited for a turn on the topic, its statements there claim their turn
 before their first try for ``CONTENDED`` seconds: under steady contention every statement queues, oldest claim

@@ -85,7 +85,7 @@ class StatementResult(_Frames):
                                       # statement had no entries, and published no commit
     conflicts: int = 0                # times another driver published the commit number first: decided again
     compaction: object = None         # the topic's compaction, when its commit was one to compact after
-                                      # (seqdedup.compaction.Compaction; compact_every_commits)
+                                      # (seqdedup.core.compaction.Compaction; compact_every_commits)
 
     @property
     def written(self) -> int:

@@ -2,9 +2,9 @@
 
 A ``Writer`` holds, for one session:
 
-- the database's writer lock (``seqdedup.locks``): one write at a time per database, whichever session or thread;
+- the database's writer lock (``seqdedup.core.locks``): one write at a time per database, whichever session or thread;
 - the claims of the statement in flight (R6, ``PushedMarks``), shared by every session of the database;
-- the topics' states in memory (``seqdedup.topic_state``), shared by every session of the database while one is
+- the topics' states in memory (``seqdedup.core.topic_state``), shared by every session of the database while one is
   open, recovered on first use and checked before use where another process could have written;
 - commits: ``with writer.commit(ref) as commit:`` opens a numbered commit of a table and publishes what was
   written inside it all at once (DuckDB: one transaction; Spark: one partition registration);
@@ -39,7 +39,7 @@ from seqdedup.catalog.schema import CATALOG_TABLES, catalog_table, foreign_commi
 from seqdedup.errors import CommitConflict, EngineError
 from seqdedup.extensions.base import EngineAdapter
 
-from .failpoints import failpoint
+from ..failpoints import failpoint
 from .locks import WriterLock, shared
 from .topic_state import TopicState, catch_up, load
 

@@ -91,7 +91,8 @@ class Store(Protocol):
         """The latest epoch of each of ``keys`` that has one, in one call (a statement's check)."""
 
     def unregister(self, key: str, epoch: int) -> None:
-        """Remove an epoch (a turn, seqdedup/turns.py: producers' epochs are never removed); nothing if it is gone."""
+        """Remove an epoch (a turn, seqdedup/core/turns.py: producers' epochs are never removed); nothing if it is
+        gone."""
 
     @property
     def stopped(self) -> bool:

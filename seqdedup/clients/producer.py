@@ -8,10 +8,10 @@ connection dropped), the same entries are sent again with the same ids until the
 new ids, which is how Pulsar clients with a send timeout end up writing twice.
 
 ``send_async`` queues one entry and returns a future; entries are grouped, each group one send
-(seqdedup/batching.py), as a Pulsar client batches. A ``send`` waits for the entries queued before it.
+(seqdedup/clients/batching.py), as a Pulsar client batches. A ``send`` waits for the entries queued before it.
 
 A producer may be shared by threads, as Pulsar's is: its sends run one at a time, in the order they take its lock,
-each with its own receipts. Its name is its own on the topic (R14, seqdedup/leases.py): a second producer of the
+each with its own receipts. Its name is its own on the topic (R14, seqdedup/core/leases.py): a second producer of the
 name is refused, and so is a statement that writes under it; closing the session closes its producers.
 """
 from __future__ import annotations
@@ -36,10 +36,10 @@ from seqdedup.catalog.state import literal
 from seqdedup.errors import (CatalogError, InvalidEntryError, NotRewrittenError, OutcomeUnknownError, PolicyError,
                              ProducerError, RewriteError, SeqdedupWarning, TopicError)
 
-from . import leases
+from ..core import leases
 from .batching import Batcher, Batching, EntryFuture
 from .frames import load
-from .leases import Lease
+from ..core.leases import Lease
 from .receipts import Receipts, receipts as read_receipts
 
 log = logging.getLogger("seqdedup.producer")
@@ -137,7 +137,7 @@ class Producer:
         self._pending: list[_Send] = []
         self._explicit: bool | None = None    # decided by the first send: explicit ids or automatic ones
         self._lease: Lease | None = None      # held where other processes may write the database (R14)
-        # R14 in this process (seqdedup/leases.py); where other processes may write the database too (Spark drivers
+        # R14 in this process (seqdedup/core/leases.py); where other processes may write the database too (Spark drivers
         # on a shared metastore), a named producer also holds a lease
         leases.connect(self._key, self)
         try:
@@ -184,8 +184,8 @@ class Producer:
     def send_async(self, row, *, sequence_id: str | None = None) -> EntryFuture:
         """Queue one entry (a dict, or a tuple in the topic's column order); a future of its ``Receipt``.
 
-        The entry goes in the next group (see seqdedup/batching.py): the future completes when the group's commit
-        is durable, with the entry's position or that it was a duplicate, or fails with the error that refused the
+        The entry goes in the next group (see seqdedup/clients/batching.py): the future completes when the group's
+        commit is durable, with the entry's position or that it was a duplicate, or fails with the error that refused the
         group (the whole group: one send, one outcome). ``sequence_id`` names the row's field that holds its
         explicit id; without it the id is automatic, given when the group is sent. Waits while
         ``batching_max_pending_messages`` entries are queued. ``flush()`` waits for every queued entry.

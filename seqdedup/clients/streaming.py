@@ -1,8 +1,8 @@
 """A Structured Streaming sink: each micro-batch of a Spark stream becomes one seqdedup statement.
 
     query = (frames.writeStream
-             .foreachBatch(seqdedup.streaming.foreach_batch(session, "events", producer="producer",
-                                                            sequence_id="seq", order_by="arrival"))
+             .foreachBatch(seqdedup.foreach_batch(session, "events", producer="producer",
+                                                  sequence_id="seq", order_by="arrival"))
              .option("checkpointLocation", "/chk/events").start())
 
 Why this is effectively-once. ``foreachBatch`` is at-least-once: a micro-batch whose writes succeeded but whose
@@ -17,14 +17,16 @@ which. Together: at-least-once delivery into an idempotent, atomic write is effe
 from __future__ import annotations
 
 import uuid
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from sqlglot import exp
 
 from seqdedup.errors import RewriteError, SeqdedupError, TopicError
 
-from .results import StatementResult
-from .session import Session
+from ..core.results import StatementResult
+
+if TYPE_CHECKING:       # (the facade this client is handed; the layers below it never import it)
+    from ..session import Session
 
 
 def batch_statement(topic: exp.Table, view: exp.Table, values: Sequence[str], *, producer: str, sequence_id: str,

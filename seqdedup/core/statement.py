@@ -31,7 +31,7 @@ from seqdedup.sql import plan, rewrite
 
 from . import compaction, leases
 from .compaction import Compaction
-from .failpoints import failpoint
+from ..failpoints import failpoint
 from .results import ProducerCount, StatementResult
 from .topic_state import TopicState, marks_table, unmarked
 from .turns import AFTER, Turns
@@ -335,8 +335,8 @@ class Run:
 
     def exceptions(self, state: TopicState, commit: Commit, targets: list[str], values: list[str],
                    scratch: Scratch) -> Outcome:
-        """The exceptions plan (see sql/plan/exceptions.py): the statement's rows read once, the decision on their keys, then
-        one filtered write.
+        """The exceptions plan (see sql/plan/exceptions.py): the statement's rows read once, the decision on their keys,
+        then one filtered write.
 
         Every later step reads the rows of that one reading: a SELECT read again may give other rows (a sample,
         ``rand()`` or a Python function among its expressions, a file replaced meanwhile), and a write decided on one
@@ -394,8 +394,8 @@ class Run:
 
     def rows(self, state: TopicState, commit: Commit, targets: list[str], values: list[str],
              scratch: Scratch) -> Outcome:
-        """The row plan (see sql/plan/rows.py; an engine whose tables number their rows: ``PLAN`` "rows"): the statement's
-        rows read once into a table with their producers' marks, the repeats and the entries that came late removed
+        """The row plan (see sql/plan/rows.py; an engine whose tables number their rows: ``PLAN`` "rows"): the
+        statement's rows read once into a table with their producers' marks, the repeats and the entries that came late removed
         from it, then every candidate left written, its position its row's place in the table."""
         adapter, kept = self.adapter, self.kept
         statement = self.statement
@@ -682,11 +682,11 @@ def run(session, tree: exp.Expression) -> StatementResult:
     """Run one ``INSERT ... WHERE is_not_dup(...)`` through ``session``. Where several drivers write a topic, the one
     whose commit number another took first decides again on the new state (optimistic, as Delta's commits); one that
     lost ``turns.AFTER`` race claims a turn, and the others wait for it; under steady contention a statement claims
-    its turn before its first try (seqdedup/turns.py). The automatic compaction a commit may be due runs after the
+    its turn before its first try (seqdedup/core/turns.py). The automatic compaction a commit may be due runs after the
     turn is given back."""
     tree = rewrite.expand_is_not_dup(tree, session.adapter.binary)
     turns = Turns.of(session, tree.target)
-    # under steady contention, a turn claimed before the first try (seqdedup/turns.py)
+    # under steady contention, a turn claimed before the first try (seqdedup/core/turns.py)
     mine = turns.claim("before its first try, other drivers contending") if turns and turns.contended() else None
     try:
         for retry in range(CONFLICT_RETRIES + 1):

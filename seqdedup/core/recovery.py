@@ -38,7 +38,7 @@ and each later check says again what the snapshot holds wrong, until the state s
   ``repair`` nothing is written and the report says so, with ``repair`` the state is rebuilt from a replay of the whole
   log (never lower than the truth: ids that a purge or a disable would have let in again are duplicates again).
 - Duplicate rows: reported; seqdedup never deletes topic rows, so they are removed by hand.
-- Rows seqdedup did not write (inserted around it, seqdedup/foreign.py): left out of everything above, and counted
+- Rows seqdedup did not write (inserted around it, seqdedup/core/foreign.py): left out of everything above, and counted
   with how to move them aside; they leave the state sound, so they do not make the report fail.
 
 The snapshots are read first, then the log's last committed position, and everything is read as of that position (a
@@ -100,7 +100,7 @@ class Report:
     new_snapshot_id: int | None = None         # the fresh snapshot taken when everything agreed
     foreign_rows: int = 0                      # rows seqdedup did not write, left out of everything above
     foreign_partitions: list[str] = field(default_factory=list)    # Spark: partitions seqdedup did not publish
-    foreign: str | None = None                 # what they are and how to move them aside (seqdedup/foreign.py)
+    foreign: str | None = None                 # what they are and how to move them aside (seqdedup/core/foreign.py)
     # the snapshot the check starts from, held against the log: the producers whose marks there the log contradicts
     # (producer, snapshot: its mark there, log: the highest id it wrote up to there), at most EXAMPLES of them, and
     # how many in all; or why the snapshot cannot be where the state started over (then the whole log is replayed)

@@ -7,7 +7,7 @@ this process makes (``after``), and checked before it is trusted where another p
 (``Writer.state``). A ``TopicState`` never changes: a commit makes a new one, so a reader on another thread always
 sees one whole state.
 
-The marks are Arrow tables ``(producer, sequence_id, last_publish_time)`` (seqdedup/marks.py): an engine reads
+The marks are Arrow tables ``(producer, sequence_id, last_publish_time)`` (seqdedup/core/marks.py): an engine reads
 them as a relation without a row of Python per producer, and a commit folds its changes in at the cost of the
 producers it wrote, not of every producer known.
 """
@@ -26,7 +26,7 @@ from seqdedup.catalog.catalog import Catalog, Topic, TopicRef
 from seqdedup.catalog.schema import foreign_commits
 from seqdedup.catalog.state import STARTS, SnapshotHeader, catch_up_query, literal, producer_state_query
 from seqdedup.errors import EngineError
-from seqdedup.marks import MARKS, Marks, fold, marks_table, unmarked
+from seqdedup.core.marks import MARKS, Marks, fold, marks_table, unmarked
 
 
 _log = logging.getLogger("seqdedup.state")
@@ -48,8 +48,8 @@ class TopicState:
     # the producers that left the state (purged, R11: a tombstone each)
     recent: pa.Table = field(default_factory=lambda: MARKS.empty_table())
     gone: pa.Array = field(default_factory=lambda: pa.array([], pa.string()))
-    # commit numbers of partitions another tool registered (Spark; seqdedup/foreign.py), as of the recovery: no commit
-    # takes one (its publish would collide), and none counts as published
+    # commit numbers of partitions another tool registered (Spark; seqdedup/core/foreign.py), as of the recovery: no
+    # commit takes one (its publish would collide), and none counts as published
     taken: frozenset[int] = frozenset()
     # the time of the latest commit that wrote an entry (a producer's last write, also one purged since); with the
     # last snapshot's, what the catalog says of the topic's latest publish time (``published_at``)
@@ -306,7 +306,7 @@ def _load(catalog: Catalog, adapter, ref: TopicRef, topic) -> TopicState:
         if looked_up is not None:       # (its error first, as when it ran first: an unknown topic is named)
             topic = looked_up.result()
     taken = foreign_commits(adapter.foreign_partitions(ref))
-    own = adapter.own_rows(ref)      # what another tool wrote counts for nothing (seqdedup/foreign.py)
+    own = adapter.own_rows(ref)      # what another tool wrote counts for nothing (seqdedup/core/foreign.py)
     if adapter.TRACKS_COMMITS:
         # the state as of the commits listed, not also of one another driver published since (the reads below would
         # find its rows): its next commit would lose the race, and the catch-up over that commit, finding its

@@ -1,0 +1,5 @@
+"""The core of seqdedup: a statement run in one commit (``statement``, ``writer``), the topics' state in memory
+(``topic_state``, ``marks``) and how it is rebuilt (``recovery``), compaction, the rows other tools wrote
+(``foreign``), producers' leases and turns, locks, and the results a statement returns. It imports only the lower
+layers (udfs, catalog, sql, extensions) and the root's ``errors`` and ``failpoints``; the clients and the
+``Session`` facade build on it."""
