@@ -10,7 +10,7 @@ from sqlglot import exp
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID, SYSTEM
 
 
-# Columns the steps add. Their prefix (catalog.names.RESERVED) is refused in user columns (seqdedup/core/statement.py),
+# Columns the steps add. Their prefix (catalog.names.RESERVED) is refused in user columns (seqdedup/core/checks.py),
 # so they cannot collide.
 MARK = "__sd_mark"              # the producer's persisted mark before the statement (NULL: none)
 ACCEPTED = "__sd_accepted"      # the decision: TRUE written, FALSE duplicate, NULL undecided (a straddle)
@@ -27,7 +27,7 @@ FIRST_POSITION, LAST_POSITION, TOP = "__sd_first_position", "__sd_last_position"
 #: entry was written with (they arrived after a higher id, or in a batch entry that overlapped a written one).
 OUTCOME = ["producer", "sent", "written", "duplicates", "first_position", "last_position", "highest", "out_of_order"]
 #: The message of the engine error that ``window_decisions``' ``refuse`` raises: the runner knows it by this, and
-#: names the invalid entries itself (seqdedup/core/statement.py).
+#: names the invalid entries itself (seqdedup/core/checks.py).
 REFUSED = "seqdedup: an entry is invalid (R4)"
 
 #: A producer's ids are "dense" when they span at most this many positions per entry (plus SLACK); its positions
