@@ -1,6 +1,6 @@
 """What a user deciding whether to adopt seqdedup looks at first: the license, the author and the classifiers that
-``pip show`` prints, the LICENSE and CHANGELOG beside the code, a wheel that ships ``py.typed``, and a public API
-whose functions say what they return."""
+``pip show`` prints, the LICENSE and CHANGELOG beside the code, a wheel that ships ``py.typed`` and every module of
+the source tree, and a public API whose functions say what they return."""
 from __future__ import annotations
 
 import importlib.metadata
@@ -62,6 +62,24 @@ def test_the_wheel_ships_py_typed_the_license_and_the_metadata(tmp_path):
         assert "seqdedup/extensions/spark/jvm/Guard.java" in names       # the guards for Spark, compiled on first use
         assert f"{info}/licenses/LICENSE" in names
         _says_what_a_user_looks_for(metadata)
+    missing = sorted(set(_modules()) - set(names))
+    assert missing == [], f"the wheel leaves out {missing[:5]}: list their packages in pyproject.toml"
+
+
+def _modules() -> list[str]:
+    """Where each of the source tree's modules lands in the wheel: the folders as pyproject.toml maps them, the dbt
+    adapter's entry under dbt/adapters/."""
+    found = []
+    for folder in PACKAGE_FOLDERS:
+        for path in (ROOT / folder).rglob("*.py"):
+            relative = path.relative_to(ROOT / folder).as_posix()
+            if folder != "seqdedup":
+                found.append(f"seqdedup/{folder}/{relative}")
+            elif relative.startswith("dbt/seqdedup_spark/"):
+                found.append(f"dbt/adapters/seqdedup_spark/{relative.removeprefix('dbt/seqdedup_spark/')}")
+            else:
+                found.append(f"seqdedup/{relative}")
+    return found
 
 
 def test_the_public_api_says_what_it_returns():
