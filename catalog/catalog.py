@@ -10,12 +10,12 @@ from typing import Protocol
 import sqlglot
 from sqlglot import exp
 
-from seqdedup.errors import CatalogError, EngineError, PolicyError, TopicError, already_exists
+from seqdedup.errors import CatalogError, TopicError
 from seqdedup.udfs import Policies
 
 from . import policies as policy
-from .schema import (ADDED_COLUMNS, ADDED_TABLES, CATALOG_TABLES, CATALOG_VERSION, META, SYSTEM_COLUMNS, TOPICS,
-                     arrow_schema, catalog_table)
+from .schema import SYSTEM_COLUMNS, TOPICS, arrow_schema, catalog_table
+from .setup import CatalogSetup, shape_problem
 from .state import (SnapshotHeader, chain_of, complete_snapshots, last_position_query, literal, snapshot_headers_query,
                     snapshot_insert, snapshot_rows)
 
@@ -142,142 +142,20 @@ def _highest(column: str) -> exp.Expression:
     return exp.func("coalesce", exp.Max(this=exp.column(column)), literal(0))
 
 
-@functools.lru_cache(maxsize=1024)
-def _engine_type(kind: str | exp.DataType, dialect) -> object:
-    """A column type as the engine reads it back (VARCHAR and STRING both TEXT), to compare types (each
-    ``connect`` compares every catalog column's)."""
-    text = kind.sql(dialect=dialect) if isinstance(kind, exp.DataType) else kind
-    try:
-        return exp.DataType.build(text, dialect=dialect).this
-    except (sqlglot.errors.ParseError, ValueError):
-        return text.upper()
-
-
 class Catalog:
     """Reads and writes the catalog tables through an executor."""
 
     def __init__(self, executor: Executor):
         self.executor = executor
 
-    # --- set-up ----------------------------------------------------------------------------------------------
-
-    def _described(self) -> dict[str, list[tuple[str, str]]]:
-        """Each catalog table's columns (none: the table is missing), read in one round trip."""
-        return dict(zip(CATALOG_TABLES, self.executor.tables_columns([catalog_table(n) for n in CATALOG_TABLES])))
-
     def check_version(self) -> bool:
-        """Refuse, before anything is written, a catalog this seqdedup cannot use: written by another version, a
-        table missing, a column missing or of another type. A CatalogError says what is wrong and how to fix it.
-        True when the catalog is complete (every table and column there): ``create`` has nothing left to do.
-
-        A catalog whose creation was cut short is not damaged: its tables are there but the version row is not (on
-        Spark, where each CREATE is its own catalog operation, a process stopped during its first ``connect``).
-        With every catalog table still empty, a writable session finishes it (``create``)."""
-        if not self.executor.columns(catalog_table("seqdedup_meta")):    # a new database (one look-up)
-            return False
-        version = exp.select("value").from_(catalog_table("seqdedup_meta")).where(
-            exp.column("key").eq(literal("catalog_version")))
-        read = self.executor.alongside(lambda: self.executor.fetchall(version))    # (where the engine allows)
-        described = self._described()
-        rows = read.result()
-        if not rows:
-            if not self._unfinished(described):
-                raise CatalogError(
-                    "the seqdedup catalog has no catalog_version row in seqdedup_meta, though its other tables hold "
-                    "rows: it is damaged. Restore seqdedup_meta from a backup (if this seqdedup, catalog version "
-                    f"{CATALOG_VERSION}, wrote the catalog, the missing row is ('catalog_version', "
-                    f"'{CATALOG_VERSION}'))")
-            if self.executor.read_only:
-                raise CatalogError("the seqdedup catalog was never finished (a process stopped while creating it); "
-                                   "connect once without read_only=True to finish it")
-            self._check_tables(described, missing_ok=True)    # create() adds the missing tables and the version row
-            return False
-        version = int(rows[0][0])
-        if version < CATALOG_VERSION:
-            raise CatalogError(f"this catalog was written by an older seqdedup (catalog version {version}; this one "
-                               f"needs {CATALOG_VERSION}, which records a commit number on every row); start a new "
-                               "database, or keep using the older seqdedup with this one")
-        if version > CATALOG_VERSION:
-            raise CatalogError(f"this catalog was written by a newer seqdedup (catalog version {version}, this "
-                               f"seqdedup reads up to {CATALOG_VERSION}); upgrade seqdedup to use it")
-        return self._check_tables(described)
-
-    def _check_tables(self, described: dict[str, list[tuple[str, str]]], *, missing_ok: bool = False) -> bool:
-        """Every catalog table is there with every column, of its type (a table in ADDED_TABLES, or any table when
-        ``missing_ok``, may be missing, and a column in ADDED_COLUMNS: ``create`` adds them). True when nothing is
-        missing."""
-        complete = True
-        for name, columns in CATALOG_TABLES.items():
-            present = described[name]
-            if not present:
-                complete = False
-                if missing_ok or name in ADDED_TABLES:
-                    continue
-                raise CatalogError(f"the catalog table {name} is missing (dropped outside seqdedup?); restore it "
-                                   "from a backup of this database: seqdedup cannot rebuild it, and refuses to run "
-                                   "without it")
-            added = set(ADDED_COLUMNS.get(name, ()))
-            problem = self._shape_problem(present, {c: t for c, t in columns.items() if c not in added})
-            if problem:
-                raise CatalogError(f"the catalog table {name} is damaged: {problem} (changed outside seqdedup?); "
-                                   "restore it from a backup of this database")
-            complete = complete and self._shape_problem(present, columns) is None
-        return complete
-
-    def _shape_problem(self, present: list[tuple[str, str]], wanted: dict[str, exp.DataType]) -> str | None:
-        """What keeps a table with columns ``present`` (name, engine type) from holding the columns ``wanted``."""
-        types = {name.lower(): kind for name, kind in present}
-        missing = [name for name in wanted if name.lower() not in types]
-        if missing:
-            return f"it lacks the column{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
-        for name, kind in wanted.items():
-            if self._type(types[name.lower()]) != self._type(kind):
-                return (f"its column {name} has the type {types[name.lower()]}, where seqdedup needs "
-                        f"{kind.sql(dialect=self.executor.DIALECT)}")
-        return None
-
-    def _type(self, kind: str | exp.DataType) -> object:
-        return _engine_type(kind, self.executor.DIALECT)
-
-    def _unfinished(self, described: dict[str, list[tuple[str, str]]]) -> bool:
-        """No catalog table holds a row: a creation cut short before its version row, never used."""
-        for name in CATALOG_TABLES:
-            table = catalog_table(name)
-            if described[name] and self.executor.fetchall(exp.select(literal(1)).from_(table).limit(1)):
-                return False
-        return True
+        """See ``CatalogSetup.check_version``: a catalog this seqdedup cannot use is refused before anything is
+        written; True when it is complete."""
+        return CatalogSetup(self.executor).check_version()
 
     def create(self) -> None:
-        """Create the catalog tables (idempotent). A table that was there already (a creation cut short, an older
-        catalog, another driver first) gets the columns added since; one made now has them all."""
-        made = set()
-        for name, columns in CATALOG_TABLES.items():
-            if self._create_once(lambda: self.executor.create_catalog_table(catalog_table(name), columns)):
-                made.add(name)
-                continue
-            present = {column.lower() for column, _ in self.executor.columns(catalog_table(name))}
-            for column in ADDED_COLUMNS.get(name, ()):
-                if column not in present:     # a catalog written before the column was added: add it, NULL in old rows
-                    self._create_once(lambda: self.executor.execute(exp.Alter(
-                        this=catalog_table(name), kind="TABLE",
-                        actions=[exp.ColumnDef(this=exp.to_identifier(column), kind=columns[column].copy())])))
-        if made:        # a new catalog (or one from before a table): the guards beside it, for other sessions
-            self.executor.keep_guards()
-        if "seqdedup_meta" in made or not self.executor.fetchall(exp.select("key").from_(catalog_table("seqdedup_meta"))):
-            import pyarrow as pa
-
-            self.executor.append_rows(catalog_table("seqdedup_meta"), pa.Table.from_pylist(
-                [{"key": "catalog_version", "value": str(CATALOG_VERSION)}], schema=arrow_schema(META)))
-
-    def _create_once(self, create) -> bool:
-        """Create a table or column: ``create()``, which says whether it made one, unless another process (a driver
-        on the same metastore) just did: then False."""
-        try:
-            return bool(create())
-        except EngineError as error:
-            if not already_exists(error):
-                raise
-            return False
+        """See ``CatalogSetup.create``: the catalog tables made, or completed (idempotent)."""
+        CatalogSetup(self.executor).create()
 
     # --- topics ----------------------------------------------------------------------------------------------
 
@@ -300,7 +178,7 @@ class Catalog:
             raise CatalogError(f"topic {ref.key} is registered but its table is missing (dropped outside seqdedup?); "
                                "restore the table from a backup of this database: it holds the topic's entries, "
                                "which the catalog cannot rebuild")
-        problem = self._shape_problem(columns, SYSTEM_COLUMNS)
+        problem = shape_problem(columns, SYSTEM_COLUMNS, self.executor.DIALECT)
         if problem:
             raise CatalogError(f"the table of topic {ref.key} is damaged: {problem} (changed outside seqdedup?); "
                                "restore the table from a backup of this database")
@@ -439,50 +317,18 @@ class Catalog:
         self.executor.execute(exp.insert(body, catalog_table("seqdedup_policies")))
 
     def history(self, ref: TopicRef) -> list[Policies]:
-        """The policies that applied to the topic after each change of a setting that applies to it, oldest first,
-        the defaults first (recovery checks a snapshot against what the policies could have made it). A value that
-        cannot be read never applied, and is left out."""
+        """The policies that applied to the topic after each change of a setting that applies to it, oldest first
+        (``policies.history``)."""
         rows = self.executor.fetchall(exp.select("scope", "key", "value").from_(catalog_table("seqdedup_policies"))
                                       .where(_applying_to(ref)).order_by("version"))
-        settings: dict[str, dict[str, str]] = {scope: {} for scope in policy.SCOPES}
-        applied = [policy.resolve(settings)]
-        for scope, key, value in rows:
-            if key not in policy.DEFINITIONS:
-                continue
-            try:
-                if value is not None:
-                    policy.resolve({scope: {key: value}})
-            except PolicyError:
-                continue
-            if value is None:
-                settings[scope].pop(key, None)
-            else:
-                settings[scope][key] = value
-            applied.append(policy.resolve(settings))
-        return applied
+        return policy.history(rows)
 
     def _check_change(self, scope: str, target: str, values: dict[str, str | None]) -> None:
-        """Refuse, before anything is written, a change of the settings at ``scope``/``target`` after which a topic
-        it applies to would read a policy value that cannot be read (a row written by hand that the change leaves in
-        force): a PolicyError naming that row. One read of the policy rows and one of the registry."""
+        """Refuse, before anything is written, a change after which a topic would read a policy value that cannot be
+        read (``policies.check_change``). One read of the policy rows and one of the registry."""
         rows = self.executor.fetchall(exp.select("scope", "target", "key", "value", "version").from_(
             catalog_table("seqdedup_policies")))
-        newest: dict[tuple[str, str, str], tuple[int, str | None]] = {}
-        for row_scope, row_target, key, value, version in rows:
-            version = -1 if version is None else version
-            if (row_scope, row_target, key) not in newest or version > newest[row_scope, row_target, key][0]:
-                newest[row_scope, row_target, key] = (version, value)
-        for key, value in values.items():
-            newest[scope, target, key] = (0, value)
-        for ref in self.topics():
-            targets = {"topic": ref.key, "namespace": ref.namespace, "global": ""}
-            if targets[scope] != target:
-                continue
-            settings: dict[str, dict[str, str]] = {s: {} for s in policy.SCOPES}
-            for (row_scope, row_target, key), (_, value) in newest.items():
-                if targets.get(row_scope) == row_target and value is not None:
-                    settings[row_scope][key] = value
-            policy.resolve(settings, ref.key)
+        policy.check_change(rows, scope, target, values, [(ref.key, ref.namespace) for ref in self.topics()])
 
     # --- commits --------------------------------------------------------------------------------------------
 

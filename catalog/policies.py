@@ -200,3 +200,48 @@ def spelled(name: str, value: object) -> str:
         ('never', '5')
     """
     return DEFINITIONS[name].none if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def history(rows) -> list[Policies]:
+    """The policies that applied after each change of a setting, from ``rows`` (scope, key, value) of the settings
+    that apply to one topic in the order they were made, oldest first, the defaults first (recovery checks a snapshot
+    against what the policies could have made it). A value that cannot be read never applied, and is left out."""
+    settings: dict[str, dict[str, str]] = {scope: {} for scope in SCOPES}
+    applied = [resolve(settings)]
+    for scope, key, value in rows:
+        if key not in DEFINITIONS:
+            continue
+        try:
+            if value is not None:
+                resolve({scope: {key: value}})
+        except PolicyError:
+            continue
+        if value is None:
+            settings[scope].pop(key, None)
+        else:
+            settings[scope][key] = value
+        applied.append(resolve(settings))
+    return applied
+
+
+def check_change(rows, scope: str, target: str, values: dict[str, str | None],
+                 topics: list[tuple[str, str]]) -> None:
+    """Refuse a change of the settings at ``scope``/``target`` after which a topic it applies to would read a value
+    that cannot be read (a row written by hand that the change leaves in force): a PolicyError naming that row.
+    ``rows``: every setting (scope, target, key, value, version); ``topics``: (key, namespace) of each topic."""
+    newest: dict[tuple[str, str, str], tuple[int, str | None]] = {}
+    for row_scope, row_target, key, value, version in rows:
+        version = -1 if version is None else version
+        if (row_scope, row_target, key) not in newest or version > newest[row_scope, row_target, key][0]:
+            newest[row_scope, row_target, key] = (version, value)
+    for key, value in values.items():
+        newest[scope, target, key] = (0, value)
+    for topic, namespace in topics:
+        targets = {"topic": topic, "namespace": namespace, "global": ""}
+        if targets[scope] != target:
+            continue
+        settings: dict[str, dict[str, str]] = {s: {} for s in SCOPES}
+        for (row_scope, row_target, key), (_, value) in newest.items():
+            if targets.get(row_scope) == row_target and value is not None:
+                settings[row_scope][key] = value
+        resolve(settings, topic)
