@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import threading
@@ -16,6 +17,7 @@ from seqdedup.sql.dialects import DuckDBExplicit
 from seqdedup.udfs.guards import SIGNATURES, guard_message
 
 from .base import EngineAdapter
+from .storage import TransactionalStorage
 
 DEFAULT_DATABASE = "seqdedup.duckdb"
 #: A one-row table that tells an in-memory database apart from another (see ``DuckDBAdapter.identity``).
@@ -322,15 +324,9 @@ class DuckDBAdapter(EngineAdapter):
     #: were read in (``preserve_insertion_order``): a topic's order is its positions. 5M rows: 2.3 s -> 1.4 s.
     UNORDERED_WRITE_ABOVE = 100_000
 
-    def write_topic(self, topic, insert: exp.Insert, *, rows: int | None = None) -> int | None:
-        if rows is None or rows <= self.UNORDERED_WRITE_ABOVE:
-            return super().write_topic(topic, insert)
-        kept = self.fetchall("SELECT current_setting('preserve_insertion_order')")[0][0]
-        self.execute("SET preserve_insertion_order = false")
-        try:
-            return super().write_topic(topic, insert)
-        finally:
-            self.execute(f"SET preserve_insertion_order = {'true' if kept else 'false'}")
+    @functools.cached_property
+    def storage(self) -> DuckDBStorage:
+        return DuckDBStorage(self)
 
     def load_arrow(self, name: str, table) -> exp.Table:
         view = f"{name}_arrow"
@@ -430,3 +426,18 @@ class DuckDBAdapter(EngineAdapter):
                 connection.close()
         self._cursors.clear()
         self._local = threading.local()
+
+
+class DuckDBStorage(TransactionalStorage):
+    """The transactional storage protocol, with DuckDB's large writes unordered (``UNORDERED_WRITE_ABOVE``)."""
+
+    def write_topic(self, topic, insert: exp.Insert, *, rows: int | None = None) -> int | None:
+        adapter = self.adapter
+        if rows is None or rows <= adapter.UNORDERED_WRITE_ABOVE:
+            return super().write_topic(topic, insert)
+        kept = adapter.fetchall("SELECT current_setting('preserve_insertion_order')")[0][0]
+        adapter.execute("SET preserve_insertion_order = false")
+        try:
+            return super().write_topic(topic, insert)
+        finally:
+            adapter.execute(f"SET preserve_insertion_order = {'true' if kept else 'false'}")

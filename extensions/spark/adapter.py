@@ -17,6 +17,7 @@ from seqdedup.errors import EngineError, TopicError
 from seqdedup.sql.dialects import SparkAnsi
 
 from ..base import EngineAdapter
+from ..storage import by
 from . import guards
 from .calls import SETTINGS, held_settings, writes
 from .commits import Commits
@@ -29,17 +30,6 @@ from .partitions import Partitions
 from .quarantine import Quarantine
 from .scratch import INLINE_ROWS, Scratch
 from .session import DEFAULT_HOME, homes, local_session, refuse_without_hive
-
-
-def _by(collaborator: str, method):
-    """A method of the adapter's protocol that one of its collaborators carries out: ``method`` (a function of the
-    collaborator's class), called on the adapter's collaborator of that name."""
-    name = method.__name__
-
-    @functools.wraps(method)
-    def call(self, *args, **kwargs):
-        return getattr(getattr(self, collaborator), name)(*args, **kwargs)
-    return call
 
 
 class SparkAdapter(EngineAdapter):
@@ -70,39 +60,39 @@ class SparkAdapter(EngineAdapter):
     #: within half this time of its last look at the topic (``listing_ttl``), so a number is never freed under it.
     COVERED_GRACE = 600.0
 
-    # --- the storage protocol, by the collaborators (``__init__``) ----------------------------------------------
-    relation = _by("scratch", Scratch.relation)
-    create_temp_table = _by("scratch", Scratch.create)
-    temp_table_rows = _by("scratch", Scratch.rows)
-    drop_temp_table = _by("scratch", Scratch.drop)
-    has_temp_table = _by("scratch", Scratch.has)
-    load_arrow = _by("scratch", Scratch.load_arrow)
-    load_dataframe = _by("scratch", Scratch.load_dataframe)
-    append_rows = _by("files", TableFiles.append_rows)
-    create_topic_table = _by("files", TableFiles.create_topic_table)
-    create_catalog_table = _by("files", TableFiles.create_catalog_table)
-    delete_rows = _by("files", TableFiles.delete_rows)
-    drop_topic_table = _by("files", TableFiles.drop_topic_table)
-    refresh = _by("files", TableFiles.refresh)
-    columns = _by("files", TableFiles.columns)
-    tables_columns = _by("files", TableFiles.tables_columns)
-    listed_once = _by("partitions", Partitions.listed_once)
-    published_commits = _by("commits", Commits.published)
-    last_published_commit = _by("commits", Commits.last_published)
-    visible_commits = _by("commits", Commits.visible)
-    attempt = _by("commits", Commits.attempt)
-    open_commit = _by("commits", Commits.open)
-    write_topic = _by("commits", Commits.write)
-    write_decided = _by("commits", Commits.write_decided)
-    discard_commit_rows = _by("commits", Commits.discard)
-    publish = _by("commits", Commits.publish)
-    close_commit = _by("commits", Commits.close)
-    partition_ranges = _by("compaction", Compaction.ranges)
-    drop_merged = _by("compaction", Compaction.drop_merged)
-    merge_partitions = _by("compaction", Compaction.merge)
-    foreign_partitions = _by("quarantine", Quarantine.foreign)
-    own_rows = _by("quarantine", Quarantine.own_rows)
-    move_foreign_rows = _by("quarantine", Quarantine.move)
+    # --- the storage protocol (extensions/storage.py), by the collaborators (``__init__``) ------------------
+    relation = by("scratch", Scratch.relation)
+    create_temp_table = by("scratch", Scratch.create)
+    temp_table_rows = by("scratch", Scratch.rows)
+    drop_temp_table = by("scratch", Scratch.drop)
+    has_temp_table = by("scratch", Scratch.has)
+    load_arrow = by("scratch", Scratch.load_arrow)
+    load_dataframe = by("scratch", Scratch.load_dataframe)
+    append_rows = by("files", TableFiles.append_rows)
+    create_topic_table = by("files", TableFiles.create_topic_table)
+    create_catalog_table = by("files", TableFiles.create_catalog_table)
+    delete_rows = by("files", TableFiles.delete_rows)
+    drop_topic_table = by("files", TableFiles.drop_topic_table)
+    refresh = by("files", TableFiles.refresh)
+    columns = by("files", TableFiles.columns)
+    tables_columns = by("files", TableFiles.tables_columns)
+    listed_once = by("partitions", Partitions.listed_once)
+    published_commits = by("commits", Commits.published)
+    last_published_commit = by("commits", Commits.last_published)
+    visible_commits = by("commits", Commits.visible)
+    attempt = by("commits", Commits.attempt)
+    open_commit = by("commits", Commits.open)
+    write_topic = by("commits", Commits.write)
+    write_decided = by("commits", Commits.write_decided)
+    discard_commit_rows = by("commits", Commits.discard)
+    publish = by("commits", Commits.publish)
+    close_commit = by("commits", Commits.close)
+    partition_ranges = by("compaction", Compaction.ranges)
+    drop_merged = by("compaction", Compaction.drop_merged)
+    merge_partitions = by("compaction", Compaction.merge)
+    foreign_partitions = by("quarantine", Quarantine.foreign)
+    own_rows = by("quarantine", Quarantine.own_rows)
+    move_foreign_rows = by("quarantine", Quarantine.move)
 
     def __init__(self, spark=None, *, master: str = "local[2]", read_only: bool = False,
                  lock_timeout: float | None = 60.0):

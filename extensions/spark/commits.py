@@ -16,7 +16,7 @@ from seqdedup.catalog.names import STAGING
 from seqdedup.catalog.schema import COMMITS, arrow_schema, catalog_table
 from seqdedup.errors import CommitConflict, EngineError, already_exists
 
-from ..base import Decided
+from ..storage import Decided
 from .collaborator import Collaborator
 from .errors import causes
 from .frames import Observed

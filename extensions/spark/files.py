@@ -16,6 +16,7 @@ from seqdedup.catalog.schema import create_table
 from seqdedup.errors import EngineError
 
 from ..base import EngineAdapter
+from ..storage import TransactionalStorage
 from .collaborator import Collaborator
 from .errors import engine_error, not_found, unregistered_catalog
 from .frames import Observed, as_spark_binds
@@ -185,7 +186,7 @@ class TableFiles(Collaborator):
             path.getFileSystem(self.spark._jsc.hadoopConfiguration()).delete(path, directory)
 
     def drop_topic_table(self, topic) -> None:
-        EngineAdapter.drop_topic_table(self.adapter, topic)
+        TransactionalStorage(self.adapter).drop_topic_table(topic)     # (a DROP TABLE, as any engine's)
         self._locations.pop(self.adapter.sql(topic.table), None)
         self.adapter.partitions.forget(topic.table)
         self.adapter.commits.close(topic)
