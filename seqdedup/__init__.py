@@ -59,8 +59,11 @@ _LAZY = {"consume": "seqdedup.clients.consumer", "consumer_position": "seqdedup.
          "load_ipython_extension": "seqdedup.notebook"}    # %load_ext seqdedup, in Jupyter or IPython
 
 
-#: Submodules reachable as attributes without an import of their own (``seqdedup.clients.streaming.foreach_batch``).
-_SUBMODULES = ("streaming", "consumer", "producer", "kafka", "recovery")
+#: Modules reachable as attributes without an import of their own (``seqdedup.streaming.foreach_batch``): name ->
+#: module.
+_SUBMODULES = {"streaming": "seqdedup.clients.streaming", "consumer": "seqdedup.clients.consumer",
+               "producer": "seqdedup.clients.producer", "kafka": "seqdedup.clients.kafka",
+               "recovery": "seqdedup.core.recovery"}
 
 
 def __getattr__(name: str) -> Any:

@@ -13,6 +13,8 @@ import typing
 import zipfile
 from pathlib import Path
 
+import pytest
+
 import seqdedup
 from seqdedup.clients.kafka import KafkaResult
 from seqdedup.clients.producer import Producer
@@ -80,6 +82,17 @@ def _modules() -> list[str]:
             else:
                 found.append(f"seqdedup/{relative}")
     return found
+
+
+def test_the_modules_the_docs_reach_through_seqdedup_are_there():
+    """``seqdedup.streaming.foreach_batch(...)`` (the README) and the other modules reachable as attributes, where
+    the modules live under seqdedup/core/ and seqdedup/clients/."""
+    assert seqdedup.streaming.foreach_batch is seqdedup.foreach_batch
+    assert seqdedup.consumer.Reader is seqdedup.Reader and seqdedup.producer.Producer is seqdedup.Producer
+    for name in ("kafka", "recovery"):
+        assert inspect.ismodule(getattr(seqdedup, name)), name
+    with pytest.raises(AttributeError, match="no attribute 'writer'"):
+        seqdedup.writer
 
 
 def test_the_public_api_says_what_it_returns():
