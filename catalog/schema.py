@@ -13,8 +13,8 @@ the commit is published by registering the topic partition ``_commit = N`` (one 
 of a commit that was never published are ignored by every read (see ``EngineAdapter.visible_commits``).
 
 A consumer's output table (``seqdedup.clients.consumer.consume``) is committed the same way, though it is not a
-registered topic: each batch is one commit of the output, holding the output rows and the ``seqdedup_consumers`` row that
-records how far the consumer has read, so the output and the position that produced it become visible together.
+registered topic: each batch is one commit of the output, holding the output rows and the ``seqdedup_consumers`` row
+that records how far the consumer has read, so the output and the position that produced it become visible together.
 """
 from __future__ import annotations
 

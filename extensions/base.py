@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import functools
 import threading
 import uuid
-import functools
 from typing import Callable, Iterator
 
 from sqlglot import exp

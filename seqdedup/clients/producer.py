@@ -185,8 +185,8 @@ class Producer:
         """Queue one entry (a dict, or a tuple in the topic's column order); a future of its ``Receipt``.
 
         The entry goes in the next group (see seqdedup/clients/batching.py): the future completes when the group's
-        commit is durable, with the entry's position or that it was a duplicate, or fails with the error that refused the
-        group (the whole group: one send, one outcome). ``sequence_id`` names the row's field that holds its
+        commit is durable, with the entry's position or that it was a duplicate, or fails with the error that refused
+        the group (the whole group: one send, one outcome). ``sequence_id`` names the row's field that holds its
         explicit id; without it the id is automatic, given when the group is sent. Waits while
         ``batching_max_pending_messages`` entries are queued. ``flush()`` waits for every queued entry.
         """

@@ -2,10 +2,10 @@
 per plan (``window``, ``rows``, ``exceptions``, with the decision ``rounds`` the last two share), what they share
 (``common``) and the plan described as named steps (``describe``).
 
-A statement arrives split by ``sql.rewrite.expand_is_not_dup`` into ``keys`` (each entry's producer, lowest and
-highest id, and its ORDER BY values) and ``values`` (the same rows with the values to write). The producers' marks
-come from memory (``seqdedup.core.topic_state``), as a small relation ``marks(producer, sequence_id)``. Three plans decide
-the same thing (R1, R2) at different costs:
+A statement arrives split by ``sql.rewrite.expand_is_not_dup`` into ``keys`` (each entry's producer, lowest and highest
+id, and its ORDER BY values) and ``values`` (the same rows with the values to write). The producers' marks come from
+memory (``seqdedup.core.topic_state``), as a small relation ``marks(producer, sequence_id)``. Three plans decide the
+same thing (R1, R2) at different costs:
 
 **The window plan** (one pass; Spark's): ``values`` joined to the marks, distributed by producer, sorted in arrival
 order, decided by running windows, numbered, written. Running aggregates in the same sort give the per-producer
@@ -24,11 +24,11 @@ aggregate of what is left::
 
     values ⋈ marks ─► rows (read once) ─► repeats / rejected removed ─► write candidates ─► outcome
 
-**The exceptions plan** (narrow decision, then one filtered write; Spark's for a straddle): the statement's rows are read
-once into a table (``values``: a source read again may give other rows, such as a sample, ``rand()`` or a file replaced
-meanwhile, and the plan reads its rows several times). The decision runs on the keys alone, and what it finds is
-almost always small: the entries the simple rule "above the mark" gets wrong (repeats inside the statement,
-entries that arrived after a higher id). The write is then a filtered copy of ``values``::
+**The exceptions plan** (narrow decision, then one filtered write; Spark's for a straddle): the statement's rows are
+read once into a table (``values``: a source read again may give other rows, such as a sample, ``rand()`` or a file
+replaced meanwhile, and the plan reads its rows several times). The decision runs on the keys alone, and what it finds
+is almost always small: the entries the simple rule "above the mark" gets wrong (repeats inside the statement, entries
+that arrived after a higher id). The write is then a filtered copy of ``values``::
 
     SELECT ─► values (read once)
     keys ⋈ marks ─► producers (per producer: counts, id range, positions reserved)

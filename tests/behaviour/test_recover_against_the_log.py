@@ -1,7 +1,8 @@
 """``recover`` holds what it starts from against the log, never trusts it (seqdedup/core/recovery.py): a snapshot
-written around seqdedup (a COPY of forged rows, a restore from elsewhere) that would let retries be written twice is found and,
-with repair, set right; a topic whose snapshots were all deleted around seqdedup is explained, and rebuilt from its
-log with repair. A history the log explains (a purge, R11; a disable and an enable, R10) passes. On every engine."""
+written around seqdedup (a COPY of forged rows, a restore from elsewhere) that would let retries be written twice is
+found and, with repair, set right; a topic whose snapshots were all deleted around seqdedup is explained, and rebuilt
+from its log with repair. A history the log explains (a purge, R11; a disable and an enable, R10) passes. On every
+engine."""
 from __future__ import annotations
 
 import pytest
