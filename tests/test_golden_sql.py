@@ -1,6 +1,6 @@
-"""Golden SQL: what a statement actually runs on each engine, for reviewers to see (STYLE 11), as the plan in
-sql/plan/describe.py describes it (``plan.describe``): DuckDB runs the row plan; Spark the window plan, and the
-exceptions plan when a batch entry straddles the mark.
+"""Golden SQL: what a statement runs on each engine, for reviewers to see (STYLE 11): each plan's list of steps
+(``sql/plan/steps.py``), built by the same builders the runner uses (``plan.describe``). DuckDB runs the row plan;
+Spark the window plan, and the exceptions plan when a batch entry straddles the mark.
 
 Set SEQDEDUP_UPDATE_GOLDEN=1 to rewrite the files after an intended change, and read the diff.
 """
@@ -28,14 +28,16 @@ STATEMENTS = {
 SPARK_NUMBER = sqlglot.parse_one(
     "(MONOTONICALLY_INCREASING_ID() - SHIFTLEFT(CAST(SPARK_PARTITION_ID() AS BIGINT), 33)) * 2 "
     "+ CAST(SPARK_PARTITION_ID() AS BIGINT) + 1", read="spark")
-#: (Spark gives a small statement's window plan its base position as a DECIMAL: ``SparkAdapter.constant``)
+#: (a small statement's window plan on Spark: its base position as a DECIMAL (``SparkAdapter.constant``), a few
+#: marks as a map bound to a parameter, the rows in one task)
+SMALL = dict(gather=True, marks=exp.Placeholder(this="__sd_marks"),
+             base=exp.cast(exp.convert(41), exp.DataType.build("DECIMAL(20, 0)")))
 ENGINES = {
-    "duckdb": [dict(kind="rows", partitions=None,
-                    number=EngineAdapter().row_number())],
-    "spark": [dict(kind="window", partitions=2, number=SPARK_NUMBER,
-                   small_base=exp.cast(exp.convert(41), exp.DataType.build("DECIMAL(20, 0)")),
-                   refuse=plan.refusal("raise_error")),
-              dict(kind="exceptions", partitions=2, number=SPARK_NUMBER)],
+    "duckdb": [dict(kind="rows", number=EngineAdapter().row_number())],
+    "spark": [dict(kind="window", partitions=2, number=SPARK_NUMBER, refuse=plan.refusal("raise_error")),
+              dict(kind="window", partitions=2, number=SPARK_NUMBER, refuse=plan.refusal("raise_error"),
+                   only=["decide"], label="a small statement", **SMALL),
+              dict(kind="exceptions", partitions=2, number=SPARK_NUMBER, read_once=True)],
 }
 DIALECT = {"duckdb": DuckDBExplicit, "spark": SparkAnsi}
 
@@ -44,11 +46,14 @@ def plan_sql(statement: str, engine: str) -> str:
     insert = rewrite.expand_is_not_dup(sqlglot.parse_one(statement, read="spark"))
     parts = []
     for options in ENGINES[engine]:
-        steps = plan.describe(insert, commit=7, publish_time=exp.Literal.string("2026-01-01"),
-                              topic=exp.table_("events", db="main"), targets=["payload"], values=["__sd_v0"],
-                              base=41, **options)
-        parts += [f"-- {options['kind']} plan: {name}\n{tree.sql(DIALECT[engine], pretty=True)};"
-                  for name, tree in steps.items()]
+        options = dict(options)
+        kind, only, label = options.pop("kind"), options.pop("only", None), options.pop("label", None)
+        inputs = plan.Inputs(insert, **{**dict(commit=exp.convert(7), publish_time=exp.Literal.string("2026-01-01"),
+                                               topic=exp.table_("events", db="main"), targets=["payload"],
+                                               values=["__sd_v0"], base=exp.convert(41)), **options})
+        title = f"{kind} plan" + (f", {label}" if label else "")
+        parts += [f"-- {title}: {name}\n{tree.sql(DIALECT[engine], pretty=True)};"
+                  for name, tree in plan.describe(kind, inputs, only).items()]
     return "\n\n".join(parts) + "\n"
 
 

@@ -4,6 +4,7 @@ shape (``Run.kept``), the statement's values bound as parameters. Each returns t
 producer, the only thing that crosses to Python."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -52,35 +53,41 @@ class Outcome:
     table: exp.Table | None = None      # the outcome as an engine table, when the plan made one
 
 
+def inputs(run, targets: list[str], values: list[str], **given) -> plan.Inputs:
+    """What a plan's steps are built from (``sql.plan.Inputs``): the values that change from one statement to the
+    next are parameters, the tables are added as the steps make them."""
+    return plan.Inputs(run.statement, topic=run.ref.table, targets=targets, values=values, publish_time=NOW,
+                       commit=COMMIT, base=BASE, **given)
+
+
 def window(run, state: TopicState, commit: Commit, targets: list[str], values: list[str],
            scratch: Scratch) -> Outcome | None:
     """The window plan (see sql/plan/window.py): one pass. None when a batch entry straddles (undecided)."""
-    adapter, statement = run.adapter, run.statement
+    adapter, steps = run.adapter, plan.PLANS["window"]
     checked = state.enabled
-    marks, seen = marks_relation(run, state, scratch, checked, inline=True)
-    late = checked and statement.ordered     # (unordered, arrival is id order: nothing comes late)
+    given = inputs(run, targets, values, checked=checked, partitions=adapter.PARTITIONS,
+                   refuse=plan.refusal(adapter.RAISE_ERROR) if adapter.RAISE_ERROR else None)
+    marks, seen = marks_relation(run, state, scratch, given, inline=True)
     gather = adapter.fits_one_task(described(run))     # (its size: that of the values, a little more)
     # (a small statement's cost is its fixed costs, a large one's is per row: see EngineAdapter.constant)
-    base = adapter.constant(BASE) if gather else BASE
-    refuse = plan.refusal(adapter.RAISE_ERROR) if adapter.RAISE_ERROR else None
+    given = dataclasses.replace(given, marks=marks, seen=seen, gather=gather,
+                                base=adapter.constant(BASE) if gather else BASE)
 
-    def insert_for(rows: exp.Expression) -> exp.Insert:
-        return plan.insert_rows(run.ref.table, targets, values, rows, NOW, COMMIT)
-
-    def decide_and_write(source: exp.Select):
-        decided = run.kept(f"window {source is statement.values} {gather} {marks is MARKS}", lambda:
-                            plan.window_decisions(source, marks, statement.order, base=base,
-                                                  partitions=adapter.PARTITIONS, number=adapter.row_number(),
-                                                  checked=checked, late=late, seen=seen, gather=gather,
-                                                  refuse=refuse))
-        return adapter.write_decided(run.ref, decided, plan.ACCEPTED, insert_for, plan.window_metrics(seen),
-                                     plan.window_outcome(late=late), plan.LAST, proceed=settled,
+    def decide_and_write(i: plan.Inputs):
+        decided = run.kept(f"window {not i.read_once} {gather} {marks is MARKS}", lambda: steps["decide"].build(
+            dataclasses.replace(i, number=adapter.row_number())))
+        # (the engine reads the metrics and the outcome off its own table of the decided rows: their columns only)
+        metrics = run.kept(f"metrics {seen}", lambda: steps["metrics"].build(i)).expressions
+        outcome = run.kept(f"outcome {checked}", lambda: steps["outcome"].build(i)).expressions
+        return adapter.write_decided(run.ref, decided, plan.ACCEPTED,
+                                     lambda rows: steps["write"].build(i.having(accepted=rows)),
+                                     {m.alias: m.this for m in metrics}, outcome, plan.LAST, proceed=settled,
                                      name=scratch.name("__sd_decided"))
 
     written = None
     try:
         with adapter.parameters(run.bound):
-            written = decide_and_write(statement.values)
+            written = decide_and_write(given)
     except EngineError as error:
         adapter.discard_commit_rows(run.ref)
         if plan.REFUSED not in str(error):
@@ -89,9 +96,9 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
             # table and decided from there; an error of the user's own expressions fails again, here, and is
             # reported.
             try:
-                rows = scratch.table("__sd_values", statement.values)
+                rows = scratch.table("__sd_values", steps["values"].build(given))
                 with adapter.parameters(run.bound):
-                    written = decide_and_write(exp.select("*").from_(rows))
+                    written = decide_and_write(dataclasses.replace(given, read_once=True).having(values=rows))
             except EngineError as again:
                 adapter.discard_commit_rows(run.ref)
                 if plan.REFUSED not in str(again):
@@ -113,28 +120,28 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
     return Outcome(producers, end, 1)
 
 
-def marks_relation(run, state: TopicState, scratch: Scratch, checked: bool, *,
-          inline: bool = False) -> tuple[exp.Expression | None, bool]:
+def marks_relation(run, state: TopicState, scratch: Scratch, given: plan.Inputs, *,
+                   inline: bool = False) -> tuple[exp.Expression | None, bool]:
     """The marks a plan joins as a relation (None: no producer has one), and whether they are only those of
     the producers a first read of the statement carried (``seen``: a semi-join of a large state; then a
     relation even when empty, so that an entry of a producer that read did not carry is caught). ``inline``
     (the window plan): a few marks come as a map, bound to the parameter ``__sd_marks`` (``MARKS_AS_MAP``)."""
-    adapter = run.adapter
+    adapter, checked = run.adapter, given.checked
     above = adapter.SEMI_JOIN_ABOVE
     seen = checked and above is not None and state.marks.num_rows > above
     if not seen and not (checked and state.marks.num_rows):
         return None, False
-    table = carried_marks(run, state) if seen else state.marks.table
+    table = carried_marks(run, state, given) if seen else state.marks.table
     if inline and 0 < table.num_rows <= (adapter.MARKS_AS_MAP or 0):
         run.bound[MARKS.name] = adapter.marks_map(table)
         return MARKS, seen
     return scratch.relation("__sd_marks", table), seen
 
 
-def carried_marks(run, state: TopicState) -> pa.Table:
+def carried_marks(run, state: TopicState, given: plan.Inputs) -> pa.Table:
     """The marks of the producers the statement carries, and a row with no mark for each that has none: a
     semi-join of a large state, so that the engine gets the few marks the statement needs."""
-    carried = run.adapter.fetch_arrow(run.kept("carried", lambda: plan.carried_producers(run.statement.keys)))
+    carried = run.adapter.fetch_arrow(run.kept("carried", lambda: plan.CARRIED.build(given)))
     names = carried.column(0).cast(pa.string())
     found = state.marks.lookup(names)
     return pa.concat_tables([found, unmarked(pc.filter(names, pc.invert(
@@ -149,55 +156,49 @@ def exceptions(run, state: TopicState, commit: Commit, targets: list[str], value
     Every later step reads the rows of that one reading: a SELECT read again may give other rows (a sample,
     ``rand()`` or a Python function among its expressions, a file replaced meanwhile), and a write decided on one
     reading and made from another could write an id twice."""
-    adapter, kept = run.adapter, run.kept
+    adapter, kept, steps = run.adapter, run.kept, plan.PLANS["exceptions"]
+    i = inputs(run, targets, values, read_once=True, checked=state.enabled)
     try:
-        rows = scratch.table("__sd_values", run.statement.values)
+        i = i.having(values=scratch.table("__sd_values", steps["values"].build(i)))
     except EngineError as error:
         raise Unsettled(error) from error
-    statement = run.statement = run.statement.over(rows)
-    keys = statement.keys
-    marks, seen = marks_relation(run, state, scratch, state.enabled)
-    producers = scratch.name("__sd_producers")
+    statement = run.statement = i.read
+    marks, seen = marks_relation(run, state, scratch, i)
+    i = dataclasses.replace(i, marks=marks, seen=seen)
     try:
-        producers = adapter.create_temp_table(producers, kept(f"producers {seen}", lambda: plan.producers(
-            keys, marks, seen=seen)))
+        i = i.having(producers=adapter.create_temp_table(scratch.name("__sd_producers"), kept(
+            f"producers {seen}", lambda: steps["producers"].build(i))))
     except EngineError as error:
         raise Unsettled(error) from error
-    sums = ("__sd_invalid", "__sd_batches", "__sd_room") + ((plan.UNSEEN,) if seen else ())
-    invalid, batches, room, *unseen, sparse = adapter.fetchall(kept(f"sums {seen}", lambda: exp.select(
-        *[exp.func("coalesce", exp.Sum(this=exp.column(c)), exp.convert(0)) for c in sums],
-        exp.func("count_if", exp.column("__sd_sparse"))).from_(producers.copy())))[0]
+    invalid, batches, room, *unseen, sparse = adapter.fetchall(kept(f"sums {seen}", lambda: steps["sums"].build(i)))[0]
     if any(unseen):
         raise EngineError(CHANGED)
     if invalid:
         refuse_invalid(run)
-    rounds = 1
+    rounds, i = 1, dataclasses.replace(i, batches=bool(batches))
     if not batches and not statement.ordered:
-        exceptions = adapter.create_temp_table(scratch.name("__sd_exceptions"), kept(
-            "repeats", lambda: plan.repeats(keys, producers)))
-        counts = kept("repeat counts", lambda: plan.repeat_counts(keys, producers, exceptions))
+        i = i.having(exceptions=adapter.create_temp_table(scratch.name("__sd_exceptions"), kept(
+            "repeats", lambda: steps["repeats"].build(i))))
+        counts = kept("repeat counts", lambda: steps["repeat counts"].build(i))
     else:
         candidates = adapter.create_temp_table(scratch.name("__sd_candidates"), kept(
-            "candidates", lambda: plan.candidates(keys, producers)))
-        decisions, rounds = decide(run, candidates, bool(batches), scratch)
-        exceptions = adapter.create_temp_table(scratch.name("__sd_exceptions"), kept(
-            f"decided exceptions {rounds}", lambda: plan.decided_exceptions(decisions, statement.key_columns)))
-        counts = kept(f"decided counts {rounds}", lambda: plan.decided_counts(decisions))
+            "candidates", lambda: steps["candidates"].build(i)))
+        decisions, rounds = decide(run, i.having(candidates=candidates), steps, scratch)
+        i = i.having(decisions=decisions)
+        i = i.having(exceptions=adapter.create_temp_table(scratch.name("__sd_exceptions"), kept(
+            f"decided exceptions {rounds}", lambda: steps["decided exceptions"].build(i))))
+        counts = kept(f"decided counts {rounds}", lambda: steps["decided counts"].build(i))
+    i = i.having(counts=counts.subquery())
     outcome = adapter.create_temp_table(scratch.name("__sd_outcome"), kept(
-        f"outcome {statement.ordered or bool(batches)} {rounds}",
-        lambda: plan.outcome(producers, counts.subquery(), BASE)))
-    kept_once = adapter.fetchall(kept("kept once", lambda: exp.select(
-        exp.func("count_if", exp.column("__sd_kept").eq(1))).from_(exceptions.copy())))[0][0]
-    windowed = bool(kept_once or sparse)
+        f"outcome {statement.ordered or bool(batches)} {rounds}", lambda: steps["outcome"].build(i)))
+    i = i.having(outcome=outcome)
+    kept_once = adapter.fetchall(kept("kept once", lambda: steps["kept once"].build(i)))[0][0]
+    i = dataclasses.replace(i, windowed=bool(kept_once or sparse))
     try:
-        adapter.write_topic(run.ref, kept(f"write {windowed}", lambda: plan.insert_rows(
-            run.ref.table, targets, values, plan.write_rows(statement.values, producers, exceptions,
-                                                             statement.key_columns, values, base=BASE,
-                                                             windowed=windowed), NOW, COMMIT)))
+        adapter.write_topic(run.ref, kept(f"write {i.windowed}", lambda: steps["write"].build(i)))
     except EngineError as error:
         raise Unsettled(error) from error
-    table = adapter.fetch_arrow(kept("outcome rows", lambda: exp.select(*plan.OUTCOME).from_(
-        outcome.copy()).order_by("producer")))
+    table = adapter.fetch_arrow(kept("outcome rows", lambda: steps["outcome rows"].build(i)))
     return Outcome(outcome_table(table), state.end + room, rounds, table=outcome)
 
 
@@ -206,72 +207,68 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
     """The row plan (see sql/plan/rows.py; an engine whose tables number their rows: ``PLAN`` "rows"): the
     statement's rows read once into a table with their producers' marks, the repeats and the entries that came late
     removed from it, then every candidate left written, its position its row's place in the table."""
-    adapter, kept = run.adapter, run.kept
-    statement = run.statement
+    adapter, kept, steps = run.adapter, run.kept, plan.PLANS["rows"]
     marked = state.marks.num_rows if state.enabled else 0
     large = adapter.SEMI_JOIN_ABOVE is not None and marked > adapter.SEMI_JOIN_ABOVE
+    i = inputs(run, targets, values, read_once=large, checked=state.enabled)
     try:
         if large:       # the marks of the producers the rows carry, read from the rows (a semi-join)
-            statement = run.statement = statement.over(scratch.table("__sd_values", statement.values))
-            marks = scratch.relation("__sd_marks", carried_marks(run, state))
+            i = i.having(values=scratch.table("__sd_values", steps["values"].build(i)))
+            run.statement = i.read
+            marks = scratch.relation("__sd_marks", carried_marks(run, state, i))
         else:
             marks = scratch.relation("__sd_marks", state.marks.table) if marked else None
-        rows = adapter.create_temp_table(scratch.name("__sd_rows"), kept(
-            f"rows {marks is None} {large}", lambda: plan.rows_once(statement.values, marks)))
+        i = dataclasses.replace(i, marks=marks)
+        i = i.having(rows=adapter.create_temp_table(scratch.name("__sd_rows"), kept(
+            f"rows {marks is None} {large}", lambda: steps["rows"].build(i))))
     except EngineError as error:
         raise Unsettled(error) from error
-    first, last, invalid, batches = adapter.fetchall(kept("rows summary", lambda: plan.rows_summary(rows)))[0]
+    first, last, invalid, batches = adapter.fetchall(kept("rows summary", lambda: steps["summary"].build(i)))[0]
     if invalid:
         refuse_invalid(run)
-    rounds, late = 1, statement.ordered or bool(batches)      # (out of order: a batch entry can overlap too)
+    rounds, late = 1, i.statement.ordered or bool(batches)      # (out of order: a batch entry can overlap too)
+    i = dataclasses.replace(i, batches=bool(batches))
     if not late:
-        repeats = adapter.create_temp_table(scratch.name("__sd_repeats"), kept(
-            "repeats", lambda: plan.row_repeats(rows)))
-        adapter.execute(kept("drop repeats", lambda: plan.drop_repeats(rows, repeats)))
-        dropped = kept("dropped repeats", lambda: plan.dropped_repeats(repeats))
+        i = i.having(repeats=adapter.create_temp_table(scratch.name("__sd_repeats"), kept(
+            "repeats", lambda: steps["repeats"].build(i))))
+        adapter.execute(kept("drop repeats", lambda: steps["drop repeats"].build(i)))
     else:
-        key_columns = [plan.ROW] + statement.key_columns
         candidates = adapter.create_temp_table(scratch.name("__sd_candidates"), kept(
-            "row candidates", lambda: plan.row_candidates(rows, statement.key_columns)))
-        decisions, rounds = decide(run, candidates, bool(batches), scratch, key_columns)
-        adapter.execute(kept(f"drop rejected {rounds}", lambda: plan.drop_rejected(rows, decisions)))
-        dropped = kept(f"dropped rejected {rounds}", lambda: plan.dropped_rejected(decisions))
+            "row candidates", lambda: steps["candidates"].build(i)))
+        decisions, rounds = decide(run, i.having(candidates=candidates), steps, scratch)
+        i = i.having(decisions=decisions)
+        adapter.execute(kept(f"drop rejected {rounds}", lambda: steps["drop rejected"].build(i)))
     with adapter.parameters({plan.FIRST_ROW.name: first if first is not None else 0}):
         try:
-            adapter.write_topic(run.ref, kept("write rows", lambda: plan.insert_rows(
-                run.ref.table, targets, values, plan.rows_written(rows, values, statement.key_columns, BASE),
-                NOW, COMMIT)), rows=0 if first is None else last - first + 1)
+            adapter.write_topic(run.ref, kept("write rows", lambda: steps["write"].build(i)),
+                                rows=0 if first is None else last - first + 1)
         except EngineError as error:
             raise Unsettled(error) from error
-        table = adapter.fetch_arrow(kept(f"row outcome {late} {rounds}", lambda: plan.row_outcome(
-            rows, dropped, BASE, late=late).order_by("producer")))
+        outcome = steps["outcome rejected" if late else "outcome repeats"]
+        table = adapter.fetch_arrow(kept(f"row outcome {late} {rounds}", lambda: outcome.build(i)))
     producers = outcome_table(table)
     end = max([state.end] + [p for p in producers.column("last_position").to_pylist() if p is not None])
     return Outcome(producers, end, rounds)
 
 
-def decide(run, candidates: exp.Table, batches: bool, scratch: Scratch,
-           key_columns: list[str] | None = None) -> tuple[exp.Table, int]:
-    """The windowed decision of the candidates (their ``key_columns``: the statement's keys unless given), in
-    rounds; after the first, only the producers with an undecided entry (a batch entry that straddles) take
-    part."""
-    key_columns, order = key_columns or run.statement.key_columns, run.statement.order
-    decisions = run.adapter.create_temp_table(scratch.name("__sd_decisions"), run.kept(
-        f"round 1 {batches}", lambda: plan.first_round(candidates, key_columns, order, batches=batches)))
+def decide(run, i: plan.Inputs, steps: dict[str, plan.Step], scratch: Scratch) -> tuple[exp.Table, int]:
+    """The windowed decision of the candidates (``sql.plan.round_steps``), in rounds; after the first, only the
+    producers with an undecided entry (a batch entry that straddles) take part."""
+    adapter = run.adapter
+    decisions = adapter.create_temp_table(scratch.name("__sd_decisions"), run.kept(
+        f"round 1 {i.batches}", lambda: steps["round 1"].build(i)))
     rounds = 1
-    if not batches:
+    if not i.batches:
         return decisions, rounds
-    pending_producers = scratch.table("__sd_pending", plan.undecided_producers(decisions))
-    if not run.adapter.fetchall(exp.select(exp.Count(this=exp.Star())).from_(pending_producers.copy()))[0][0]:
+    i = i.having(decisions=decisions)
+    i = i.having(pending=scratch.table("__sd_pending", steps["pending"].build(i)))
+    if not adapter.fetchall(steps["pending count"].build(i))[0][0]:
         return decisions, rounds
-    pending = scratch.table("__sd_rounds", plan.rows_of(decisions, pending_producers, inside=True))
-    while run.adapter.fetchall(exp.select(exp.Count(this=exp.Star())).from_(pending.copy()).where(
-            exp.column(plan.ACCEPTED).is_(exp.null())))[0][0]:
-        pending = scratch.table("__sd_rounds", plan.decision_round(pending, key_columns, order, batches=True))
+    i = i.having(rounds=scratch.table("__sd_rounds", steps["pending rows"].build(i)))
+    while adapter.fetchall(steps["undecided"].build(i))[0][0]:
+        i = i.having(rounds=scratch.table("__sd_rounds", steps["next round"].build(i)))
         rounds += 1
-    settled = exp.union(plan.rows_of(decisions, pending_producers, inside=False),
-                        exp.select("*").from_(pending.copy()), distinct=False)
-    return scratch.table("__sd_decided", settled), rounds
+    return scratch.table("__sd_decided", steps["settled"].build(i)), rounds
 
 
 def settled(metrics: dict) -> bool:

@@ -43,16 +43,18 @@ too sparse for that, so an entry's position follows from its own id.
 """
 from __future__ import annotations
 
-from .common import ACCEPTED, LAST, MAX_ID, OUTCOME, POSITION, REFUSED, UNSEEN, insert_rows, invalid
-from .describe import describe
-from .exceptions import (candidates, decided_counts, decided_exceptions, outcome, producers, repeat_counts, repeats,
-                         write_rows)
-from .rounds import decision_round, first_round, rows_of, undecided_producers
+from .common import ACCEPTED, LAST, MAX_ID, OUTCOME, POSITION, REFUSED, UNSEEN, carried_producers, insert_rows, invalid
+from .describe import PLANS, describe
+from .exceptions import (candidates, decided_counts, decided_exceptions, kept_once, outcome, producer_sums, producers,
+                         repeat_counts, repeats, write_rows)
+from .rounds import count_rows, decision_round, first_round, round_steps, rows_of, undecided_producers
+from .steps import CARRIED, Inputs, Step
 from .rows import (FIRST_ROW, ROW, drop_rejected, drop_repeats, dropped_rejected, dropped_repeats, row_candidates,
                    row_outcome, row_repeats, rows_once, rows_summary, rows_written)
-from .window import carried_producers, marks_lookup, refusal, window_decisions, window_metrics, window_outcome
+from .window import marks_lookup, refusal, window_decisions, window_metrics, window_outcome
 
-__all__ = ["ACCEPTED", "FIRST_ROW", "LAST", "MAX_ID", "OUTCOME", "POSITION", "REFUSED", "ROW", "UNSEEN", "candidates",
+__all__ = ["ACCEPTED", "CARRIED", "FIRST_ROW", "Inputs", "LAST", "MAX_ID", "OUTCOME", "PLANS", "POSITION", "REFUSED", "ROW", "Step",
+           "UNSEEN", "candidates", "count_rows", "kept_once", "producer_sums", "round_steps",
            "carried_producers", "decided_counts", "decided_exceptions", "decision_round", "describe", "drop_rejected",
            "drop_repeats", "dropped_rejected", "dropped_repeats", "first_round", "insert_rows", "invalid",
            "marks_lookup", "outcome", "producers", "refusal", "repeat_counts", "repeats", "row_candidates",

@@ -84,3 +84,7 @@ def insert_rows(topic: exp.Table, user_columns: list[str], value_columns: list[s
                       exp.convert(commit)).from_(source(rows, "w"))
     return exp.insert(body, topic.copy(), columns=[exp.to_identifier(c, quoted=True) for c in [*user_columns, *SYSTEM]])
 
+
+def carried_producers(keys: exp.Query) -> exp.Select:
+    """The producers a statement carries (for a semi-join of the state's marks: ``window_decisions``' ``seen``)."""
+    return exp.select(PRODUCER).from_(keys.subquery("k")).distinct()

@@ -6,7 +6,9 @@ from sqlglot import exp
 
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
-from .common import ACCEPTED, MARK, POSITION, SLACK, SPREAD, UNSEEN, invalid, parse_step, source
+from .common import ACCEPTED, MARK, OUTCOME, POSITION, SLACK, SPREAD, UNSEEN, insert_rows, invalid, parse_step, source
+from .rounds import round_steps
+from .steps import CARRIED, VALUES, Step, plan_of
 
 
 def producers(keys: exp.Query, marks: exp.Table | None, *, seen: bool = False) -> exp.Select:
@@ -208,3 +210,42 @@ def write_rows(values: exp.Select, producers_table: exp.Table, exceptions: exp.T
         default=exp.column("__sd_by_id")), POSITION)).from_(special.subquery("w"))
     return exp.union(plain, ranked, distinct=False)
 
+
+def producer_sums(producers_table: exp.Table, seen: bool) -> exp.Select:
+    """Over every producer: invalid entries, batch entries that straddle, positions reserved (``room``), (with
+    ``seen``) entries of producers the first read did not carry, and how many producers are sparse."""
+    sums = ("__sd_invalid", "__sd_batches", "__sd_room") + ((UNSEEN,) if seen else ())
+    return exp.select(*[exp.func("coalesce", exp.Sum(this=exp.column(c)), exp.convert(0)) for c in sums],
+                      exp.func("count_if", exp.column("__sd_sparse"))).from_(producers_table.copy())
+
+
+def kept_once(exceptions: exp.Table) -> exp.Select:
+    """How many keys are written once out of several rows (then the write numbers rows by window)."""
+    return exp.select(exp.func("count_if", exp.column("__sd_kept").eq(1))).from_(exceptions.copy())
+
+
+#: The exceptions plan's steps (see ``steps``): it always reads the statement's rows once.
+STEPS = plan_of(
+    VALUES,
+    CARRIED,
+    Step("producers", "producers", lambda i: producers(i.read.keys, i.marks, seen=i.seen)),
+    Step("sums", "invalid entries, batch entries, positions reserved",
+         lambda i: producer_sums(i.table("producers"), i.seen)),
+    Step("repeats", "exceptions, without ORDER BY or batch entries: repeated keys",
+         lambda i: repeats(i.read.keys, i.table("producers"))),
+    Step("repeat counts", "counts from the repeats",
+         lambda i: repeat_counts(i.read.keys, i.table("producers"), i.table("exceptions"))),
+    Step("candidates", "candidates, with ORDER BY or batch entries",
+         lambda i: candidates(i.read.keys, i.table("producers"))),
+    *round_steps(lambda i: i.statement.key_columns),
+    Step("decided exceptions", "exceptions from the decisions",
+         lambda i: decided_exceptions(i.table("decisions"), i.statement.key_columns)),
+    Step("decided counts", "counts from the decisions", lambda i: decided_counts(i.table("decisions"))),
+    Step("outcome", "outcome per producer", lambda i: outcome(i.table("producers"), i.table("counts"), i.base)),
+    Step("kept once", "keys written once out of several rows", lambda i: kept_once(i.table("exceptions"))),
+    Step("write", "write", lambda i: insert_rows(i.topic, i.targets, i.values, write_rows(
+        i.read.values, i.table("producers"), i.table("exceptions"), i.statement.key_columns, i.values, base=i.base,
+        windowed=i.windowed), i.publish_time, i.commit)),
+    Step("outcome rows", "the outcome, read by the driver",
+         lambda i: exp.select(*OUTCOME).from_(i.table("outcome")).order_by("producer")),
+)

@@ -3,11 +3,14 @@ hash aggregate of repeats wrong, each round decides what running windows can, an
 undecided entry (a batch entry straddling the mark) go on to the next."""
 from __future__ import annotations
 
+from typing import Callable
+
 from sqlglot import exp
 
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
 from .common import ACCEPTED, MARK, ordered, source
+from .steps import Inputs, Step
 
 
 def first_round(candidates_table: exp.Table, key_columns: list[str], order: list[exp.Ordered], *,
@@ -65,3 +68,29 @@ def rows_of(decisions: exp.Table, producers_: exp.Table, *, inside: bool) -> exp
         producers_.as_("x"), on=exp.column(PRODUCER, table="x").eq(exp.column(PRODUCER, table="d")),
         join_type="semi" if inside else "anti")
 
+
+def count_rows(table: exp.Table, where: exp.Expression | None = None) -> exp.Select:
+    """How many rows ``table`` has (``where`` holds)."""
+    return exp.select(exp.Count(this=exp.Star())).from_(table.copy()).where(where)
+
+
+def round_steps(keys: Callable[[Inputs], list[str]]) -> list[Step]:
+    """The decision's steps, over the candidates' ``keys``: round 1 for every producer, then, with batch entries,
+    rounds for the producers with an undecided entry only, until none is left; the decisions settled are those of
+    round 1 for the others and of the last round for them."""
+    return [
+        Step("round 1", "decisions, round 1", lambda i: first_round(i.table("candidates"), keys(i), i.statement.order,
+                                                                    batches=i.batches)),
+        Step("pending", "batch entries: the producers with an undecided entry",
+             lambda i: undecided_producers(i.table("decisions"))),
+        Step("pending count", "how many producers have one", lambda i: count_rows(i.table("pending"))),
+        Step("pending rows", "their rows (a semi-join)",
+             lambda i: rows_of(i.table("decisions"), i.table("pending"), inside=True)),
+        Step("undecided", "undecided entries left", lambda i: count_rows(
+            i.table("rounds"), exp.column(ACCEPTED).is_(exp.null()))),
+        Step("next round", "decisions, next rounds (producers with an undecided entry only)",
+             lambda i: decision_round(i.table("rounds"), keys(i), i.statement.order, batches=True)),
+        Step("settled", "the decisions settled: round 1's of the other producers, the last round's of these",
+             lambda i: exp.union(rows_of(i.table("decisions"), i.table("pending"), inside=False),
+                                 exp.select("*").from_(i.table("rounds")), distinct=False)),
+    ]

@@ -3,11 +3,15 @@ repeats or rejected entries removed from it, the candidates left written at the 
 the package's overview)."""
 from __future__ import annotations
 
+import dataclasses
+
 from sqlglot import exp
 
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
-from .common import ACCEPTED, FIRST_POSITION, IDS, LAST_POSITION, MARK, POSITION, TOP, WRITTEN, invalid, source
+from .common import ACCEPTED, FIRST_POSITION, IDS, LAST_POSITION, MARK, POSITION, TOP, WRITTEN, insert_rows, invalid, source
+from .rounds import round_steps
+from .steps import CARRIED, VALUES, Step, plan_of
 
 #: The row number of an entry in the table of the statement's rows (``rows_once``): the engine's own (DuckDB's rowid).
 ROW_ID = "rowid"
@@ -121,3 +125,24 @@ def dropped_rejected(decisions: exp.Table) -> exp.Select:
                       exp.alias_(exp.Count(this=exp.Distinct(expressions=[exp.column(SEQUENCE_ID)])), IDS)).from_(
         decisions.copy()).group_by(PRODUCER)
 
+
+#: The row plan's steps (see ``steps``).
+STEPS = plan_of(
+    dataclasses.replace(VALUES, name="a large state: the statement's rows, read once into a table (for the next)"),
+    CARRIED,
+    Step("rows", "the statement's rows, read once, with their producers' marks",
+         lambda i: rows_once(i.read.values, i.marks)),
+    Step("summary", "first and last row, invalid entries, batch entries", lambda i: rows_summary(i.table("rows"))),
+    Step("repeats", "without ORDER BY or batch entries: repeated keys", lambda i: row_repeats(i.table("rows"))),
+    Step("drop repeats", "the repeats removed", lambda i: drop_repeats(i.table("rows"), i.table("repeats"))),
+    Step("candidates", "with ORDER BY or batch entries: candidates",
+         lambda i: row_candidates(i.table("rows"), i.statement.key_columns)),
+    *round_steps(lambda i: [ROW] + i.statement.key_columns),
+    Step("drop rejected", "the rejected removed", lambda i: drop_rejected(i.table("rows"), i.table("decisions"))),
+    Step("write", "write", lambda i: insert_rows(i.topic, i.targets, i.values, rows_written(
+        i.table("rows"), i.values, i.statement.key_columns, i.base), i.publish_time, i.commit)),
+    Step("outcome repeats", "outcome per producer, without ORDER BY or batch entries", lambda i: row_outcome(
+        i.table("rows"), dropped_repeats(i.table("repeats")), i.base, late=False).order_by("producer")),
+    Step("outcome rejected", "outcome per producer, with them", lambda i: row_outcome(
+        i.table("rows"), dropped_rejected(i.table("decisions")), i.base, late=True).order_by("producer")),
+)

@@ -2,12 +2,15 @@
 and counted by running windows in one pass and one job (see the package's overview)."""
 from __future__ import annotations
 
+import dataclasses
+
 from sqlglot import exp
 
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
 from .common import (ACCEPTED, FIRST_POSITION, IDS, INVALID, LAST, LAST_POSITION, MARK, POSITION, REFUSED, SEEN, SENT,
-                     TOP, WRITTEN, invalid, ordered, source)
+                     TOP, WRITTEN, insert_rows, invalid, ordered, source)
+from .steps import CARRIED, VALUES, Step, plan_of
 
 
 def refusal(function: str) -> exp.Expression:
@@ -169,11 +172,6 @@ def window_outcome(late: bool = False) -> list[exp.Expression]:
                        "out_of_order")]
 
 
-def carried_producers(keys: exp.Query) -> exp.Select:
-    """The producers a statement carries (for a semi-join of the state's marks: ``window_decisions``' ``seen``)."""
-    return exp.select(PRODUCER).from_(keys.subquery("k")).distinct()
-
-
 def window_metrics(seen: bool = False) -> dict[str, exp.Expression]:
     """Aggregates over every row of ``window_decisions``: what the runner checks before it publishes (with
     ``seen``, also how many entries have a producer the first read did not carry)."""
@@ -187,3 +185,24 @@ def window_metrics(seen: bool = False) -> dict[str, exp.Expression]:
     }
 
 
+#: The window plan's steps (see ``steps``). The engine reads the metrics and the outcome off the decided rows as it
+#: writes them (Spark observes them in the same job), and writes only when the metrics allow.
+STEPS = plan_of(
+    dataclasses.replace(VALUES, name="only when the one pass fails to run: the statement's rows, read once into a "
+                                     "table, and the steps below over it"),
+    CARRIED,
+    Step("decide", "decide, number and count, in one pass", lambda i: window_decisions(
+        i.read.values, i.marks, i.statement.order, base=i.base, partitions=i.partitions, number=i.number,
+        checked=i.checked, late=i.checked and i.statement.ordered, seen=i.seen, gather=i.gather, refuse=i.refuse)),
+    Step("metrics", "metrics, checked before publishing", lambda i: exp.select(
+        *[exp.alias_(e, k) for k, e in window_metrics(i.seen).items()]).from_(i.table("decided"))),
+    Step("outcome", "outcome per producer (its last row)", lambda i: exp.select(
+        *window_outcome(i.checked and i.statement.ordered)).from_(i.table("decided")).where(exp.column(LAST))),
+    Step("write", "write", lambda i: insert_rows(i.topic, i.targets, i.values, _accepted(i), i.publish_time, i.commit)),
+)
+
+
+def _accepted(i) -> exp.Expression:
+    """The rows the window plan writes: the engine gives them (``accepted``) where it filters them itself."""
+    return i.tables["accepted"] if "accepted" in i.tables else exp.select("*").from_(i.table("decided")).where(
+        exp.column(ACCEPTED))

@@ -10,6 +10,7 @@ and values as data) write to topics of their own and check that ``events`` is un
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import pytest
 from sqlglot import exp
@@ -253,15 +254,17 @@ def test_a_failure_of_seqdedups_own_query_never_blames_the_statement(db, monkeyp
     from seqdedup.core import statement
     from seqdedup.sql import plan
 
-    insert_rows = plan.insert_rows
     monkeypatch.setattr(statement, "_KEPT", type(statement._KEPT)())     # (no tree of this test kept for others)
-    def failing(*args) -> exp.Insert:
-        insert = insert_rows(*args)
-        position = next(c for c in insert.expression.selects if c.name == plan.POSITION)
-        position.replace(exp.Add(this=position.copy(), expression=exp.convert(2**63 - 1)))
-        return insert
+    def failing(build):
+        def write(inputs) -> exp.Insert:
+            insert = build(inputs)
+            position = next(c for c in insert.expression.selects if c.name == plan.POSITION)
+            position.replace(exp.Add(this=position.copy(), expression=exp.convert(2**63 - 1)))
+            return insert
+        return write
 
-    monkeypatch.setattr(plan, "insert_rows", failing)
+    for steps in plan.PLANS.values():       # every plan's write step
+        monkeypatch.setitem(steps, "write", dataclasses.replace(steps["write"], build=failing(steps["write"].build)))
     db.harness.stage(ROWS)
     with db.unchanged():
         with pytest.raises(EngineError, match="(?s)^seqdedup's own query failed on a valid statement: .*(?i:overflow|out of range).*"

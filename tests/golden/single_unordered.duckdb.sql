@@ -1,3 +1,22 @@
+-- rows plan: a large state: the statement's rows, read once into a table (for the next)
+SELECT
+  payload AS __sd_v0,
+  producer AS __sd_producer,
+  seq AS __sd_sequence_id,
+  seq AS __sd_highest
+FROM staging;
+
+-- rows plan: a large state: the producers the statement carries (only their marks are joined)
+SELECT DISTINCT
+  __sd_producer
+FROM (
+  SELECT
+    producer AS __sd_producer,
+    seq AS __sd_sequence_id,
+    seq AS __sd_highest
+  FROM staging
+) AS k;
+
 -- rows plan: the statement's rows, read once, with their producers' marks
 SELECT
   v.*,
@@ -112,6 +131,32 @@ FROM (
   FROM __sd_candidates
 ) AS previous;
 
+-- rows plan: batch entries: the producers with an undecided entry
+SELECT DISTINCT
+  __sd_producer
+FROM __sd_decisions
+WHERE
+  __sd_accepted IS NULL;
+
+-- rows plan: how many producers have one
+SELECT
+  COUNT(*)
+FROM __sd_pending;
+
+-- rows plan: their rows (a semi-join)
+SELECT
+  d.*
+FROM __sd_decisions AS d
+SEMI JOIN __sd_pending AS x
+  ON x.__sd_producer = d.__sd_producer;
+
+-- rows plan: undecided entries left
+SELECT
+  COUNT(*)
+FROM __sd_rounds
+WHERE
+  __sd_accepted IS NULL;
+
 -- rows plan: decisions, next rounds (producers with an undecided entry only)
 SELECT
   __sd_row,
@@ -150,7 +195,18 @@ SELECT
       THEN FALSE
     END
   ) AS __sd_accepted
-FROM __sd_decisions AS previous;
+FROM __sd_rounds AS previous;
+
+-- rows plan: the decisions settled: round 1's of the other producers, the last round's of these
+SELECT
+  d.*
+FROM __sd_decisions AS d
+ANTI JOIN __sd_pending AS x
+  ON x.__sd_producer = d.__sd_producer
+UNION ALL
+SELECT
+  *
+FROM __sd_rounds;
 
 -- rows plan: the rejected removed
 DELETE FROM __sd_rows
@@ -223,7 +279,9 @@ LEFT JOIN (
   GROUP BY
     __sd_producer
 ) AS d
-  ON d.__sd_producer = r.__sd_producer;
+  ON d.__sd_producer = r.__sd_producer
+ORDER BY
+  producer ASC NULLS FIRST;
 
 -- rows plan: outcome per producer, with them
 SELECT
@@ -256,4 +314,6 @@ LEFT JOIN (
   GROUP BY
     __sd_producer
 ) AS d
-  ON d.__sd_producer = r.__sd_producer;
+  ON d.__sd_producer = r.__sd_producer
+ORDER BY
+  producer ASC NULLS FIRST;

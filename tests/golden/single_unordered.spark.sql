@@ -1,3 +1,22 @@
+-- window plan: only when the one pass fails to run: the statement's rows, read once into a table, and the steps below over it
+SELECT
+  payload AS __sd_v0,
+  producer AS __sd_producer,
+  seq AS __sd_sequence_id,
+  seq AS __sd_highest
+FROM staging;
+
+-- window plan: a large state: the producers the statement carries (only their marks are joined)
+SELECT DISTINCT
+  __sd_producer
+FROM (
+  SELECT
+    producer AS __sd_producer,
+    seq AS __sd_sequence_id,
+    seq AS __sd_highest
+  FROM staging
+) AS k;
+
 -- window plan: decide, number and count, in one pass
 SELECT
   *,
@@ -92,7 +111,55 @@ FROM (
   ) AS d
 ) AS n;
 
--- window plan: the same for a small statement: a few marks as a map, the rows in one task (no shuffle)
+-- window plan: metrics, checked before publishing
+SELECT
+  COUNT_IF(__sd_invalid) AS invalid,
+  COUNT_IF(__sd_accepted IS NULL) AS undecided,
+  MAX(CASE WHEN __sd_accepted THEN __sd_position END) AS end,
+  COUNT_IF(__sd_accepted) AS written
+FROM __sd_decided;
+
+-- window plan: outcome per producer (its last row)
+SELECT
+  __sd_producer AS producer,
+  __sd_sent AS sent,
+  __sd_written AS written,
+  __sd_sent - __sd_written AS duplicates,
+  __sd_first_position AS first_position,
+  __sd_last_position AS last_position,
+  __sd_top AS highest,
+  0 AS out_of_order
+FROM __sd_decided
+WHERE
+  __sd_last;
+
+-- window plan: write
+INSERT INTO main.events (
+  `payload`,
+  `_producer`,
+  `_sequence_id`,
+  `_highest_sequence_id`,
+  `_position`,
+  `_publish_time`,
+  `_commit`
+)
+SELECT
+  __sd_v0,
+  __sd_producer,
+  __sd_sequence_id,
+  __sd_highest,
+  __sd_position,
+  '2026-01-01',
+  7
+FROM (
+  SELECT
+    *
+  FROM __sd_decided
+  WHERE
+    __sd_accepted
+) AS w;
+
+-- window plan, a small statement: decide, number and count, in one pass
 SELECT
   *,
   COUNT_IF(__sd_accepted) OVER (
@@ -184,61 +251,24 @@ FROM (
   ) AS d
 ) AS n;
 
--- window plan: metrics, checked before publishing
-SELECT
-  COUNT_IF(__sd_invalid) AS invalid,
-  COUNT_IF(__sd_accepted IS NULL) AS undecided,
-  MAX(CASE WHEN __sd_accepted THEN __sd_position END) AS end,
-  COUNT_IF(__sd_accepted) AS written
-FROM __sd_decided;
-
--- window plan: outcome per producer (its last row)
-SELECT
-  __sd_producer AS producer,
-  __sd_sent AS sent,
-  __sd_written AS written,
-  __sd_sent - __sd_written AS duplicates,
-  __sd_first_position AS first_position,
-  __sd_last_position AS last_position,
-  __sd_top AS highest,
-  0 AS out_of_order
-FROM __sd_decided
-WHERE
-  __sd_last;
-
--- window plan: write
-INSERT INTO main.events (
-  `payload`,
-  `_producer`,
-  `_sequence_id`,
-  `_highest_sequence_id`,
-  `_position`,
-  `_publish_time`,
-  `_commit`
-)
-SELECT
-  __sd_v0,
-  __sd_producer,
-  __sd_sequence_id,
-  __sd_highest,
-  __sd_position,
-  '2026-01-01',
-  7
-FROM (
-  SELECT
-    *
-  FROM __sd_decided
-  WHERE
-    __sd_accepted
-) AS w;
-
--- exceptions plan: the statement's rows, read once
+-- exceptions plan: the statement's rows, read once into a table
 SELECT
   payload AS __sd_v0,
   producer AS __sd_producer,
   seq AS __sd_sequence_id,
   seq AS __sd_highest
 FROM staging;
+
+-- exceptions plan: a large state: the producers the statement carries (only their marks are joined)
+SELECT DISTINCT
+  __sd_producer
+FROM (
+  SELECT
+    __sd_producer,
+    __sd_sequence_id,
+    __sd_highest
+  FROM __sd_values
+) AS k;
 
 -- exceptions plan: producers
 SELECT
@@ -301,6 +331,14 @@ FROM (
       k.__sd_producer
   ) AS a
 ) AS r;
+
+-- exceptions plan: invalid entries, batch entries, positions reserved
+SELECT
+  COALESCE(SUM(__sd_invalid), 0),
+  COALESCE(SUM(__sd_batches), 0),
+  COALESCE(SUM(__sd_room), 0),
+  COUNT_IF(__sd_sparse)
+FROM __sd_producers;
 
 -- exceptions plan: exceptions, without ORDER BY or batch entries: repeated keys
 SELECT
@@ -431,6 +469,32 @@ FROM (
   FROM __sd_candidates
 ) AS previous;
 
+-- exceptions plan: batch entries: the producers with an undecided entry
+SELECT DISTINCT
+  __sd_producer
+FROM __sd_decisions
+WHERE
+  __sd_accepted IS NULL;
+
+-- exceptions plan: how many producers have one
+SELECT
+  COUNT(*)
+FROM __sd_pending;
+
+-- exceptions plan: their rows (a semi-join)
+SELECT
+  d.*
+FROM __sd_decisions AS d
+SEMI JOIN __sd_pending AS x
+  ON x.__sd_producer = d.__sd_producer;
+
+-- exceptions plan: undecided entries left
+SELECT
+  COUNT(*)
+FROM __sd_rounds
+WHERE
+  __sd_accepted IS NULL;
+
 -- exceptions plan: decisions, next rounds (producers with an undecided entry only)
 SELECT
   __sd_producer,
@@ -468,7 +532,18 @@ SELECT
       THEN FALSE
     END
   ) AS __sd_accepted
-FROM __sd_decisions AS previous;
+FROM __sd_rounds AS previous;
+
+-- exceptions plan: the decisions settled: round 1's of the other producers, the last round's of these
+SELECT
+  d.*
+FROM __sd_decisions AS d
+ANTI JOIN __sd_pending AS x
+  ON x.__sd_producer = d.__sd_producer
+UNION ALL
+SELECT
+  *
+FROM __sd_rounds;
 
 -- exceptions plan: exceptions from the decisions
 SELECT
@@ -520,6 +595,11 @@ SELECT
 FROM __sd_producers AS p
 LEFT JOIN __sd_counts AS c
   ON c.__sd_producer = p.__sd_producer;
+
+-- exceptions plan: keys written once out of several rows
+SELECT
+  COUNT_IF(__sd_kept = 1)
+FROM __sd_exceptions;
 
 -- exceptions plan: write
 INSERT INTO main.events (
@@ -649,3 +729,17 @@ FROM (
       _w = 1
   ) AS w
 ) AS w;
+
+-- exceptions plan: the outcome, read by the driver
+SELECT
+  producer,
+  sent,
+  written,
+  duplicates,
+  first_position,
+  last_position,
+  highest,
+  out_of_order
+FROM __sd_outcome
+ORDER BY
+  producer;
