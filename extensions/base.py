@@ -7,25 +7,15 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import functools
-import threading
 import uuid
 from typing import Callable, Iterator
 
 from sqlglot import exp
 
 from seqdedup.catalog.names import ARRIVAL
-from seqdedup.catalog.schema import IN_CATALOG
 
+from . import binding, rendering
 from .storage import TransactionalStorage, by
-
-#: The named parameters bound now, per thread and adapter (``EngineAdapter.parameters``).
-_BOUND = threading.local()
-#: The threads that run reads alongside their callers' (``EngineAdapter.alongside``): started on first use, and
-#: named so.
-_readers: concurrent.futures.ThreadPoolExecutor | None = None
-_readers_lock = threading.Lock()
-_READER = "seqdedup-reader"
-
 
 class EngineAdapter:
     """One connection to one engine. Subclasses set the flags and implement the primitives."""
@@ -34,7 +24,8 @@ class EngineAdapter:
     DIALECT: str = ""
     #: Namespace a topic lands in when its name has none.
     DEFAULT_NAMESPACE: str = ""
-    #: One transaction can cover the topic insert, the snapshot and the run log (else the adapter publishes atomically its own way).
+    #: One transaction can cover the topic insert, the snapshot and the run log (else the adapter publishes atomically
+    #: its own way).
     SUPPORTS_TRANSACTIONS: bool = False
     #: Type names (upper case, parameters dropped) a producer name and a sequence id may have.
     STRING_TYPES: frozenset[str] = frozenset()
@@ -98,49 +89,22 @@ class EngineAdapter:
         (``exclusive``), so that refusing a second live producer inside the process is the whole of R14."""
         return None
 
-    @contextlib.contextmanager
-    def parameters(self, values: dict) -> Iterator[None]:
+    def parameters(self, values: dict) -> contextlib.AbstractContextManager[None]:
         """Run the statements inside with these named parameters bound: a statement's varying values (its base
         position, commit, time) are parameters, so that its SQL text is the same from one statement to the next and
         is generated once (seqdedup/core/statement.py)."""
-        # (per thread: threads may share a session, each running its own statement)
-        bound = _BOUND.__dict__.setdefault("values", {})
-        before = bound.get(id(self), {})
-        bound[id(self)] = {**before, **values}
-        try:
-            yield
-        finally:
-            bound[id(self)] = before
+        return binding.bind(self, values)
 
     def bound(self, text: str, marker: str) -> dict | None:
         """The parameters ``text`` uses (written ``<marker>name``), with their values; None when it uses none."""
-        values = _BOUND.__dict__.get("values", {}).get(id(self), {})
-        used = {k: v for k, v in values.items() if f"{marker}{k}" in text}
-        return used or None
+        return binding.bound(self, text, marker)
 
     def alongside(self, read: Callable[[], object]) -> concurrent.futures.Future:
         """Start ``read``, a function that reads through this adapter (a query, a topic's recovery) and changes
         nothing the caller's next calls read: on another thread where the engine runs queries at once
         (``READS_ALONGSIDE``), with this thread's parameters bound there too; else now, on this one. Its future:
         ``result()`` gives its value, or raises its error."""
-        # (a read started from a reader runs on it: readers waiting for reads queued behind them would never end)
-        if not self.READS_ALONGSIDE or threading.current_thread().name.startswith(_READER):
-            done: concurrent.futures.Future = concurrent.futures.Future()
-            try:
-                done.set_result(read())
-            except Exception as error:
-                done.set_exception(error)
-            return done
-        global _readers
-        with _readers_lock:
-            if _readers is None:
-                _readers = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix=_READER)
-        bound = dict(_BOUND.__dict__.get("values", {}).get(id(self), {}))
-
-        def run():
-            with self.parameters(bound):
-                return read()
-        return _readers.submit(run)
+        return binding.alongside(self, read)
 
     def execute(self, statement: exp.Expression | str) -> None:
         raise NotImplementedError
@@ -341,33 +305,9 @@ class EngineAdapter:
         raise NotImplementedError
 
     def sql(self, tree: exp.Expression) -> str:
-        """The text the engine runs for ``tree``. A tree the statement path keeps from one statement to the next
-        (``tree.meta["kept"]``) is generated once."""
-        if not tree.meta.get("kept"):
-            return self._generate(tree)
-        texts = self.__dict__.setdefault("_texts", {})
-        text = texts.get(id(tree))
-        if text is None or text[0] is not tree:
-            if len(texts) > 1024:
-                texts.clear()
-            text = texts[id(tree)] = (tree, self._generate(tree))
-        return text[1]
-
-    def _generate(self, tree: exp.Expression) -> str:
-        """An engine looks up a name without a database in the session's current one at each query, and the user may
-        change it (``USE``, DuckDB's ``ATTACH``) or hide a table behind a temporary one of the same name: seqdedup's
-        own tables (``IN_CATALOG``) are named with the database the catalog is in, where ``connect`` found it
-        (``DEFAULT_NAMESPACE``, in ``DATABASE`` where the engine has several)."""
-        def unqualified(table: exp.Table) -> bool:
-            return table.args.get("db") is None and table.meta.get(IN_CATALOG, False)
-
-        if any(map(unqualified, tree.find_all(exp.Table))):
-            tree = tree.copy()      # (the caller's tree, kept ones and shared templates too, stays as built)
-            for table in filter(unqualified, list(tree.find_all(exp.Table))):
-                table.set("db", exp.to_identifier(self.DEFAULT_NAMESPACE, quoted=True))
-                if self.DATABASE:
-                    table.set("catalog", exp.to_identifier(self.DATABASE, quoted=True))
-        return tree.sql(dialect=self.DIALECT)
+        """The text the engine runs for ``tree`` (extensions/rendering.py). A tree the statement path keeps from one
+        statement to the next (``tree.meta["kept"]``) is generated once."""
+        return rendering.sql(self, tree)
 
 
 class CommittedReads:

@@ -16,17 +16,11 @@ from seqdedup.errors import EngineError
 from seqdedup.sql.dialects import DuckDBExplicit
 from seqdedup.udfs.guards import SIGNATURES, guard_message
 
+from . import duckdb_identity
 from .base import EngineAdapter
 from .storage import TransactionalStorage
 
 DEFAULT_DATABASE = "seqdedup.duckdb"
-#: A one-row table that tells an in-memory database apart from another (see ``DuckDBAdapter.identity``).
-INSTANCE_MARKER = "seqdedup_instance"
-
-#: Database files open in this process: identity -> (the path DuckDB opened it by, how many adapters use it).
-_open_files: dict[str, tuple[str, int]] = {}
-_files_lock = threading.Lock()
-
 #: What DuckDB's error says when the disk is full (ENOSPC, EFBIG past a file size limit, EDQUOT).
 DISK_FULL = ("No space left on device", "File too large", "Disk quota exceeded")
 
@@ -148,7 +142,7 @@ class DuckDBAdapter(EngineAdapter):
         self._identity: str | None = None
         self._relations: dict[str, duckdb.DuckDBPyConnection] = {}   # registered Arrow tables -> their connection
         self._appends: dict[tuple, exp.Insert] = {}     # (table, columns) -> append_rows' INSERT, built once
-        self._claimed = False   # counted in _open_files
+        self._claimed = False   # counted in duckdb_identity's open files
         # Statements run on the one connection (the session lets one thread write at a time), so the user's
         # temporary views stay visible. Reads of committed state may come from any thread: each thread reads
         # through a cursor of its own, outside the writer's transaction.
@@ -338,40 +332,16 @@ class DuckDBAdapter(EngineAdapter):
 
     @property
     def identity(self) -> str:
-        """The database itself, however it was reached: a file by its device and inode (two paths, a hard link, a
-        second ``duckdb.connect`` or a cursor all name one file), an in-memory database by a marker written in it
-        (every cursor of the connection shares it; another ``:memory:`` connection is another database)."""
+        """The database itself, however it was reached: a file by its device and inode, an in-memory database by a
+        marker written in it (extensions/duckdb_identity.py). A file open in this process through another path is
+        refused."""
         if self._identity is None:
-            rows = self.fetchall("SELECT path FROM duckdb_databases() WHERE database_name = current_database()")
-            path = rows[0][0] if rows else None
-            if path and os.path.exists(path):
-                status = os.stat(path)
-                self._identity = f"duckdb:file:{status.st_dev}:{status.st_ino}"
-                self._claim_file(os.path.realpath(path))
-            else:
-                self._identity = f"duckdb:memory:{self._memory_marker()}"
+            found, path = duckdb_identity.identify(self)
+            if path is not None:
+                duckdb_identity.claim(found, path)
+                self._claimed = True
+            self._identity = found
         return self._identity
-
-    def _claim_file(self, path: str) -> None:
-        """DuckDB shares one instance per path in a process; a second path to the same file (a hard link) opens a
-        second instance that neither sees nor locks out the first one's writes, and both would write the file. So
-        a file open in this process through one path is refused through another."""
-        with _files_lock:
-            opened = _open_files.get(self._identity)
-            if opened and opened[0] != path and opened[1] > 0:
-                self._identity = None
-                raise EngineError(f"the database file {path} is already open in this process as {opened[0]} (the "
-                                  "same file: a hard link or a copy of the path); DuckDB would open it twice and the "
-                                  f"two would overwrite each other's writes: connect to {opened[0]}")
-            _open_files[self._identity] = (path, (opened[1] if opened else 0) + 1)
-        self._claimed = True
-
-    def _memory_marker(self) -> str:
-        marker = exp.table_(INSTANCE_MARKER)
-        if not self.columns(marker):
-            self.execute(exp.Create(this=marker, kind="TABLE", exists=True, expression=exp.select(
-                exp.alias_(exp.cast(exp.func("uuid"), "text"), "id"))))
-        return self.fetchall(exp.select("id").from_(marker))[0][0]
 
     def file_rows(self, path: str, fmt: str, row_column: str) -> exp.Select:
         reader = {"json": "read_json_auto", "csv": "read_csv_auto", "parquet": "read_parquet"}[fmt]
@@ -416,9 +386,7 @@ class DuckDBAdapter(EngineAdapter):
 
     def close(self) -> None:
         if self._claimed:
-            with _files_lock:
-                path, users = _open_files[self._identity]
-                _open_files[self._identity] = (path, users - 1)
+            duckdb_identity.release(self._identity)
             self._claimed = False
         # Every cursor too: the database file stays locked for other processes while any connection is open.
         for connection in [*self._cursors, self.connection]:

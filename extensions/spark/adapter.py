@@ -167,8 +167,8 @@ class SparkAdapter(EngineAdapter):
         return DataFrame(SQL(text, [], args, []), self.spark)
 
     def database_of(self, table: exp.Table) -> str | None:
-        """The database ``table`` is in: the one named, else the catalog's for seqdedup's own tables (``_generate``);
-        None for another name without one."""
+        """The database ``table`` is in: the one named, else the catalog's for seqdedup's own tables (``sql``); None
+        for another name without one."""
         return table.db or (self.DEFAULT_NAMESPACE if table.meta.get(IN_CATALOG) else None)
 
     def execute(self, statement: exp.Expression | str) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import numbers
 import os
 import socket
 import threading
@@ -28,7 +27,6 @@ import warnings
 import weakref
 from dataclasses import dataclass
 
-import sqlglot
 from sqlglot import exp
 
 from seqdedup.catalog.names import ARRIVAL, HIGHEST, PRODUCER, SEQUENCE_ID
@@ -38,14 +36,11 @@ from seqdedup.errors import (CatalogError, InvalidEntryError, NotRewrittenError,
 
 from ..core import leases
 from .batching import Batcher, Batching, EntryFuture
-from .frames import load
 from ..core.leases import Lease
 from .receipts import Receipts, receipts as read_receipts
+from .staging import MAX_ID, stage
 
 log = logging.getLogger("seqdedup.producer")
-
-#: The highest sequence id (R4: ids are signed 64-bit).
-MAX_ID = 2**63 - 1
 
 #: The first automatic id of a send, a parameter of its statement (``EngineAdapter.parameters``).
 FIRST_ID = exp.Placeholder(this="__sd_first_id")
@@ -82,29 +77,6 @@ def close_producers(session) -> None:
         except Exception as error:      # (the others are closed all the same)
             log.warning("could not close producer %r of topic %s with its session: %s", producer.name,
                         producer.topic.ref.key, error)
-
-
-def _beyond_64_bits(data, columns: list[str]) -> tuple[int, str, int] | None:
-    """The first integer of ``data`` outside signed 64-bit, as (entry, column, value); None if there is none. Read
-    only once the data failed to load: rows (dicts, or tuples in ``columns`` order), or a pandas frame's values.
-
-    Example:
-        >>> _beyond_64_bits([("a", 1), ("b", 2**64)], ["payload", "id"])
-        (1, 'id', 18446744073709551616)
-        >>> _beyond_64_bits([{"id": -2**63}], [])
-    """
-    if hasattr(data, "to_dict") and hasattr(data, "columns"):      # pandas
-        rows = data.to_dict("records")
-    elif isinstance(data, list):
-        rows = [row if isinstance(row, dict) else dict(zip(columns, row)) for row in data]
-    else:
-        return None
-    for index, row in enumerate(rows):
-        for name, value in row.items():
-            if isinstance(value, numbers.Integral) and not isinstance(value, bool) and \
-                    not -MAX_ID - 1 <= value <= MAX_ID:
-                return index, name, int(value)
-    return None
 
 
 class Producer:
@@ -272,16 +244,7 @@ class Producer:
         adapter = self.session.adapter
         taken = {send.name for send in self._pending}        # the first free slot: one name, send after send
         name = next(n for n in (f"__sd_send_{self._tag}_{i}" for i in range(len(taken) + 1)) if n not in taken)
-        stage = self._load(name, data, column)
-        try:
-            types = {c: kind for c, kind in adapter.columns(stage) if c != ARRIVAL}
-            self._check_columns(list(types), column)
-            if column is not None:
-                self._check_id_type(column, types)
-            count = self._count_fitting(stage, types)
-        except BaseException:
-            adapter.drop_temp_table(name)
-            raise
+        table, count = stage(adapter, self.topic, name, data, column)
         if count == 0:
             adapter.drop_temp_table(name)
             return None
@@ -297,73 +260,7 @@ class Producer:
         else:          # the first id is a parameter (FIRST_ID): the statement's SQL is the same, send after send
             ids, first = exp.column(ARRIVAL) + FIRST_ID, self._next
             self._next += count
-        return _Send(stage, name, ids, count, first, set())
-
-    def _load(self, name: str, data, column: str | None) -> exp.Table:
-        """The data as the send's staged table. A Python integer outside signed 64-bit (rows, or a pandas column of
-        objects) cannot be loaded: an InvalidEntryError naming it (the sequence id column) or a TopicError."""
-        columns = [c for c, _ in self.topic.user_columns]
-        if not hasattr(data, "sparkSession") and not hasattr(data, "schema") and not hasattr(data, "columns"):
-            data = list(data)          # (rows: read once, and again to name a value that does not fit)
-        try:
-            return load(self.session.adapter, name, data, columns)
-        except OverflowError:
-            found = _beyond_64_bits(data, columns)
-            if found is None:
-                raise
-        index, where, value = found
-        if column is not None and where.lower() == column.lower():
-            raise InvalidEntryError(
-                f"entry {index} has sequence id {value} in column {where!r}, which is "
-                f"{'below 0' if value < 0 else f'above {MAX_ID}'}: sequence ids are signed 64-bit, 0 to {MAX_ID}. "
-                "Give every entry an id in that range. Nothing was sent") from None
-        raise TopicError(f"entry {index} has the value {value} in column {where!r}, which does not fit a signed "
-                         f"64-bit integer (-{MAX_ID + 1} to {MAX_ID}); give values in that range, or send the column "
-                         "as a string or a decimal. Nothing was sent") from None
-
-    def _check_columns(self, present: list[str], column: str | None) -> None:
-        wanted = {c.lower() for c, _ in self.topic.user_columns}
-        have = {c.lower() for c in present}
-        if column is not None and column.lower() not in have:
-            raise TopicError(f"the data has no column {column!r} for the sequence ids; its columns are {present}")
-        extra = sorted(have - wanted - ({column.lower()} if column else set()))
-        missing = sorted(wanted - have)
-        if extra or missing:
-            raise TopicError(f"the data does not fit topic {self.topic.ref.key}: "
-                             + "; ".join(part for part in (f"unknown columns {extra}" if extra else "",
-                                                           f"missing columns {missing}" if missing else "") if part)
-                             + f". The topic's columns are {[c for c, _ in self.topic.user_columns]}")
-
-    def _check_id_type(self, column: str, types: dict[str, str]) -> None:
-        """Explicit ids are integers; the error names the column (the statement's would name is_not_dup's argument)."""
-        kind = next(k for c, k in types.items() if c.lower() == column.lower()).split("(")[0].strip('"').upper()
-        if kind not in self.session.adapter.INTEGER_TYPES | self.session.adapter.NULL_TYPES:
-            raise InvalidEntryError(f"the sequence id column {column!r} has type {kind}; sequence ids are integers "
-                                    f"(64-bit signed, 0 to {MAX_ID}): give the column integer values. Nothing was "
-                                    "sent")
-
-    def _count_fitting(self, stage: exp.Table, types: dict[str, str]) -> int:
-        """The staged rows, once every value is known to cast to its topic column's type: a value that does not
-        would fail the statement on every retry, so it is refused here, before anything is sent."""
-        adapter = self.session.adapter
-        staged = {c.lower(): c for c in types}
-        checks = []
-        for name, kind in self.topic.user_columns:
-            value = exp.column(staged[name.lower()], quoted=True)
-            try:
-                to = exp.DataType.build(kind, dialect=adapter.DIALECT)
-            except sqlglot.errors.ParseError:     # a type sqlglot cannot read: the statement will judge its values
-                checks.append(exp.Literal.number(0))
-                continue
-            cast = exp.TryCast(this=value.copy(), to=to, safe=True)
-            checks.append(exp.Count(this=exp.Case().when(
-                exp.and_(exp.not_(value.is_(exp.null())), cast.is_(exp.null())), exp.Literal.number(1))))
-        count, *unfit = adapter.fetchall(exp.select(exp.Count(this=exp.Star()), *checks).from_(stage.copy()))[0]
-        bad = [f"{n} value(s) of column {name!r} ({types[staged[name.lower()]]}) do not cast to {kind}"
-               for (name, kind), n in zip(self.topic.user_columns, unfit) if n]
-        if bad:
-            raise TopicError(f"the data does not fit topic {self.topic.ref.key}: {'; '.join(bad)}. Nothing was sent")
-        return count
+        return _Send(table, name, ids, count, first, set())
 
     def _settle(self, send: _Send) -> Receipts:
         """Run the send's statement until its outcome is known; then read each entry's outcome."""

@@ -1,0 +1,55 @@
+"""The named parameters bound to an adapter's statements (a statement's varying values: its base position, commit,
+time), per thread and adapter; and the reader threads that run a read alongside its caller's, those parameters
+bound there too (``EngineAdapter.parameters``, ``bound`` and ``alongside``)."""
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import threading
+from typing import Callable, Iterator
+
+#: The named parameters bound now, per thread and adapter.
+_BOUND = threading.local()
+#: The threads that run reads alongside their callers' (``alongside``): started on first use, and named so.
+_readers: concurrent.futures.ThreadPoolExecutor | None = None
+_readers_lock = threading.Lock()
+_READER = "seqdedup-reader"
+
+
+@contextlib.contextmanager
+def bind(adapter, values: dict) -> Iterator[None]:
+    # (per thread: threads may share a session, each running its own statement)
+    bound = _BOUND.__dict__.setdefault("values", {})
+    before = bound.get(id(adapter), {})
+    bound[id(adapter)] = {**before, **values}
+    try:
+        yield
+    finally:
+        bound[id(adapter)] = before
+
+
+def bound(adapter, text: str, marker: str) -> dict | None:
+    values = _BOUND.__dict__.get("values", {}).get(id(adapter), {})
+    used = {k: v for k, v in values.items() if f"{marker}{k}" in text}
+    return used or None
+
+
+def alongside(adapter, read: Callable[[], object]) -> concurrent.futures.Future:
+    # (a read started from a reader runs on it: readers waiting for reads queued behind them would never end)
+    if not adapter.READS_ALONGSIDE or threading.current_thread().name.startswith(_READER):
+        done: concurrent.futures.Future = concurrent.futures.Future()
+        try:
+            done.set_result(read())
+        except Exception as error:
+            done.set_exception(error)
+        return done
+    global _readers
+    with _readers_lock:
+        if _readers is None:
+            _readers = concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix=_READER)
+    values = dict(_BOUND.__dict__.get("values", {}).get(id(adapter), {}))
+
+    def run():
+        with adapter.parameters(values):
+            return read()
+    return _readers.submit(run)
