@@ -478,7 +478,7 @@ class Session:
         ref = self.ref(name)
         with self.writer:
             try:
-                return drop_topic(self, ref)
+                return drop_topic(self.adapter, ref, ref.key in self.topics())
             finally:
                 self.writer.forget(ref)
 
@@ -548,7 +548,8 @@ class Session:
         ref = self.ref(topic)
         with self.writer:
             try:
-                return quarantine(self, ref)
+                self.topic(ref)                  # an unknown topic is named before anything else
+                return quarantine(self.adapter, ref, self.topics(), self.clock)
             finally:
                 self.writer.forget(ref)      # a foreign partition's number may be free again
 
@@ -562,7 +563,7 @@ class Session:
                              "whole number, 2 or more (the default is 10)")
         with self.writer:
             self.topic(ref)                  # an unknown topic is named before anything else
-            return compaction.compact(self, ref, factor)
+            return compaction.compact(self.adapter, ref, factor)
 
     # --- clients -------------------------------------------------------------------------------------------------
 

@@ -102,7 +102,7 @@ class Run:
                             outcome = (plans.rows if adapter.PLAN == "rows" else plans.exceptions)(
                                 self, state, commit, targets, values, scratch)
                         # R14: no entry under a name a live producer holds (its next ids would fall on them)
-                        leases.refuse_held_names(session, state.topic, outcome.producers.column("producer").to_pylist())
+                        leases.refuse_held_names(adapter, state.topic, outcome.producers.column("producer").to_pylist())
                         failpoint("after_topic_rows")
                         self.run_log(outcome, statement_id, now, commit)
                     written = pc.sum(outcome.producers.column("written")).as_py() or 0
@@ -142,7 +142,7 @@ class Run:
             return None
         try:
             with self.writer:
-                return compaction.compact(self.session, self.ref)
+                return compaction.compact(self.adapter, self.ref)
         except SeqdedupError as error:
             logging.getLogger("seqdedup").warning("could not compact %s after commit %s (the next compaction "
                                                   "finishes it): %s", self.ref.key, commit, error)
@@ -285,7 +285,7 @@ def run(session, tree: exp.Expression) -> StatementResult:
     its turn before its first try (seqdedup/core/turns.py). The automatic compaction a commit may be due runs after the
     turn is given back."""
     tree = rewrite.expand_is_not_dup(tree, session.adapter.binary)
-    turns = Turns.of(session, tree.target)
+    turns = Turns.of(session.adapter, session.ref(tree.target).key)
     # under steady contention, a turn claimed before the first try (seqdedup/core/turns.py)
     mine = turns.claim("before its first try, other drivers contending") if turns and turns.contended() else None
     try:
