@@ -1,8 +1,10 @@
 """A seqdedup session: one engine connection, the catalog on it, and what users do through it.
 
-The session is the facade: names, topics and policies, dispatch of SQL, and reads of the state. Writes go through
-its ``Writer`` (``seqdedup.core.writer``): the lock, the claims of the statement in flight, commits, and the topics'
-states in memory. A statement with ``is_not_dup`` runs in ``seqdedup.core.statement``.
+The session is the facade: names, topics and policies, dispatch of SQL, and reads of the state. Its work runs on its
+``Broker`` (``seqdedup.core.broker``: the adapter, the catalog, the writer and the clock). Writes go through the
+broker's ``Writer`` (``seqdedup.core.writer``): the lock, the claims of the statement in flight, commits, and the
+topics' states in memory. A statement with ``is_not_dup`` runs in ``seqdedup.core.statement``, and snapshots are
+taken in ``seqdedup.core.snapshots``.
 """
 from __future__ import annotations
 
@@ -16,8 +18,8 @@ import sqlglot
 from sqlglot import exp
 
 from seqdedup.catalog import policies as policy
-from seqdedup.catalog.catalog import Catalog, Creation, Topic, TopicRef, topic_ref
-from seqdedup.catalog.schema import CATALOG_TABLES, catalog_table
+from seqdedup.catalog.catalog import Creation, Topic, TopicRef
+from seqdedup.catalog.schema import CATALOG_TABLES
 from seqdedup.catalog.state import literal
 from seqdedup.errors import (CommitConflict, EngineError, PolicyError, RewriteError, SeqdedupError,
                              SeqdedupWarning, TopicError, already_exists)
@@ -30,12 +32,12 @@ from seqdedup.udfs import DupStatus
 from seqdedup.udfs.guards import check_probe
 
 from .clients.frames import register, registered
-from .core import compaction
-from .core import statement as statement_path
+from .core import compaction, snapshots, statement
+from .core.broker import Broker
 from .core.foreign import find as find_foreign
 from .core.results import Done, QueryResult, StatementResult
-from .core.topic_state import TopicState, created, load
-from .core.writer import PushedMarks, Writer
+from .core.topic_state import TopicState, created
+from .core.writer import PushedMarks
 from .failpoints import failpoint
 
 if TYPE_CHECKING:        # (for the annotations only: the session loads them on first use)
@@ -80,21 +82,11 @@ class Session:
 
     def __init__(self, adapter: EngineAdapter, *, clock: Callable[[], dt.datetime] = utcnow, dialect: str = "spark",
                  lock_timeout: float | None = 60.0):
-        self.adapter = adapter
-        self.clock = clock            # the time statements, snapshots and purges see; tests move it
+        self.broker = Broker(adapter, clock, lock_timeout)
         self.dialect = dialect        # the dialect statements are read in unless sql() is told otherwise
-        self.catalog = Catalog(adapter)
-        self.committed = Catalog(adapter.committed_reads())   # state reads from any thread, outside statements
-        self.writer = Writer(adapter, self.catalog, lock_timeout)
-        try:
-            with self.writer:
-                complete = self.catalog.check_version()
-                if not adapter.read_only and not complete:    # (on Spark each CREATE is a catalog round trip)
-                    with adapter.transaction():
-                        self.catalog.create()
-        except BaseException:
-            self.writer.close()
-            raise
+        # the broker's parts, under the names the clients use (the same objects)
+        self.adapter, self.clock, self.catalog = adapter, clock, self.broker.catalog
+        self.committed, self.writer = self.broker.committed, self.broker.writer
 
     @property
     def pushed(self) -> PushedMarks:
@@ -104,23 +96,16 @@ class Session:
     # --- names ---------------------------------------------------------------------------------------------------
 
     def ref(self, topic: str | exp.Table, namespace: str | None = None) -> TopicRef:
-        return topic_ref(topic, self.adapter.DEFAULT_NAMESPACE, namespace, self.adapter.DATABASE)
-
-    def _reads(self) -> Catalog:
-        """The catalog as this thread reads it: with its own uncommitted writes while it is the writer, else as
-        committed (any thread may read while another writes)."""
-        return self.catalog if self.writer.held() else self.committed
+        return self.broker.ref(topic, namespace)
 
     def topic(self, topic: str | TopicRef, *, fresh: bool = False) -> Topic:
         """A registered topic, its columns and policies. ``fresh``: as other drivers left them, where they may write
         (Spark keeps a catalog table's file listing once read: a topic another driver created since, or a policy it
         set, would be unknown here), at the cost of a few metastore calls there."""
-        if fresh:
-            self._refresh_topics()
-        return self._reads().topic(topic if isinstance(topic, TopicRef) else self.ref(topic))
+        return self.broker.topic(topic, fresh=fresh)
 
     def topics(self) -> list[str]:
-        return [r.key for r in self._reads().topics()]
+        return self.broker.topics()
 
     # --- topics and policies (R9, R10) ---------------------------------------------------------------------------
 
@@ -148,7 +133,7 @@ class Session:
             policy.normalize(key, value)         # a bad policy is refused before anything is created
         with self.writer:
             for tries in range(3):
-                self._refresh_topics()       # (stale commit numbers are a conflict, retried below)
+                self.broker.refresh_topics()       # (stale commit numbers are a conflict, retried below)
                 creation = self.catalog.creation(ref)
                 if creation.registered:
                     if if_not_exists:
@@ -215,14 +200,8 @@ class Session:
 
     def _registered_now(self, ref: TopicRef) -> bool:
         """Whether ``ref`` is in the registry as the drivers that share the metastore left it."""
-        self._refresh_topics()
+        self.broker.refresh_topics()
         return ref.key in self.topics()
-
-    def _refresh_topics(self) -> None:
-        """Forget what this process read of the registry and the policies, where other drivers may have created a
-        topic or set a policy since (Spark keeps a table's file listing once read; nothing to do where one process
-        writes)."""
-        self.adapter.refresh(catalog_table("seqdedup_topics"), catalog_table("seqdedup_policies"))
 
     def alter_topic(self, name: str, **policies: object) -> Topic:
         """Set topic policies; a value of ``None`` unsets one (then the namespace or global value applies). Turning
@@ -261,7 +240,7 @@ class Session:
             return {}
         forgotten = {}
         with self.writer:
-            for ref in self._reads().topics():
+            for ref in self.broker.reads().topics():
                 if not _applies(scope, target, ref):
                     continue
                 try:
@@ -295,7 +274,7 @@ class Session:
                         if _applies(scope, target, ref):
                             state = replace(writer.state(ref), topic=catalog.topic(ref))
                             with writer.commit(ref, state.commit + 1) as commit:
-                                state = statement_path.follow_policies(self, state, commit, now, purge=False)
+                                state = snapshots.follow_policies(self.broker, state, commit, now, purge=False)
                             kept[ref] = state.after(commit=commit.number)
             except BaseException:
                 writer.forget()
@@ -340,7 +319,7 @@ class Session:
         if not self.adapter.READS_SPARK_FILE_SOURCES:     # parquet.`path`, USING csv OPTIONS (path ...) on DuckDB
             tree = to_duckdb_readers(tree)
         if rewrite.calls(tree, "is_not_dup"):
-            return statement_path.run(self, tree)
+            return statement.run(self.broker, tree, self.dialect)
         command = statements.catalog_command(tree)
         if command is not None:
             return self._catalog_command(command)
@@ -403,19 +382,7 @@ class Session:
     def state(self, topic: str | TopicRef) -> TopicState:
         """The topic's state as published: from memory when this process knows it and nobody else can have
         written since; else recovered from the catalog (R7). Any thread may read, while another writes."""
-        ref = topic if isinstance(topic, TopicRef) else self.ref(topic)
-        writer = self.writer
-        if writer.held():
-            return writer.state(ref)
-        known = writer.current(ref)
-        if known is not None:
-            return known
-        if writer.lock.try_enter():      # nobody writes: recover it for everyone (kept in memory from now on)
-            try:
-                return writer.state(ref)
-            finally:
-                writer.lock.__exit__(None, None, None)
-        return load(self.committed, self.adapter.committed_reads(), ref)    # a write is in flight: read around it
+        return self.broker.state(topic)
 
     def _marks_query(self, topic: str, scratch) -> exp.Query:
         """The producer_state of a topic as a query, for the state functions of SQL (a relation of the marks)."""
@@ -452,23 +419,7 @@ class Session:
 
     def snapshot(self, topic: str) -> int | None:
         """Take a snapshot now (and purge idle producers) when anything changed since the last one; its id."""
-        ref = self.ref(topic)
-        writer = self.writer
-        with writer:
-            state = writer.state(ref)
-            taken = None
-            reading = self.clock()
-            now = state.stamp(reading)
-            with writer.commit(ref, state.commit + 1) as commit:
-                before = state.header
-                state = statement_path.follow_policies(self, state, commit, now, reading=reading, by_log=False)
-                if state.header is not before:
-                    taken = state.header.snapshot_id
-                if state.enabled and state.since_snapshot:
-                    state = statement_path.take_snapshot(self, state, commit, kind="snapshot", now=now)
-                    taken = state.header.snapshot_id
-            writer.keep(ref, state.after(commit=commit.number))
-        return taken
+        return snapshots.snapshot(self.broker, self.ref(topic))
 
     def drop_topic(self, name: str) -> dict:
         """Delete a topic for good: its table, registry row, policies, snapshots, run log and the consumer positions
@@ -486,17 +437,7 @@ class Session:
         """Write a snapshot of ``marks`` (a query of producer, sequence_id, last_publish_time) covering the entries up
         to ``position``, in a commit of its own; returns its id. How ``recover --repair`` replaces a wrong state with
         a replay of the log (seqdedup/core/recovery.py)."""
-        ref = self.ref(topic)
-        writer = self.writer
-        with writer:
-            state = writer.state(ref)
-            try:
-                with writer.commit(ref, state.commit + 1) as commit:
-                    return self.catalog.write_snapshot(
-                        ref, marks, header=state.header, position=position, kind=kind, now=self.clock(),
-                        commit=commit.number, max_producers=state.topic.applied.max_producers_in_snapshot)
-            finally:
-                writer.forget(ref)      # the state is the snapshot's from now on: recovered on next use
+        return snapshots.write_snapshot(self.broker, self.ref(topic), marks, position=position, kind=kind)
 
     def purge_inactive(self, topic: str) -> int | None:
         """R11 on demand: drop producers idle past the timeout; same as ``snapshot``."""
@@ -508,7 +449,7 @@ class Session:
         ref = self.ref(topic)
         with self.adapter.listed_once(ref):     # one listing of its partitions for the state and every read below
             state = self.state(ref)
-            catalog = self._reads()
+            catalog = self.broker.reads()
             log = (exp.select("producer", exp.alias_(exp.func("sum", exp.column("written")), "written"),
                               exp.alias_(exp.func("sum", exp.column("duplicates")), "duplicates"),
                               exp.alias_(exp.func("coalesce", exp.func("sum", exp.column("out_of_order")),
