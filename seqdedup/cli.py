@@ -108,7 +108,7 @@ def _applied(topic, keys=None) -> dict[str, dict[str, str]]:
 def _set_policies(args, session, policies: dict[str, object], setter, **where) -> dict[str, int]:
     """Set ``policies`` with ``setter()``; a change that turns deduplication off on a topic (R10: its marks are
     forgotten) is refused without --yes, naming what it would forget. Returns what was forgotten (topic -> producers)."""
-    from seqdedup.session import forgetting
+    from seqdedup.core.policy_changes import forgetting
 
     forgotten = session.would_forget(policies, **where)
     if forgotten and not args.yes:
@@ -123,7 +123,7 @@ def _set_policies(args, session, policies: dict[str, object], setter, **where) -
 
 
 def _forgot(forgotten: dict[str, int]) -> list[str]:
-    from seqdedup.session import forgetting
+    from seqdedup.core.policy_changes import forgetting
 
     return [f"deduplication is off now on {forgetting(forgotten)}: those marks are forgotten (R10)"] if forgotten else []
 
