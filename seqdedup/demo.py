@@ -117,7 +117,7 @@ def run_demo(connect, *, producers: int = 4, messages: int = 1000, seed: int = 7
     session = connect()     # one more restart: recovery must agree with the log
     from seqdedup.core.recovery import recover
 
-    recovery = recover(session, topic).to_dict()
+    recovery = recover(session.broker, topic).to_dict()
     marks = {name: session.last_sequence_id(topic, name) for name in names}
     session.close()
     ok = landed_twice == 0 and wrong_payload == 0 and missing == 0 and recovery["matches_full_replay"] is not False \

@@ -122,23 +122,23 @@ def test_a_statement_is_refused_a_name_a_live_lease_of_another_driver_holds():
     store.application = "app-2"              # the other driver's
     other = lease(store)
     store.application = "app-1"              # this one's
-    session = SimpleNamespace(adapter=SimpleNamespace(identity="db", lease_store=store))
+    adapter = SimpleNamespace(identity="db", lease_store=store)
     topic = SimpleNamespace(ref=SimpleNamespace(key="main.events"),
                             applied=SimpleNamespace(producer_lease_seconds=SECONDS))
-    refuse_held_names(session, topic, ["m", "o"])          # names nobody holds
+    refuse_held_names(adapter, topic, ["m", "o"])          # names nobody holds
     calls = store.calls
     with pytest.raises(ProducerError, match=r"producer 'n' is connected to topic main.events \(a live Producer of "
                                             r"another driver: host .*, Spark application app-2; its lease expires at "
                                             r".*\): a statement may not write entries under a name a live producer "
                                             r"holds.*Nothing was written"):
-        refuse_held_names(session, topic, ["m", "n"])
+        refuse_held_names(adapter, topic, ["m", "n"])
     assert store.calls - calls == 2                        # the latest epochs of every name at once, one read
     # another topic's name; then a released lease, and a live one of this driver's own (its producer is connected
     # in this process, and judged there)
-    refuse_held_names(session, SimpleNamespace(ref=SimpleNamespace(key="main.other"), applied=topic.applied), ["n"])
+    refuse_held_names(adapter, SimpleNamespace(ref=SimpleNamespace(key="main.other"), applied=topic.applied), ["n"])
     other.close()
-    refuse_held_names(session, topic, ["n"])
+    refuse_held_names(adapter, topic, ["n"])
     own = lease(store)
     assert store.latest({lease_key("main.events", "n")}) == {lease_key("main.events", "n"): own.epoch}
-    refuse_held_names(session, topic, ["n"])
+    refuse_held_names(adapter, topic, ["n"])
     own.close()

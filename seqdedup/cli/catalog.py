@@ -40,7 +40,7 @@ def _set_policies(args, session, policies: dict[str, object], setter, **where) -
     """Set ``policies`` with ``setter()``; a change that turns deduplication off on a topic (R10: its marks are
     forgotten) is refused without --yes, naming what it would forget. Returns what was forgotten (topic ->
     producers)."""
-    from seqdedup.session import forgetting
+    from seqdedup.core.policy_changes import forgetting
 
     forgotten = session.would_forget(policies, **where)
     if forgotten and not args.yes:
@@ -55,7 +55,7 @@ def _set_policies(args, session, policies: dict[str, object], setter, **where) -
 
 
 def _forgot(forgotten: dict[str, int]) -> list[str]:
-    from seqdedup.session import forgetting
+    from seqdedup.core.policy_changes import forgetting
 
     if not forgotten:
         return []

@@ -28,7 +28,7 @@ def cmd_recover(args) -> None:
     from seqdedup.core.recovery import recover, spelled_mark
 
     with open_session(args) as s:
-        report = recover(s, args.topic, repair=args.repair)
+        report = recover(s.broker, args.topic, repair=args.repair)
     checked = report.checked_from
     if report.missing_state:
         lines = [f"{report.topic}: no complete snapshot, so no state to recover; {report.replayed} entries in the log, "

@@ -72,7 +72,7 @@ def describe(run, query: exp.Select) -> list[tuple[str, str]]:
         named = [n for n in run.statement.source.find_all(exp.Column, exp.Table) if n.name in words]
         where = at(named[0]) if named else ""
         raise EngineError(f"{said.rstrip('.!')}{where}{' (' + hint.rstrip('.') + ')' if hint else ''}, in the "
-                          f"statement: {run.statement.source.sql(dialect=run.session.dialect)}") from None
+                          f"statement: {run.statement.source.sql(dialect=run.dialect)}") from None
 
 
 def _targets(run, state: TopicState, values: list[str]) -> list[str]:

@@ -85,10 +85,9 @@ def plan(ranges: list[tuple[int, int]], factor: int = FACTOR) -> list[list[tuple
     return [run for run in done + stack if len(run) > 1]
 
 
-def compact(session, ref, factor: int = FACTOR) -> Compaction:
-    """Compact the topic ``ref`` (see the module's text), under the session's writer lock."""
+def compact(adapter, ref, factor: int = FACTOR) -> Compaction:
+    """Compact the topic ``ref`` (see the module's text) through ``adapter``, under the writer lock."""
     started = time.monotonic()
-    adapter = session.adapter
     repaired = adapter.drop_merged(ref)
     ranges = adapter.partition_ranges(ref)
     groups = plan(ranges, factor)

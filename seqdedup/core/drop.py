@@ -26,11 +26,9 @@ OWNED = {
 }
 
 
-def drop_topic(session, ref) -> dict:
-    """Delete the topic ``ref`` (a TopicRef) and everything seqdedup keeps of it; what was removed. Run under the
-    session's writer lock (``Session.drop_topic``)."""
-    adapter = session.adapter
-    registered = ref.key in session.topics()
+def drop_topic(adapter, ref, registered: bool) -> dict:
+    """Delete the topic ``ref`` (a TopicRef; ``registered``: whether the registry holds it) and everything seqdedup
+    keeps of it, through ``adapter``; what was removed. Run under the writer lock (``Session.drop_topic``)."""
     entries = None
     if adapter.columns(ref.table):
         entries = adapter.fetchall(exp.select(exp.Count(this=exp.Star())).from_(ref.table.copy()))[0][0]

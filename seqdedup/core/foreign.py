@@ -19,7 +19,9 @@ partition seqdedup did not publish: the one a plain INSERT makes for a NULL ``_c
 """
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
+from typing import Callable, Collection
 
 from sqlglot import exp
 
@@ -76,14 +78,13 @@ def side_table(ref: TopicRef) -> TopicRef:
     return TopicRef(ref.namespace, f"{ref.name}{SUFFIX}", ref.database)
 
 
-def quarantine(session, ref: TopicRef) -> dict:
-    """Move the topic's foreign rows into its side table (see the module's text); what was moved. Nothing changes
-    on bad input: an unknown topic, or a side table that is a topic or has other columns. Run under the session's
-    writer lock (``Session.quarantine_foreign_rows``)."""
-    adapter = session.adapter
-    session.topic(ref)                    # an unknown topic is named before anything else
+def quarantine(adapter, ref: TopicRef, topics: Collection[str], clock: Callable[[], dt.datetime]) -> dict:
+    """Move the registered topic ``ref``'s foreign rows into its side table (see the module's text), through
+    ``adapter``, stamped with ``clock``'s time; what was moved. ``topics``: the keys of the registered topics.
+    Nothing changes on bad input: a side table that is a topic or has other columns. Run under the writer lock
+    (``Session.quarantine_foreign_rows``)."""
     side = side_table(ref)
-    if side.key in session.topics():
+    if side.key in topics:
         raise TopicError(f"the foreign rows of {ref.key} go to {side.key}, which is a topic; rename that topic, "
                          "then move them again")
     adapter.check_name(side.name)
@@ -94,7 +95,7 @@ def quarantine(session, ref: TopicRef) -> dict:
                          f"columns ({', '.join(existing)}; expected {', '.join(expected)}); rename or drop it, then "
                          "move them again")
     found = find(adapter, ref)
-    moved = adapter.move_foreign_rows(ref, side.table, session.clock())
+    moved = adapter.move_foreign_rows(ref, side.table, clock())
     return {"topic": ref.key, "table": side.key, "rows": moved, "partitions": found.partitions}
 
 

@@ -208,10 +208,10 @@ def sending(producer):
         _sending.reset(token)
 
 
-def refuse_held_names(session, topic, producers: Iterable[str]) -> None:
+def refuse_held_names(adapter, topic, producers: Iterable[str]) -> None:
     """R14 for statements: a ProducerError when a live producer, other than the one whose send this is, holds one of
     the names ``producers`` (the names a statement writes under) on ``topic`` (a ``Topic``): in this process, or
-    where the database has leases (``EngineAdapter.lease_store``), in another driver. Run before the statement
+    where the database has leases (``adapter.lease_store``), in another driver. Run before the statement
     publishes: nothing is written. Costs nothing where no producer is connected here and there are no leases; where
     there are, one call to the store for the names not connected here (none for a producer's own send), and one
     read per such name that has a lease.
@@ -220,18 +220,18 @@ def refuse_held_names(session, topic, producers: Iterable[str]) -> None:
         >>> import seqdedup
         >>> session = seqdedup.connect(":memory:")
         >>> topic = session.create_topic("events", {"payload": "STRING"})
-        >>> refuse_held_names(session, topic, ["x"])
+        >>> refuse_held_names(session.adapter, topic, ["x"])
         >>> producer = session.producer("events", name="x")
-        >>> refuse_held_names(session, topic, ["y", "x"])
+        >>> refuse_held_names(session.adapter, topic, ["y", "x"])
         Traceback (most recent call last):
         ...
         seqdedup.errors.ProducerError: producer 'x' is connected to topic main.events (a live Producer in this ...
         >>> with sending(producer):
-        ...     refuse_held_names(session, topic, ["x"])
+        ...     refuse_held_names(session.adapter, topic, ["x"])
         >>> producer.close()
-        >>> refuse_held_names(session, topic, ["x"])
+        >>> refuse_held_names(session.adapter, topic, ["x"])
     """
-    ref, identity, store = topic.ref, session.adapter.identity, session.adapter.lease_store
+    ref, identity, store = topic.ref, adapter.identity, adapter.lease_store
     with _connected_lock:
         here = {key[2]: producer for key, producer in _connected.items() if key[:2] == (identity, ref.key)}
     if not here and store is None:

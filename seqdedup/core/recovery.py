@@ -55,9 +55,12 @@ from dataclasses import asdict, dataclass, field
 import pyarrow as pa
 from sqlglot import exp
 
+from seqdedup.catalog.catalog import Catalog
 from seqdedup.catalog.schema import catalog_table
 from seqdedup.catalog.state import SnapshotHeader, chain_of, complete_snapshots, literal, snapshot_headers_query
 
+from . import snapshots
+from .broker import Broker
 from .foreign import find as find_foreign
 
 #: How many duplicates a report lists (it counts them all).
@@ -159,32 +162,34 @@ def spelled_mark(value: int | None) -> str:
     return "none" if value is None else str(value)
 
 
-def recover(session, topic: str, *, repair: bool = False) -> Report:
+def recover(broker: Broker, topic: str, *, repair: bool = False) -> Report:
     """Check a topic's recovered state against its log (see the module's text); with ``repair``, replace a state
     that differs with the replayed one, or rebuild one that is missing. Nothing is written when something is wrong
-    and ``repair`` is not asked."""
+    and ``repair`` is not asked. ``broker``: a session's (``Session.broker``), or the session itself (as
+    ``seqdedup.recovery.recover(session, topic)`` was called before the broker)."""
+    broker = getattr(broker, "broker", broker)
     started = time.monotonic()
-    ref = session.ref(topic)
-    applied = session.topic(ref).applied
-    read = _Reader(session, ref)
+    ref = broker.ref(topic)
+    applied = broker.topic(ref).applied
+    read = _Reader(broker.adapter, broker.committed, ref)
     headers = read.headers()
     last = read.one(exp.select(exp.func("coalesce", exp.Max(this=exp.column("_position")), literal(0)))
                     .from_(ref.table.copy()).where(read.own.copy()))
     current = chain_of(headers)
     if current is None:
-        return _said(_without_state(session, read, applied, last, repair), started)
+        return _said(_without_state(broker, read, applied, last, repair), started)
     disabled = current.kind == "disabled"
     state = {} if disabled else read.marks(read.chain_query(current, last))
     report = Report(topic=ref.key, last_position=last, snapshot_id=current.snapshot_id,
                     snapshot_position=current.position, replayed=read.count(current.position, last),
                     producers=len(state), checked_from=None)
     report.duplicate_positions, positions = read.duplicates(["_position"], read.entries(0, last))
-    _foreign(session, ref, report)
+    _foreign(broker.adapter, ref, report)
     base, corrected, names = None, None, []
 
     def relation(name: str, committed: bool) -> exp.Table:
         names.append(name)
-        return session.adapter.relation(name, corrected, committed=committed)
+        return broker.adapter.relation(name, corrected, committed=committed)
 
     try:
         if disabled:
@@ -214,15 +219,15 @@ def recover(session, topic: str, *, repair: bool = False) -> Report:
             report.duplicates_found = positions + ids
             if repair and report.differences:
                 fixed = relation(f"{CORRECTED}_write", False) if corrected is not None else None   # (the writer's)
-                report.repaired_snapshot_id = session.write_snapshot(
-                    topic, read.replay_query(base, current, complete, last, fixed), position=last)
+                report.repaired_snapshot_id = snapshots.write_snapshot(
+                    broker, ref, read.replay_query(base, current, complete, last, fixed), position=last)
         else:
             report.duplicates_found = positions
     finally:
         for name in names:
-            session.adapter.drop_temp_table(name)
+            broker.adapter.drop_temp_table(name)
     if not report.differences and not report.duplicates_found and report.repaired_snapshot_id is None:
-        report.new_snapshot_id = session.snapshot(topic)
+        report.new_snapshot_id = snapshots.snapshot(broker, ref)
     return _said(report, started)
 
 
@@ -245,13 +250,13 @@ def _said(report: Report, started: float) -> Report:
     return report
 
 
-def _foreign(session, ref, report: Report) -> None:
-    """The rows of the topic seqdedup did not write, into the report."""
-    foreign = find_foreign(session.adapter.committed_reads(), ref)
+def _foreign(adapter, ref, report: Report) -> None:
+    """The rows of the topic seqdedup did not write, as committed, into the report."""
+    foreign = find_foreign(adapter.committed_reads(), ref)
     report.foreign_rows, report.foreign_partitions, report.foreign = foreign.rows, foreign.partitions, foreign.message
 
 
-def _without_state(session, read: "_Reader", applied, last: int, repair: bool) -> Report:
+def _without_state(broker: Broker, read: "_Reader", applied, last: int, repair: bool) -> Report:
     """The report on a topic with no complete snapshot: the state is missing. With ``repair``, rebuilt from a replay
     of the whole log (an empty snapshot where deduplication is disabled), in a commit of its own."""
     ref = read.ref
@@ -259,17 +264,17 @@ def _without_state(session, read: "_Reader", applied, last: int, repair: bool) -
                     replayed=read.count(0, last), producers=0, checked_from=asdict(WHOLE_LOG), missing_state=True)
     # (not one id twice: an id written again after its producer was purged is none, and the purges are unknown)
     report.duplicate_positions, report.duplicates_found = read.duplicates(["_position"], read.entries(0, last))
-    _foreign(session, ref, report)
+    _foreign(broker.adapter, ref, report)
     if not repair:
         return report
     enabled = applied.deduplication_enabled
-    writer = session.writer
+    writer = broker.writer
     with writer:
         try:
             with writer.commit(ref) as commit:
-                report.repaired_snapshot_id = session.catalog.write_snapshot(
+                report.repaired_snapshot_id = broker.catalog.write_snapshot(
                     ref, read.replay_query(WHOLE_LOG, None, [], last) if enabled else None, header=None,
-                    position=last, kind="repair" if enabled else "disabled", now=session.clock(),
+                    position=last, kind="repair" if enabled else "disabled", now=broker.clock(),
                     commit=commit.number, max_producers=applied.max_producers_in_snapshot)
         finally:
             writer.forget(ref)      # recovered on next use, from the snapshot just written
@@ -286,12 +291,13 @@ class History:
 
 
 class _Reader:
-    """Reads of one topic's log and snapshot rows, committed only, as of a position of the log."""
+    """Reads of one topic's log and snapshot rows, committed only, as of a position of the log (through
+    ``adapter``; its policies' history through ``committed``, the catalog as committed)."""
 
-    def __init__(self, session, ref):
-        self.session, self.adapter, self.ref = session, session.adapter, ref
-        self.visible = session.adapter.visible_commits(ref, include_open=False)   # published commits' catalog rows
-        self.own = session.adapter.own_rows(ref)      # the topic's rows seqdedup wrote (foreign ones are reported)
+    def __init__(self, adapter, committed: Catalog, ref):
+        self.adapter, self.committed, self.ref = adapter, committed, ref
+        self.visible = adapter.visible_commits(ref, include_open=False)   # published commits' catalog rows
+        self.own = adapter.own_rows(ref)      # the topic's rows seqdedup wrote (foreign ones are reported)
 
     def rows(self, query: exp.Expression) -> list[tuple]:
         return self.adapter.fetchall(query, committed=True)
@@ -300,7 +306,7 @@ class _Reader:
         return self.rows(query)[0][0]
 
     def history(self) -> History:
-        applied = self.session.committed.history(self.ref)
+        applied = self.committed.history(self.ref)
         timeouts = [p.producer_inactivity_timeout for p in applied if p.producer_inactivity_timeout is not None]
         return History(ever_disabled=any(not p.deduplication_enabled for p in applied),
                        ever_capped=any(p.max_producers_in_snapshot is not None for p in applied),

@@ -57,10 +57,10 @@ class Turns:
         self.key = "turn-" + hashlib.sha256(topic.encode()).hexdigest()[:32]
 
     @classmethod
-    def of(cls, session, target) -> "Turns | None":
-        """The turns of the topic ``target`` (a table), where other drivers may write it."""
-        store = session.adapter.lease_store if session.adapter.contended else None
-        return None if store is None else cls(store, session.ref(target).key)
+    def of(cls, adapter, topic: str) -> "Turns | None":
+        """The turns of ``topic`` (its key) in ``adapter``'s lease store, where other drivers may write it."""
+        store = adapter.lease_store if adapter.contended else None
+        return None if store is None else cls(store, topic)
 
     def wait(self, mine: int | None) -> int | None:
         """Return once no live claim older than ``mine`` (any live claim, for None) is left; the claim this

@@ -62,7 +62,7 @@ def test_a_compacted_topic_keeps_every_entry_once_at_its_position(dedup):
     marks = dedup.session.producer_state("events").rows
     dedup.restart()                                 # recovered from the catalog over the compacted partitions
     assert dedup.session.producer_state("events").rows == marks
-    assert recover(dedup.session, "events").ok
+    assert recover(dedup.session.broker, "events").ok
 
 
 @pytest.mark.connect_ci
@@ -106,7 +106,7 @@ def test_a_compaction_cut_short_at_any_step_leaves_each_entry_once_and_the_next_
         assert (done.merged, done.partitions_after, done.repaired) == ([(1, 8)], 1, 0)
     check_once(dedup, entries)
     assert dedup.unread_directories() == []
-    assert recover(dedup.session, "events").ok
+    assert recover(dedup.session.broker, "events").ok
 
 
 def test_a_topic_compacts_itself_every_n_commits(dedup):

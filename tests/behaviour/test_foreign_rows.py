@@ -41,7 +41,7 @@ def test_rows_written_around_seqdedup_are_left_out_reported_and_moved_aside(dedu
     stats = dedup.session.stats("events")
     assert (stats["entries"], stats["foreign_rows"]) == (3, 3)
     assert f"seqdedup topic quarantine {dedup.key()}" in stats["foreign"]
-    report = recover(dedup.session, "events")
+    report = recover(dedup.session.broker, "events")
     assert report.ok and report.matches_full_replay and report.foreign_rows == 3
     assert f"seqdedup topic quarantine {dedup.key()}" in report.foreign
 

@@ -57,7 +57,7 @@ def test_a_recovery_a_check_a_compaction_and_a_lost_commit_race_each_log_one_lin
         f"[{key}] recovered from snapshot 1: replayed 3 entries of 2 commits after it (2 producers, log end 3) in N s"]
 
     caplog.clear()
-    assert recover(dedup.session, "events").ok   # the state agrees with the log: a fresh snapshot, in commit 4
+    assert recover(dedup.session.broker, "events").ok   # the state agrees with the log: a fresh snapshot, in commit 4
     assert said(caplog, "seqdedup.recovery") == [
         f"[{key}] checked the state (snapshot 1 and 3 replayed entries, 2 producers; log end 3) against a replay from "
         "snapshot 1: 0 producers differ, 0 marks of the start wrong, 0 duplicates, 0 foreign rows; took snapshot 2 "

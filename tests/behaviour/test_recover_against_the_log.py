@@ -40,22 +40,22 @@ def test_a_forged_snapshot_recovery_would_start_from_is_found_and_repair_sets_it
     kind, marks, position, forged = FORGERIES[forgery]
     dedup.topic()
     dedup.send([("p", 0), ("p", 1), ("q", 5)])
-    report = recover(dedup.session, "events")                       # the true state: checked, and trusted
+    report = recover(dedup.session.broker, "events")                       # the true state: checked, and trusted
     assert report.ok and report.start_differences == [] and report.start_refused is None, report.problems()
     forge(dedup, kind, marks, position=position)
     dedup.restart()
     assert (dedup.last("p"), dedup.last("q")) == forged             # what a new process would start from
 
-    report = recover(dedup.session, "events")
+    report = recover(dedup.session.broker, "events")
     assert not report.ok and report.matches_full_replay is False, report.problems()
     assert {"producer": "p", "state": forged[0] if forged[0] >= 0 else None, "log": 1} in report.differences
     assert (dedup.last("p"), dedup.last("q")) == forged             # nothing written
-    repaired = recover(dedup.session, "events", repair=True)
+    repaired = recover(dedup.session.broker, "events", repair=True)
     assert repaired.ok and repaired.repaired_snapshot_id is not None, repaired.problems()
     dedup.restart()
     assert (dedup.last("p"), dedup.last("q")) == (1, 5)
     assert dedup.send([("p", 0), ("p", 1), ("p", 2), ("q", 5)]).written == 1       # the retries are duplicates
-    assert recover(dedup.session, "events").ok
+    assert recover(dedup.session.broker, "events").ok
 
 
 def test_recover_trusts_a_purge_and_an_enable_the_log_explains(dedup):
@@ -67,13 +67,13 @@ def test_recover_trusts_a_purge_and_an_enable_the_log_explains(dedup):
     dedup.send([("b", 2)])
     dedup.send([("b", 3)])          # a is idle over a minute (R11): purged, in a full snapshot that keeps b
     assert dedup.last("a") == -1 and dedup.last("b") == 3
-    report = recover(dedup.session, "events")
+    report = recover(dedup.session.broker, "events")
     assert report.ok and report.checked_from["kind"] == "purge", report.problems()
     assert report.start_differences == [] and report.start_refused is None
     dedup.session.alter_topic("events", deduplication_enabled=False)
     dedup.send([("b", 0)])                      # not checked while disabled (R10)
     dedup.session.alter_topic("events", deduplication_enabled=True)
-    report = recover(dedup.session, "events")
+    report = recover(dedup.session.broker, "events")
     assert report.ok and report.checked_from["kind"] == "enabled", report.problems()
     assert report.start_differences == [] and report.start_refused is None
 
@@ -86,13 +86,13 @@ def test_a_state_whose_snapshots_were_deleted_is_explained_and_repair_rebuilds_i
     with pytest.raises(CatalogError, match=f"no complete snapshot.*seqdedup recover {dedup.key()} --repair"):
         dedup.send([("p", 1), ("p", 2)])
 
-    report = recover(dedup.session, "events")
+    report = recover(dedup.session.broker, "events")
     assert report.missing_state and not report.ok and report.repaired_snapshot_id is None
     assert "has no complete snapshot in producer_sequences" in report.problems()
     assert dedup.snapshot_rows() == []                      # nothing written
-    rebuilt = recover(dedup.session, "events", repair=True)
+    rebuilt = recover(dedup.session.broker, "events", repair=True)
     assert rebuilt.ok and rebuilt.repaired_snapshot_id is not None, rebuilt.problems()
     assert (dedup.last("p"), dedup.last("q")) == (1, 5)
     assert dedup.send([("p", 1), ("p", 2), ("q", 5)]).written == 1
     dedup.restart()
-    assert recover(dedup.session, "events").ok and dedup.ids("p") == [0, 1, 2]
+    assert recover(dedup.session.broker, "events").ok and dedup.ids("p") == [0, 1, 2]

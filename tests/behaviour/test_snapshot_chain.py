@@ -63,7 +63,7 @@ def test_c08_increments_hold_what_changed_and_a_full_snapshot_replaces_them(dedu
     assert dedup.session.stats("events")["entries_since_snapshot"] == 1
     assert [dedup.last(p) for p in "abcdef"] == [3, 3, 3, 3, 1, 0]
     assert dedup.send([("e", 1), ("e", 2)]).written == 1
-    report = recover(dedup.session, "events")
+    report = recover(dedup.session.broker, "events")
     assert report.ok and report.matches_full_replay, report.problems()
 
 
@@ -82,7 +82,7 @@ def test_purge_writes_tombstones_and_recovery_and_recover_agree(dedup):
     dedup.restart()
     assert [dedup.last(p) for p in ("p", "r", "x0", "x2")] == [-1, -1, 1, 0]
     assert dedup.send([("p", 0)]).written == 1                # purged: its old ids are new again (R11)
-    report = recover(dedup.session, "events")
+    report = recover(dedup.session.broker, "events")
     assert report.ok and report.matches_full_replay, report.problems()
     dedup.restart()
     assert [dedup.last(p) for p in ("p", "r", "x0", "x2")] == [0, -1, 1, 0]
@@ -114,7 +114,7 @@ def test_a_first_snapshot_written_twice_still_starts_the_chain(dedup):
     dedup.restart()
     assert dedup.send([("p", 0), ("p", 1)]).written == 1
     assert [dedup.last(p) for p in "pq"] == [1, 0]
-    assert recover(dedup.session, "events").ok
+    assert recover(dedup.session.broker, "events").ok
 
 
 @NO_PRUNING_ON_CONNECT

@@ -33,7 +33,7 @@ def test_an_unreadable_policy_row_is_a_clear_error_until_a_good_value_is_set_ove
            f"target '{target(dedup)}', key 'snapshot_interval_entries') is not a value seqdedup can read"
     fix = command.format(topic=dedup.key(), namespace=dedup.namespace)
     for what, use in {"look-up": lambda: dedup.session.topic("events").applied, "statement": lambda: dedup.send(
-            [("p", 1), ("p", 2)]), "recover": lambda: recover(dedup.session, "events")}.items():
+            [("p", 1), ("p", 2)]), "recover": lambda: recover(dedup.session.broker, "events")}.items():
         with pytest.raises(PolicyError) as refused:
             use()
         assert said in str(refused.value) and fix in str(refused.value), (what, str(refused.value))
@@ -45,4 +45,4 @@ def test_an_unreadable_policy_row_is_a_clear_error_until_a_good_value_is_set_ove
     setter(dedup, 7)                                    # a good value over the bad row, at its own scope
     topic = dedup.session.topic("events")
     assert topic.settings[scope]["snapshot_interval_entries"] == "7" and topic.applied
-    assert recover(dedup.session, "events").ok
+    assert recover(dedup.session.broker, "events").ok

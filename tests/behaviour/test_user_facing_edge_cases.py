@@ -249,15 +249,15 @@ def test_recover_that_blesses_a_wrong_state_names_the_producers_and_repairs_only
     snapshot_by_hand(dedup, {"p": 100, "q": 2})
     dedup.restart()                                 # a process that starts from the damaged catalog ...
     assert dedup.last("p") == 100                   # ... would drop new ids up to 100
-    report = recover(dedup.session, "events")
+    report = recover(dedup.session.broker, "events")
     assert not report.ok and report.matches_full_replay is False
     assert report.differences == [{"producer": "p", "state": 100, "log": 1}]
     assert "p (state 100, log 1)" in report.problems()
     assert dedup.last("p") == 100                   # nothing was written
-    repaired = recover(dedup.session, "events", repair=True)
+    repaired = recover(dedup.session.broker, "events", repair=True)
     assert repaired.ok and repaired.repaired_snapshot_id is not None
     assert dedup.last("p") == 1 and dedup.send([("p", 2)]).written == 1
-    assert recover(dedup.session, "events").ok
+    assert recover(dedup.session.broker, "events").ok
 
 
 def test_recover_finds_a_topic_row_duplicated_by_hand(dedup):
@@ -266,7 +266,7 @@ def test_recover_finds_a_topic_row_duplicated_by_hand(dedup):
     dedup.topic()
     dedup.send([("p", 1), ("p", 2)])
     dedup.session.adapter.execute("INSERT INTO events SELECT * FROM events WHERE _sequence_id = 1")
-    report = recover(dedup.session, "events", repair=True)
+    report = recover(dedup.session.broker, "events", repair=True)
     assert not report.ok and report.matches_full_replay is True
     assert report.duplicate_ids == [{"producer": "p", "sequence_id": 1, "rows": 2}]
     assert "more than once" in report.problems() and report.new_snapshot_id is None
