@@ -95,7 +95,7 @@ def main() -> None:
         base = measure(engines, small, args.statements, args.recoveries, 2 * 10**9)
         print(f"topic of {args.small} commits: statement {base[0]:.3f} s, recovery {base[1]:.3f} s", flush=True)
         built, large = timed(build, engines, args.commits)
-        partitions = len(large.adapter.partition_ranges(large.ref("events")))
+        partitions = len(large.adapter.storage.partition_ranges(large.ref("events")))
         before = measure(engines, large, args.statements, args.recoveries, 10**9)
         print(f"topic of {args.commits} commits ({partitions} partitions, built in {built:.0f} s): "
               f"statement {before[0]:.3f} s ({before[0] / base[0]:.2f}x), recovery {before[1]:.3f} s "

@@ -197,7 +197,7 @@ class Catalog:
         if self._adoptable(ref, columns):
             return False
         self.executor.create_namespace(ref.namespace)
-        self.executor.create_topic_table(ref.table, {**columns, **SYSTEM_COLUMNS})
+        self.executor.storage.create_topic_table(ref.table, {**columns, **SYSTEM_COLUMNS})
         return True
 
     def register(self, ref: TopicRef, now: dt.datetime) -> None:
@@ -339,10 +339,10 @@ class Catalog:
         several processes publish (``contended``), the last published one + 1: see ``EngineAdapter.contended``.
         ``written``: what ``highest_written_commit`` gives, when the caller read it already."""
         if self.executor.contended:
-            return self.executor.last_published_commit(ref) + 1
+            return self.executor.storage.last_published_commit(ref) + 1
         if written is None:
             written = self.executor.fetchall(self.highest_written_commit(ref))[0][0]
-        return max(written, self.executor.last_published_commit(ref)) + 1
+        return max(written, self.executor.storage.last_published_commit(ref)) + 1
 
     def highest_written_commit(self, ref: TopicRef) -> exp.Select:
         """A one-row query of the highest commit number a catalog row of ``ref`` carries (0: none), as
@@ -362,20 +362,20 @@ class Catalog:
     def run_log(self, ref: TopicRef) -> exp.Select:
         """The topic's rows of the run log ``seqdedup_statements``, of published commits only."""
         return exp.select("*").from_(catalog_table("seqdedup_statements")).where(
-            exp.and_(exp.column("topic").eq(literal(ref.key)), self.executor.visible_commits(ref)))
+            exp.and_(exp.column("topic").eq(literal(ref.key)), self.executor.storage.visible_commits(ref)))
 
     def snapshot_headers(self, ref: TopicRef) -> exp.Select:
         """The header rows of the topic's snapshots, of published commits only."""
         return exp.select("*").from_(catalog_table("producer_sequences")).where(exp.and_(
             exp.column("topic").eq(literal(ref.key)), exp.column("producer").is_(exp.null()),
-            self.executor.visible_commits(ref)))
+            self.executor.storage.visible_commits(ref)))
 
     # --- snapshots (R7, R8, R10, R11) ------------------------------------------------------------------------
 
     def last_snapshot(self, ref: TopicRef) -> SnapshotHeader:
         """The chain the topic's state is made of (``SnapshotHeader``), as of its last complete snapshot."""
         header = chain_of(complete_snapshots(self.executor.fetchall(
-            snapshot_headers_query(ref.key, self.executor.visible_commits(ref)))))
+            snapshot_headers_query(ref.key, self.executor.storage.visible_commits(ref)))))
         if header is None:
             raise CatalogError(f"topic {ref.key} has no complete snapshot in producer_sequences (its rows were "
                                "deleted, or the table restored from a backup older than the topic): the catalog is "
@@ -400,7 +400,7 @@ class Catalog:
             self.executor.execute(snapshot_insert(ref.key, marks, **options))
         else:
             self.executor.append_rows(catalog_table("producer_sequences"), snapshot_rows(
-                ref.key, marks, attempt=self.executor.attempt(ref), **options))
+                ref.key, marks, attempt=self.executor.storage.attempt(ref), **options))
         return snapshot_id
 
     def size(self, ref: TopicRef) -> dict[str, int]:
@@ -427,11 +427,11 @@ class Catalog:
                exp.column("taken_at") <= literal(before)]
         if header.start_id is not None:
             old.append(exp.column("snapshot_id").neq(literal(header.start_id)))
-        self.executor.delete_rows(catalog_table("producer_sequences"), exp.and_(*old))
+        self.executor.storage.delete_rows(catalog_table("producer_sequences"), exp.and_(*old))
 
     def prune_run_log(self, ref: TopicRef, before: dt.datetime) -> None:
         """Remove the topic's run log rows written before ``before``."""
-        self.executor.delete_rows(catalog_table("seqdedup_statements"), exp.and_(
+        self.executor.storage.delete_rows(catalog_table("seqdedup_statements"), exp.and_(
             exp.column("topic").eq(literal(ref.key)), exp.column("executed_at") < literal(before)))
 
     def _next_snapshot_id(self, ref: TopicRef) -> int:

@@ -10,7 +10,7 @@ Commits: every change to a topic (a statement, a snapshot, a policy change) is o
 The rows it adds to ``producer_sequences`` and ``seqdedup_statements`` carry its ``commit_id`` and the topic rows
 its ``_commit``. On DuckDB a transaction publishes them together. On Spark the topic rows are staged unregistered and
 the commit is published by registering the topic partition ``_commit = N`` (one metastore operation); catalog rows
-of a commit that was never published are ignored by every read (see ``EngineAdapter.visible_commits``).
+of a commit that was never published are ignored by every read (see ``TransactionalStorage.visible_commits``).
 
 A consumer's output table (``seqdedup.clients.consumer.consume``) is committed the same way, though it is not a
 registered topic: each batch is one commit of the output, holding the output rows and the ``seqdedup_consumers`` row
@@ -88,7 +88,7 @@ CONSUMERS = _types(
 #: The attempts that won their commit, where several drivers may write one table (Spark on a shared metastore).
 #: Two drivers can both write the catalog rows of commit N; the metastore lets one register the topic partition,
 #: whose directory is named after that attempt, and the winner adds its row here once it has. A catalog row with
-#: an ``attempt`` counts only if it is its commit's winner (``SparkAdapter.visible_commits``); rows without one were
+#: an ``attempt`` counts only if it is its commit's winner (``Commits.visible``, Spark's); rows without one were
 #: written where one process writes (a local home, DuckDB) and count once their commit is published.
 COMMITS = _types(topic="text", commit_id="bigint", attempt="text", published_at="timestamp")
 
@@ -156,7 +156,7 @@ def written_by_seqdedup(foreign_commits: Iterable[int] = ()) -> exp.Expression:
 
 
 def foreign_commits(partitions: Iterable[str]) -> frozenset[int]:
-    """The commit numbers among the values of a topic's foreign partitions (``EngineAdapter.foreign_partitions``).
+    """The commit numbers among the values of a topic's foreign partitions (``storage.foreign_partitions``).
 
     Example:
         >>> sorted(foreign_commits(["__HIVE_DEFAULT_PARTITION__", "999", "3"]))

@@ -122,7 +122,7 @@ class CatalogSetup:
         catalog, another driver first) gets the columns added since; one made now has them all."""
         made = set()
         for name, columns in CATALOG_TABLES.items():
-            if self._create_once(lambda: self.executor.create_catalog_table(catalog_table(name), columns)):
+            if self._create_once(lambda: self.executor.storage.create_catalog_table(catalog_table(name), columns)):
                 made.add(name)
                 continue
             present = {column.lower() for column, _ in self.executor.columns(catalog_table(name))}

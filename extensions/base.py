@@ -15,7 +15,7 @@ from sqlglot import exp
 from seqdedup.catalog.names import ARRIVAL
 
 from . import binding, rendering
-from .storage import TransactionalStorage, by
+from .storage import TransactionalStorage
 
 class EngineAdapter:
     """One connection to one engine. Subclasses set the flags and implement the primitives."""
@@ -229,36 +229,12 @@ class EngineAdapter:
         """Everything inside commits together or not at all."""
         raise NotImplementedError
 
-    # --- the storage protocol (extensions/storage.py), carried out by ``storage`` --------------------------------
-
     @functools.cached_property
     def storage(self) -> TransactionalStorage:
-        """The collaborator that carries out the storage protocol: the transactional form, unless the engine's
-        adapter gives its own (Spark takes each method from a collaborator of its own)."""
+        """The storage protocol (extensions/storage.py: stage, publish, the commits visible, foreign rows,
+        compaction), called as ``adapter.storage.publish(topic)``: the transactional form, unless the engine gives
+        its own (DuckDB's ``DuckDBStorage``; Spark's ``SparkStorage``, a Hive partition per commit)."""
         return TransactionalStorage(self)
-
-    create_topic_table = by("storage", TransactionalStorage.create_topic_table)
-    create_catalog_table = by("storage", TransactionalStorage.create_catalog_table)
-    open_commit = by("storage", TransactionalStorage.open_commit)
-    attempt = by("storage", TransactionalStorage.attempt)
-    write_topic = by("storage", TransactionalStorage.write_topic)
-    write_decided = by("storage", TransactionalStorage.write_decided)
-    discard_commit_rows = by("storage", TransactionalStorage.discard_commit_rows)
-    publish = by("storage", TransactionalStorage.publish)
-    close_commit = by("storage", TransactionalStorage.close_commit)
-    published_commits = by("storage", TransactionalStorage.published_commits)
-    last_published_commit = by("storage", TransactionalStorage.last_published_commit)
-    visible_commits = by("storage", TransactionalStorage.visible_commits)
-    refresh = by("storage", TransactionalStorage.refresh)
-    own_rows = by("storage", TransactionalStorage.own_rows)
-    foreign_partitions = by("storage", TransactionalStorage.foreign_partitions)
-    move_foreign_rows = by("storage", TransactionalStorage.move_foreign_rows)
-    delete_rows = by("storage", TransactionalStorage.delete_rows)
-    drop_topic_table = by("storage", TransactionalStorage.drop_topic_table)
-    listed_once = by("storage", TransactionalStorage.listed_once)
-    partition_ranges = by("storage", TransactionalStorage.partition_ranges)
-    drop_merged = by("storage", TransactionalStorage.drop_merged)
-    merge_partitions = by("storage", TransactionalStorage.merge_partitions)
 
     @property
     def contended(self) -> bool:
@@ -328,5 +304,19 @@ class CommittedReads:
     def fetch_arrow(self, query: exp.Expression, *, committed: bool = True):
         return self._adapter.fetch_arrow(query, committed=True)
 
+    @property
+    def storage(self) -> "CommittedStorage":
+        return CommittedStorage(self._adapter.storage)
+
+
+class CommittedStorage:
+    """A storage seen by the readers: the commits visible are the published ones only (not the open commit)."""
+
+    def __init__(self, storage):
+        self._storage = storage
+
+    def __getattr__(self, name: str):
+        return getattr(self._storage, name)
+
     def visible_commits(self, topic, *, include_open: bool = False) -> exp.Expression:
-        return self._adapter.visible_commits(topic, include_open=False)
+        return self._storage.visible_commits(topic, include_open=False)

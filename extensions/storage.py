@@ -18,13 +18,13 @@ from seqdedup.catalog.state import literal
 
 
 def by(collaborator: str, method):
-    """A method of the adapter's protocol that one of its collaborators carries out: ``method`` (a function of the
-    collaborator's class), called on the adapter's collaborator of that name."""
-    name = method.__name__
+    """A method that a collaborator carries out: ``method`` (a function of the collaborator's class), called on
+    the attribute ``collaborator`` names (dotted: ``"adapter.commits"``)."""
+    name, path = method.__name__, collaborator.split(".")
 
     @functools.wraps(method)
     def call(self, *args, **kwargs):
-        return getattr(getattr(self, collaborator), name)(*args, **kwargs)
+        return getattr(functools.reduce(getattr, path, self), name)(*args, **kwargs)
     return call
 
 

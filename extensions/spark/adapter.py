@@ -30,6 +30,7 @@ from .partitions import Partitions
 from .quarantine import Quarantine
 from .scratch import INLINE_ROWS, Scratch
 from .session import DEFAULT_HOME, homes, local_session, refuse_without_hive
+from .storage import SparkStorage
 
 
 class SparkAdapter(EngineAdapter):
@@ -60,7 +61,7 @@ class SparkAdapter(EngineAdapter):
     #: within half this time of its last look at the topic (``listing_ttl``), so a number is never freed under it.
     COVERED_GRACE = 600.0
 
-    # --- the storage protocol (extensions/storage.py), by the collaborators (``__init__``) ------------------
+    # --- scratch tables and table files, by the collaborators (``__init__``); the storage protocol is ``storage``
     relation = by("scratch", Scratch.relation)
     create_temp_table = by("scratch", Scratch.create)
     temp_table_rows = by("scratch", Scratch.rows)
@@ -69,30 +70,8 @@ class SparkAdapter(EngineAdapter):
     load_arrow = by("scratch", Scratch.load_arrow)
     load_dataframe = by("scratch", Scratch.load_dataframe)
     append_rows = by("files", TableFiles.append_rows)
-    create_topic_table = by("files", TableFiles.create_topic_table)
-    create_catalog_table = by("files", TableFiles.create_catalog_table)
-    delete_rows = by("files", TableFiles.delete_rows)
-    drop_topic_table = by("files", TableFiles.drop_topic_table)
-    refresh = by("files", TableFiles.refresh)
     columns = by("files", TableFiles.columns)
     tables_columns = by("files", TableFiles.tables_columns)
-    listed_once = by("partitions", Partitions.listed_once)
-    published_commits = by("commits", Commits.published)
-    last_published_commit = by("commits", Commits.last_published)
-    visible_commits = by("commits", Commits.visible)
-    attempt = by("commits", Commits.attempt)
-    open_commit = by("commits", Commits.open)
-    write_topic = by("commits", Commits.write)
-    write_decided = by("commits", Commits.write_decided)
-    discard_commit_rows = by("commits", Commits.discard)
-    publish = by("commits", Commits.publish)
-    close_commit = by("commits", Commits.close)
-    partition_ranges = by("compaction", Compaction.ranges)
-    drop_merged = by("compaction", Compaction.drop_merged)
-    merge_partitions = by("compaction", Compaction.merge)
-    foreign_partitions = by("quarantine", Quarantine.foreign)
-    own_rows = by("quarantine", Quarantine.own_rows)
-    move_foreign_rows = by("quarantine", Quarantine.move)
 
     def __init__(self, spark=None, *, master: str = "local[2]", read_only: bool = False,
                  lock_timeout: float | None = 60.0):
@@ -117,6 +96,7 @@ class SparkAdapter(EngineAdapter):
         self.commits = Commits(self)
         self.compaction = Compaction(self)
         self.quarantine = Quarantine(self)
+        self.storage = SparkStorage(self)     # the storage protocol, carried out by the five above
         if not self.exclusive:      # see create_catalog_table
             spark.conf.set("spark.sql.hive.convertInsertingUnpartitionedTable", "false")
         self.register_functions()

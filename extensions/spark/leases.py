@@ -6,7 +6,7 @@ holds no row. Everything is SQL, so a Spark Connect client (no JVM) does it as a
 - the epochs of a lease: ``SHOW PARTITIONS seqdedup_leases PARTITION (lease = '<key>')``, filtered in the metastore;
 - a claim: ``ALTER TABLE seqdedup_leases ADD PARTITION (lease = '<key>', epoch = <n>) LOCATION '.../<key>/<n>-<ms>'``,
   refused with PARTITIONS_ALREADY_EXIST (or the metastore database's unique key, when both are inside at once) to
-  every driver but the first: the compare-and-set a commit's publish uses (``SparkAdapter.publish``). The
+  every driver but the first: the compare-and-set a commit's publish uses (``Commits.publish``). The
   directory's name carries the claim's time, so that an epoch whose claimant died before writing its properties
   still expires;
 - a record: ``ALTER TABLE ... PARTITION (...) SET SERDEPROPERTIES (...)`` (Spark's only statement that changes a

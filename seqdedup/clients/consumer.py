@@ -102,7 +102,7 @@ class Reader:
 
     def _own(self) -> exp.Expression:
         """The topic's rows seqdedup wrote: a reader skips rows inserted around it (seqdedup/core/foreign.py)."""
-        return self.session.adapter.committed_reads().own_rows(self.ref)
+        return self.session.adapter.committed_reads().storage.own_rows(self.ref)
 
     def _fetch(self, query: exp.Expression) -> list[tuple]:
         return self.session.adapter.fetchall(query, committed=True)    # committed entries only
@@ -174,21 +174,21 @@ def _batch(session, source: TopicRef, out: TopicRef, tree: exp.Query, consumer: 
         if adapter.contended:
             # Where other drivers publish: the output's commit number first, then the position read fresh; a batch
             # another driver publishes in between takes that number, and this one is refused (CommitConflict).
-            number = adapter.last_published_commit(out) + 1 if adapter.columns(out.table) else None
-            adapter.refresh(catalog_table("seqdedup_consumers"), source.table)
+            number = adapter.storage.last_published_commit(out) + 1 if adapter.columns(out.table) else None
+            adapter.storage.refresh(catalog_table("seqdedup_consumers"), source.table)
         start = _position(session, source, out, consumer)
         through = _batch_end(session, source, start, max_entries)
         if through is None:
             return None
         entries = scratch.table("__sd_new_entries", exp.select("*").from_(source.table.copy()).where(
             exp.and_(POSITION.copy() > literal(start), POSITION.copy() <= literal(through),
-                     adapter.own_rows(source))))
+                     adapter.storage.own_rows(source))))
         query = _bind(tree, entries)
         columns = adapter.query_columns(query)
         targets = _output_columns(session, out, columns, create=True)
         now = session.clock()
         with session.writer.commit(out, number) as commit:
-            written = adapter.write_topic(out, _output_insert(out, query, [n for n, _ in columns], targets,
+            written = adapter.storage.write_topic(out, _output_insert(out, query, [n for n, _ in columns], targets,
                                                               commit.number))
             failpoint("after_output_rows")
             adapter.execute(exp.insert(
@@ -203,7 +203,7 @@ def _batch_end(session, source: TopicRef, start: int, max_entries: int) -> int |
     """The position of the ``max_entries``-th entry after ``start`` (or of the last one, if fewer); None when
     there is none. Positions are not dense, so this is a top-N of the positions after ``start``."""
     first = (exp.select(POSITION.copy()).from_(source.table.copy())
-             .where(exp.and_(POSITION.copy() > literal(start), session.adapter.own_rows(source)))
+             .where(exp.and_(POSITION.copy() > literal(start), session.adapter.storage.own_rows(source)))
              .order_by(POSITION.copy()).limit(max_entries))
     return session.adapter.fetchall(exp.select(exp.Max(this=exp.column("_position"))).from_(first.subquery("f")))[0][0]
 
@@ -213,7 +213,7 @@ def _position(session, source: TopicRef, out: TopicRef, consumer: str) -> int:
     if not session.adapter.columns(out.table):
         return 0          # no output table yet (on Spark its partitions say which commits are published)
     where = exp.and_(exp.column("consumer").eq(literal(consumer)), exp.column("source").eq(literal(source.key)),
-                     exp.column("topic").eq(literal(out.key)), session.adapter.visible_commits(out))
+                     exp.column("topic").eq(literal(out.key)), session.adapter.storage.visible_commits(out))
     query = exp.select(exp.func("coalesce", exp.Max(this=exp.column("position")), literal(0))).from_(
         catalog_table("seqdedup_consumers")).where(where)
     return session.adapter.fetchall(query)[0][0]
@@ -297,7 +297,7 @@ def _output_columns(session, out: TopicRef, columns: list[tuple[str, str]], *, c
                              "to a type such as STRING or BIGINT") from None
     if create:
         adapter.create_namespace(out.namespace)
-        adapter.create_topic_table(out.table, {**types, COMMIT: exp.DataType.build("bigint")})
+        adapter.storage.create_topic_table(out.table, {**types, COMMIT: exp.DataType.build("bigint")})
     return names + [COMMIT]
 
 

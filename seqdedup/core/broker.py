@@ -62,7 +62,7 @@ class Broker:
         """Forget what this process read of the registry and the policies, where other drivers may have created a
         topic or set a policy since (Spark keeps a table's file listing once read; nothing to do where one process
         writes)."""
-        self.adapter.refresh(catalog_table("seqdedup_topics"), catalog_table("seqdedup_policies"))
+        self.adapter.storage.refresh(catalog_table("seqdedup_topics"), catalog_table("seqdedup_policies"))
 
     def state(self, topic: str | TopicRef) -> TopicState:
         """The topic's state as published (see ``Session.state``)."""

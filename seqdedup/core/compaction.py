@@ -3,7 +3,7 @@
 On Spark every commit is one partition of the topic's table (``_commit = N``, registered when the commit publishes),
 so a stream that commits every few seconds makes tens of thousands of partitions and small files, and every
 statement lists them. A compaction merges runs of consecutive published commits into one partition each, atomically
-(``SparkAdapter.merge_partitions``): the rows keep their positions, the merged partition is numbered after the last
+(Spark's ``Compaction.merge``): the rows keep their positions, the merged partition is numbered after the last
 commit it holds, and every read sees each entry once, at any moment and after a kill at any moment. The catalog is
 unchanged: the commits merged stay published (their numbers are the merged partition's range), so their snapshot and
 run-log rows still count. A row's ``_commit`` becomes the merged partition's number.
@@ -88,10 +88,10 @@ def plan(ranges: list[tuple[int, int]], factor: int = FACTOR) -> list[list[tuple
 def compact(adapter, ref, factor: int = FACTOR) -> Compaction:
     """Compact the topic ``ref`` (see the module's text) through ``adapter``, under the writer lock."""
     started = time.monotonic()
-    repaired = adapter.drop_merged(ref)
-    ranges = adapter.partition_ranges(ref)
+    repaired = adapter.storage.drop_merged(ref)
+    ranges = adapter.storage.partition_ranges(ref)
     groups = plan(ranges, factor)
-    rows = sum(adapter.merge_partitions(ref, group) for group in groups)
+    rows = sum(adapter.storage.merge_partitions(ref, group) for group in groups)
     done = Compaction(ref.key, len(ranges) + repaired, len(ranges) - sum(len(group) - 1 for group in groups),
                       [(group[0][0], group[-1][1]) for group in groups], rows, repaired)
     _log.info("[%s] compacted %s partitions into %s (%s merges, %s rows rewritten, %s leftovers of a compaction "

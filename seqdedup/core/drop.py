@@ -36,11 +36,11 @@ def drop_topic(adapter, ref, registered: bool) -> dict:
     if not registered and entries is None and not leftovers:
         raise TopicError(f"unknown topic {ref.key}; `seqdedup topic list` shows the topics")
     with adapter.transaction():
-        adapter.delete_rows(catalog_table("seqdedup_topics"), OWNED["seqdedup_topics"](ref.key))
+        adapter.storage.delete_rows(catalog_table("seqdedup_topics"), OWNED["seqdedup_topics"](ref.key))
         if entries is not None:
-            adapter.drop_topic_table(ref)
+            adapter.storage.drop_topic_table(ref)
         for name in leftovers.keys() - {"seqdedup_topics"}:
-            adapter.delete_rows(catalog_table(name), OWNED[name](ref.key))
+            adapter.storage.delete_rows(catalog_table(name), OWNED[name](ref.key))
     return {"topic": ref.key, "registered": registered, "entries": entries, "catalog_rows": leftovers}
 
 

@@ -15,7 +15,7 @@ partition seqdedup did not publish: the one a plain INSERT makes for a NULL ``_c
 - ``Session.quarantine_foreign_rows`` (``seqdedup topic quarantine TOPIC``) moves them into the table
   ``<topic>_foreign``: the topic's columns, then ``catalog.schema.FOREIGN_COLUMNS``. On DuckDB it is one
   transaction, which also makes the topic's system columns NOT NULL (as a new topic's are: DuckDB then refuses such
-  rows outright). On Spark it is three steps, each safe to repeat (``SparkAdapter.move_foreign_rows``).
+  rows outright). On Spark it is three steps, each safe to repeat (``extensions.spark.quarantine.Quarantine.move``).
 """
 from __future__ import annotations
 
@@ -65,10 +65,10 @@ seqdedup's. Every read and statement of seqdedup leaves them out; move them asid
 def find(reads, ref: TopicRef) -> ForeignRows:
     """Count the topic's foreign rows and its own in one pass, through ``reads`` (an adapter, or its committed
     reads)."""
-    partitions = reads.foreign_partitions(ref)
+    partitions = reads.storage.foreign_partitions(ref)
     foreign = exp.not_(written_by_seqdedup(foreign_commits(partitions)))
     entries, rows = reads.fetchall(exp.select(
-        exp.func("coalesce", exp.func("count_if", reads.own_rows(ref)), exp.convert(0)),
+        exp.func("coalesce", exp.func("count_if", reads.storage.own_rows(ref)), exp.convert(0)),
         exp.func("coalesce", exp.func("count_if", foreign), exp.convert(0))).from_(ref.table.copy()))[0]
     return ForeignRows(ref.key, rows, partitions, entries)
 
@@ -95,7 +95,7 @@ def quarantine(adapter, ref: TopicRef, topics: Collection[str], clock: Callable[
                          f"columns ({', '.join(existing)}; expected {', '.join(expected)}); rename or drop it, then "
                          "move them again")
     found = find(adapter, ref)
-    moved = adapter.move_foreign_rows(ref, side.table, clock())
+    moved = adapter.storage.move_foreign_rows(ref, side.table, clock())
     return {"topic": ref.key, "table": side.key, "rows": moved, "partitions": found.partitions}
 
 

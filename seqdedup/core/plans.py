@@ -79,7 +79,7 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
         # (the engine reads the metrics and the outcome off its own table of the decided rows: their columns only)
         metrics = run.kept(f"metrics {seen}", lambda: steps["metrics"].build(i)).expressions
         outcome = run.kept(f"outcome {checked}", lambda: steps["outcome"].build(i)).expressions
-        return adapter.write_decided(run.ref, decided, plan.ACCEPTED,
+        return adapter.storage.write_decided(run.ref, decided, plan.ACCEPTED,
                                      lambda rows: steps["write"].build(i.having(accepted=rows)),
                                      {m.alias: m.this for m in metrics}, outcome, plan.LAST, proceed=settled,
                                      name=scratch.name("__sd_decided"))
@@ -89,7 +89,7 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
         with adapter.parameters(run.bound):
             written = decide_and_write(given)
     except EngineError as error:
-        adapter.discard_commit_rows(run.ref)
+        adapter.storage.discard_commit_rows(run.ref)
         if plan.REFUSED not in str(error):
             # Spark 4.3 fails to run some plans whole (a window over a cross join with a UNION ALL: "cannot
             # assign instance of DefaultSerializationProxy"): the statement's rows are read once into a scratch
@@ -100,20 +100,20 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
                 with adapter.parameters(run.bound):
                     written = decide_and_write(dataclasses.replace(given, read_once=True).having(values=rows))
             except EngineError as again:
-                adapter.discard_commit_rows(run.ref)
+                adapter.storage.discard_commit_rows(run.ref)
                 if plan.REFUSED not in str(again):
                     raise Unsettled(again) from again
     if written is None:     # the query met an invalid entry (``refuse``): counted and named here
         refuse_invalid(run)
     metrics = written.metrics
     if metrics.get("unseen"):
-        adapter.discard_commit_rows(run.ref)
+        adapter.storage.discard_commit_rows(run.ref)
         raise EngineError(CHANGED)
     if metrics["invalid"]:
-        adapter.discard_commit_rows(run.ref)
+        adapter.storage.discard_commit_rows(run.ref)
         refuse_invalid(run)
     if metrics["undecided"]:
-        adapter.discard_commit_rows(run.ref)
+        adapter.storage.discard_commit_rows(run.ref)
         return None
     producers = outcome_table(written.outcome)
     end = max(state.end, metrics["end"] or 0)
@@ -195,7 +195,7 @@ def exceptions(run, state: TopicState, commit: Commit, targets: list[str], value
     kept_once = adapter.fetchall(kept("kept once", lambda: steps["kept once"].build(i)))[0][0]
     i = dataclasses.replace(i, windowed=bool(kept_once or sparse))
     try:
-        adapter.write_topic(run.ref, kept(f"write {i.windowed}", lambda: steps["write"].build(i)))
+        adapter.storage.write_topic(run.ref, kept(f"write {i.windowed}", lambda: steps["write"].build(i)))
     except EngineError as error:
         raise Unsettled(error) from error
     table = adapter.fetch_arrow(kept("outcome rows", lambda: steps["outcome rows"].build(i)))
@@ -240,7 +240,7 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
         adapter.execute(kept(f"drop rejected {rounds}", lambda: steps["drop rejected"].build(i)))
     with adapter.parameters({plan.FIRST_ROW.name: first if first is not None else 0}):
         try:
-            adapter.write_topic(run.ref, kept("write rows", lambda: steps["write"].build(i)),
+            adapter.storage.write_topic(run.ref, kept("write rows", lambda: steps["write"].build(i)),
                                 rows=0 if first is None else last - first + 1)
         except EngineError as error:
             raise Unsettled(error) from error

@@ -296,8 +296,8 @@ class _Reader:
 
     def __init__(self, adapter, committed: Catalog, ref):
         self.adapter, self.committed, self.ref = adapter, committed, ref
-        self.visible = adapter.visible_commits(ref, include_open=False)   # published commits' catalog rows
-        self.own = adapter.own_rows(ref)      # the topic's rows seqdedup wrote (foreign ones are reported)
+        self.visible = adapter.storage.visible_commits(ref, include_open=False)   # published commits' catalog rows
+        self.own = adapter.storage.own_rows(ref)      # the topic's rows seqdedup wrote (foreign ones are reported)
 
     def rows(self, query: exp.Expression) -> list[tuple]:
         return self.adapter.fetchall(query, committed=True)

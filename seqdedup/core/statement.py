@@ -152,7 +152,7 @@ class Run:
         Spark, with no job of its own)."""
         producers, schema = outcome.producers, arrow_schema(STATEMENTS)
         once = {"statement_id": statement_id, "topic": self.ref.key, "executed_at": now, "commit_id": commit.number,
-                "attempt": self.adapter.attempt(self.ref)}
+                "attempt": self.adapter.storage.attempt(self.ref)}
         rows = pa.table([pa.repeat(pa.scalar(once[f.name], f.type), producers.num_rows) if f.name in once
                          else producers.column(f.name) for f in schema], schema=schema)
         self.adapter.append_rows(catalog_table("seqdedup_statements"), rows)

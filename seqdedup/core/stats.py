@@ -12,7 +12,7 @@ from .foreign import find as find_foreign
 
 def stats(broker: Broker, ref: TopicRef) -> dict:
     """The figures of the topic ``ref`` (see ``Session.stats``), read as this thread reads the catalog."""
-    with broker.adapter.listed_once(ref):     # one listing of its partitions for the state and every read below
+    with broker.adapter.storage.listed_once(ref):     # one listing of its partitions for the state and every read below
         state = broker.state(ref)
         catalog = broker.reads()
         log = (exp.select("producer", exp.alias_(exp.func("sum", exp.column("written")), "written"),

@@ -170,7 +170,7 @@ def load(catalog: Catalog, adapter, ref: TopicRef) -> TopicState:
     and is named then."""
     started = time.monotonic()
     if adapter.contended:
-        with adapter.listed_once(ref):
+        with adapter.storage.listed_once(ref):
             try:
                 state = _load(catalog, adapter, ref, None)
             except EngineError:
@@ -178,7 +178,7 @@ def load(catalog: Catalog, adapter, ref: TopicRef) -> TopicState:
                 raise
     else:
         topic = catalog.topic(ref)                  # an unknown topic, or one whose table is gone, is named first
-        with adapter.listed_once(ref):             # one listing of a topic's partitions serves every read below
+        with adapter.storage.listed_once(ref):             # one listing of a topic's partitions serves every read below
             state = _load(catalog, adapter, ref, topic)
     header = state.header
     # the commits after the snapshot: the published ones where the engine tracks them, else every number after it
@@ -215,11 +215,11 @@ def catch_up(catalog: Catalog, adapter, ref: TopicRef, state: TopicState,
         return whole("a commit it counted is gone, or one before its last appeared") if new else None
     if not state.enabled:
         return whole("deduplication is off")
-    if foreign_commits(adapter.foreign_partitions(ref)) != state.taken:
+    if foreign_commits(adapter.storage.foreign_partitions(ref)) != state.taken:
         return whole("another tool registered a partition")
-    if any(first < last and last >= new[0] for first, last in adapter.partition_ranges(ref)):
+    if any(first < last and last >= new[0] for first, last in adapter.storage.partition_ranges(ref)):
         return whole("a compaction merged them")
-    found = adapter.fetch_arrow(catch_up_query(ref.key, ref.table, new, state.end, adapter.own_rows(ref)))
+    found = adapter.fetch_arrow(catch_up_query(ref.key, ref.table, new, state.end, adapter.storage.own_rows(ref)))
     kinds = found.column("kind")
     entries = found.filter(pc.equal(kinds, "entries"))
     snapshots = found.filter(pc.equal(kinds, "snapshot"))
@@ -294,8 +294,8 @@ def created(topic: Topic, *, commit: int, snapshot_id: int, kind: str, taken_at:
 
 def _load(catalog: Catalog, adapter, ref: TopicRef, topic) -> TopicState:
     if not adapter.read_only:
-        adapter.drop_merged(ref)     # what a compaction cut short left for plain reads to count twice (compaction.py)
-    published = adapter.published_commits(ref)
+        adapter.storage.drop_merged(ref)     # what a compaction cut short left for plain reads to count twice (compaction.py)
+    published = adapter.storage.published_commits(ref)
     # Where other processes publish, the topic is looked up after the listing (its policies as of it): alongside
     # the read of its snapshots, where the engine runs queries at once (``alongside``: on Spark Connect each is a
     # job, mostly waited for), and so is the log's end alongside the replay below.
@@ -305,8 +305,8 @@ def _load(catalog: Catalog, adapter, ref: TopicRef, topic) -> TopicState:
     finally:
         if looked_up is not None:       # (its error first, as when it ran first: an unknown topic is named)
             topic = looked_up.result()
-    taken = foreign_commits(adapter.foreign_partitions(ref))
-    own = adapter.own_rows(ref)      # what another tool wrote counts for nothing (seqdedup/core/foreign.py)
+    taken = foreign_commits(adapter.storage.foreign_partitions(ref))
+    own = adapter.storage.own_rows(ref)      # what another tool wrote counts for nothing (seqdedup/core/foreign.py)
     if adapter.TRACKS_COMMITS:
         # the state as of the commits listed, not also of one another driver published since (the reads below would
         # find its rows): its next commit would lose the race, and the catch-up over that commit, finding its
@@ -326,7 +326,7 @@ def _load(catalog: Catalog, adapter, ref: TopicRef, topic) -> TopicState:
         marks, recent = Marks.of(), marks_table()
     else:
         recovered = adapter.fetch_arrow(producer_state_query(
-            ref.key, ref.table, header, adapter.visible_commits(ref, include_open=False), own))
+            ref.key, ref.table, header, adapter.storage.visible_commits(ref, include_open=False), own))
         marks = Marks.of(recovered)
         recent = marks.table.filter(pc.fill_null(recovered.column("replayed"), False))    # replayed: changed since
     if counted is not None:     # the next commit follows the last published one

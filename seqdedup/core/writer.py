@@ -186,15 +186,15 @@ class Writer:
         holds the lock."""
         self.check_settings()
         adapter = self.adapter
-        with adapter.listed_once(ref):      # (one listing serves the check, the catch-up and a recovery)
+        with adapter.storage.listed_once(ref):      # (one listing serves the check, the catch-up and a recovery)
             looked = time.monotonic()
             state = self.current(ref)
             if state is None:
                 kept = self.database.states.get(ref.key)
                 # where another process may have written, what this one read of the catalog before is stale
-                adapter.refresh(*[catalog_table(name) for name in CATALOG_TABLES], ref.table)
+                adapter.storage.refresh(*[catalog_table(name) for name in CATALOG_TABLES], ref.table)
                 state = (kept and catch_up(self.catalog, adapter, ref, kept,
-                                          frozenset(adapter.published_commits(ref)))) or \
+                                          frozenset(adapter.storage.published_commits(ref)))) or \
                     load(self.catalog, adapter, ref)
                 self.database.states[ref.key] = state
         self._looked[ref.key] = looked
@@ -208,9 +208,9 @@ class Writer:
         if state is None or self.adapter.exclusive or state.published is None:
             return state
         adapter = self.adapter
-        with adapter.listed_once(ref):      # (one listing for both)
-            published = frozenset(adapter.published_commits(ref))
-            taken = foreign_commits(adapter.foreign_partitions(ref))
+        with adapter.storage.listed_once(ref):      # (one listing for both)
+            published = frozenset(adapter.storage.published_commits(ref))
+            taken = foreign_commits(adapter.storage.foreign_partitions(ref))
         # another writer published (``state`` catches up), or another tool registered a partition, whose number
         # the next commit must pass over (a recovery counts it)
         return state if published == state.published and taken == state.taken else None
@@ -245,13 +245,13 @@ class Writer:
                 if adapter.TRACKS_COMMITS and not adapter.contended:   # a failed attempt's rows stay ignored
                     number = max(number, self.attempted.get(ref.key, 0) + 1)
                 self.attempted[ref.key] = number     # a producer whose send failed learns what it may have written
-                adapter.open_commit(ref, number)
+                adapter.storage.open_commit(ref, number)
                 try:
                     commit = Commit(ref, number)
-                    with adapter.parameters({"__sd_attempt": adapter.attempt(ref)}):   # catalog.schema.ATTEMPT
+                    with adapter.parameters({"__sd_attempt": adapter.storage.attempt(ref)}):   # catalog.schema.ATTEMPT
                         yield commit
                     if commit.abandoned:
-                        adapter.discard_commit_rows(ref)
+                        adapter.storage.discard_commit_rows(ref)
                         self.attempted[ref.key] = number - 1
                         return
                     failpoint("before_publish")
@@ -260,9 +260,9 @@ class Writer:
                     if adapter.SUPPORTS_TRANSACTIONS:
                         for cleanup in commit.cleanups:
                             cleanup()
-                    adapter.publish(ref)     # Spark publishes here (CommitConflict: another driver did first)
+                    adapter.storage.publish(ref)     # Spark publishes here (CommitConflict: another driver did first)
                 finally:
-                    adapter.close_commit(ref)
+                    adapter.storage.close_commit(ref)
             failpoint("after_publish")
         except CommitConflict:
             # another driver published this number first: the state kept is still true as of what it listed, and

@@ -354,7 +354,7 @@ def test_an_empty_table_as_the_source_writes_nothing_and_changes_nothing(db):
     using = " USING parquet" if db.harness.engine.family == "spark" else ""
     db.harness.around(f"CREATE TABLE IF NOT EXISTS empty_source (producer STRING, seq BIGINT, payload STRING){using}")
     ref = db.session.ref("events")
-    published, number = db.session.adapter.published_commits(ref), db.session.state("events").commit
+    published, number = db.session.adapter.storage.published_commits(ref), db.session.state("events").commit
     # the next commit's number: after the last published one, and (Spark) after any failed attempt, whose rows stay
     # ignored under its number (earlier tests of this module fail statements inside a commit)
     following = max(number, db.session.writer.attempted.get(ref.key, 0)) + 1
@@ -363,7 +363,7 @@ def test_an_empty_table_as_the_source_writes_nothing_and_changes_nothing(db):
     assert (result.written, result.duplicates, result.producers) == (0, 0, [])
     # no entry, no commit: nothing is published (Spark: no empty partition), and no commit number is skipped
     assert result.commit is None
-    assert db.session.adapter.published_commits(ref) == published and db.session.state("events").commit == number
+    assert db.session.adapter.storage.published_commits(ref) == published and db.session.state("events").commit == number
     db.harness.stage([("after-an-empty-statement", 0)])
     with db.unchanged("events", "run log", "snapshots"):
         written = db.session.sql(f"{INSERT} WHERE is_not_dup(producer, seq)")

@@ -34,7 +34,7 @@ def producer_rows(dedup, topic: str = "events") -> list[tuple]:
 
 def tear(dedup, snapshot_id: int, producer: str) -> None:
     """Lose one producer row of a snapshot, as a hand edit or a bad restore would."""
-    dedup.session.adapter.delete_rows(exp.table_("producer_sequences"), exp.and_(
+    dedup.session.adapter.storage.delete_rows(exp.table_("producer_sequences"), exp.and_(
         exp.column("topic").eq(literal(dedup.key())), exp.column("snapshot_id").eq(literal(snapshot_id)),
         exp.column("producer").eq(literal(producer))))
 

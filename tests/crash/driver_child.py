@@ -39,7 +39,7 @@ def check(session) -> None:
     twice = session.sql(f"SELECT _commit, _producer, _sequence_id, _position FROM {TOPIC} WHERE _position IN "
                         f"(SELECT _position FROM {TOPIC} GROUP BY _position HAVING count(*) > 1) ORDER BY _position").rows
     say(entries=entries, marks=marks, log_marks=log_marks, positions_twice=[list(r) for r in twice],
-        partitions=session.adapter.partition_ranges(session.ref(TOPIC)),
+        partitions=session.adapter.storage.partition_ranges(session.ref(TOPIC)),
         position_problem=position_problem(session.sql(f"SELECT _commit, _position FROM {TOPIC}").rows))
 
 

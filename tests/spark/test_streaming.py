@@ -169,6 +169,6 @@ def test_an_empty_micro_batch_publishes_nothing(spark_dedup):
     commit = sink.last_result.commit
     sink(spark.createDataFrame([], SCHEMA), 2)         # (a no-data micro-batch: Spark may call foreachBatch so)
     assert sink.last_result is None and sink.last_batch_id == 2
-    assert dedup.session.adapter.last_published_commit(dedup.session.ref("events")) == commit   # no empty commit
+    assert dedup.session.adapter.storage.last_published_commit(dedup.session.ref("events")) == commit   # no empty commit
     sink(spark.createDataFrame([("p1", 1, 0, "b")], SCHEMA), 3)
     assert sink.last_result.commit == commit + 1 and topic_rows(dedup) == [("p1", 0, "a"), ("p1", 1, "b")]
