@@ -4,11 +4,10 @@ Engine differences are capability flags on the adapter class, never ``if engine 
 """
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import functools
 import uuid
-from typing import Callable, Iterator
+from typing import Iterator
 
 from sqlglot import exp
 
@@ -89,22 +88,11 @@ class EngineAdapter:
         (``exclusive``), so that refusing a second live producer inside the process is the whole of R14."""
         return None
 
-    def parameters(self, values: dict) -> contextlib.AbstractContextManager[None]:
-        """Run the statements inside with these named parameters bound: a statement's varying values (its base
-        position, commit, time) are parameters, so that its SQL text is the same from one statement to the next and
-        is generated once (seqdedup/core/statement.py)."""
-        return binding.bind(self, values)
-
-    def bound(self, text: str, marker: str) -> dict | None:
-        """The parameters ``text`` uses (written ``<marker>name``), with their values; None when it uses none."""
-        return binding.bound(self, text, marker)
-
-    def alongside(self, read: Callable[[], object]) -> concurrent.futures.Future:
-        """Start ``read``, a function that reads through this adapter (a query, a topic's recovery) and changes
-        nothing the caller's next calls read: on another thread where the engine runs queries at once
-        (``READS_ALONGSIDE``), with this thread's parameters bound there too; else now, on this one. Its future:
-        ``result()`` gives its value, or raises its error."""
-        return binding.alongside(self, read)
+    # (module functions taking the adapter as their first argument, called as its methods: a statement's path
+    # makes one call for each, not two)
+    parameters = binding.bind
+    bound = binding.bound
+    alongside = binding.alongside
 
     def execute(self, statement: exp.Expression | str) -> None:
         raise NotImplementedError
@@ -280,10 +268,7 @@ class EngineAdapter:
     def close(self) -> None:
         raise NotImplementedError
 
-    def sql(self, tree: exp.Expression) -> str:
-        """The text the engine runs for ``tree`` (extensions/rendering.py). A tree the statement path keeps from one
-        statement to the next (``tree.meta["kept"]``) is generated once."""
-        return rendering.sql(self, tree)
+    sql = rendering.sql     # (see ``parameters``)
 
 
 class CommittedReads:

@@ -18,6 +18,9 @@ _READER = "seqdedup-reader"
 
 @contextlib.contextmanager
 def bind(adapter, values: dict) -> Iterator[None]:
+    """``adapter.parameters(values)``: run the statements inside with these named parameters bound. A statement's
+    varying values (its base position, commit, time) are parameters, so that its SQL text is the same from one
+    statement to the next and is generated once (seqdedup/core/statement.py)."""
     # (per thread: threads may share a session, each running its own statement)
     bound = _BOUND.__dict__.setdefault("values", {})
     before = bound.get(id(adapter), {})
@@ -29,12 +32,18 @@ def bind(adapter, values: dict) -> Iterator[None]:
 
 
 def bound(adapter, text: str, marker: str) -> dict | None:
+    """``adapter.bound(text, marker)``: the parameters ``text`` uses (written ``<marker>name``), with their values;
+    None when it uses none."""
     values = _BOUND.__dict__.get("values", {}).get(id(adapter), {})
     used = {k: v for k, v in values.items() if f"{marker}{k}" in text}
     return used or None
 
 
 def alongside(adapter, read: Callable[[], object]) -> concurrent.futures.Future:
+    """``adapter.alongside(read)``: start ``read``, a function that reads through the adapter (a query, a topic's
+    recovery) and changes nothing the caller's next calls read: on another thread where the engine runs queries at
+    once (``READS_ALONGSIDE``), with this thread's parameters bound there too; else now, on this one. Its future:
+    ``result()`` gives its value, or raises its error."""
     # (a read started from a reader runs on it: readers waiting for reads queued behind them would never end)
     if not adapter.READS_ALONGSIDE or threading.current_thread().name.startswith(_READER):
         done: concurrent.futures.Future = concurrent.futures.Future()
