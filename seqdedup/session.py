@@ -55,7 +55,7 @@ class Session:
         self.broker = Broker(adapter, clock, lock_timeout)
         self.dialect = dialect        # the dialect statements are read in unless sql() is told otherwise
         # the broker's parts, under the names the clients use (the same objects)
-        self.adapter, self.clock, self.catalog = adapter, clock, self.broker.catalog
+        self.adapter, self.catalog = adapter, self.broker.catalog
         self.committed, self.writer = self.broker.committed, self.broker.writer
 
     @property
@@ -64,6 +64,15 @@ class Session:
         return self.writer.pushed
 
     # --- names ---------------------------------------------------------------------------------------------------
+
+    @property
+    def clock(self) -> Callable[[], dt.datetime]:
+        """The time statements, snapshots and purges see (the broker's: set it here or there, both see it)."""
+        return self.broker.clock
+
+    @clock.setter
+    def clock(self, clock: Callable[[], dt.datetime]) -> None:
+        self.broker.clock = clock
 
     def ref(self, topic: str | exp.Table, namespace: str | None = None) -> TopicRef:
         return self.broker.ref(topic, namespace)
