@@ -48,10 +48,32 @@ def create_schema(metastore: str, *, timeout: float = 300) -> None:
             ["java", "-cp", f"{jars}/*:{POSTGRESQL_JAR}", "org.datanucleus.store.schema.SchemaTool", "-create",
              "-api", "JDO", "-props", str(properties), str(Path(folder) / "package.jdo")],
             capture_output=True, text=True, timeout=timeout)
-    if done.returncode != 0 or "completed successfully" not in done.stdout:
+        created = done.returncode == 0 and "completed successfully" in done.stdout
+        if created:
+            done = _sequence_table(settings, jars, Path(folder), timeout)
+            created = done.returncode == 0 and "ERROR" not in done.stdout     # (ij says so on stdout, exit 0)
+    if not created:
         lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
         raise EngineError("could not create the Hive metastore's schema in "
                           f"{metastore.split('?')[0]}: {' / '.join(lines[-3:])}")
+
+
+def _sequence_table(settings: dict, jars: Path, folder: Path, timeout: float) -> subprocess.CompletedProcess:
+    """DataNucleus' id table (``SEQUENCE_TABLE``, which SchemaTool leaves out), created with the SQL tool Derby
+    ships (``ij``, any JDBC database): otherwise the first drivers to create a table at once each try to create it
+    too, and the losers log the database's error with a stack trace (harmless, and alarming)."""
+    option = "spark.hadoop.javax.jdo.option."
+    properties = folder / "ij.properties"
+    properties.write_text("\n".join(f"{key}={value}" for key, value in {
+        "ij.driver": settings[option + "ConnectionDriverName"], "ij.protocol": "",
+        "ij.database": settings[option + "ConnectionURL"], "ij.user": settings.get(option + "ConnectionUserName"),
+        "ij.password": settings.get(option + "ConnectionPassword")}.items() if value is not None) + "\n")
+    script = folder / "sequence_table.sql"
+    script.write_text('CREATE TABLE IF NOT EXISTS "SEQUENCE_TABLE" ("SEQUENCE_NAME" VARCHAR(255) NOT NULL PRIMARY KEY, '
+                      '"NEXT_VAL" BIGINT NOT NULL);\n')
+    derby = ":".join(str(jar) for name in ("derbytools", "derbyshared", "derby") for jar in jars.glob(f"{name}-*.jar"))
+    return subprocess.run(["java", "-cp", f"{derby}:{POSTGRESQL_JAR}", "org.apache.derby.tools.ij", "-p",
+                           str(properties), str(script)], capture_output=True, text=True, timeout=timeout)
 
 
 __all__ = ["create_schema"]

@@ -20,8 +20,9 @@ def test_a_window_plan_spark_cannot_run_whole_is_decided_again_over_its_rows_rea
     try:
         session = harness.session
         session.create_topic("events", {"payload": "STRING"})
-        session.sql("CREATE TABLE staging AS SELECT * FROM VALUES ('a', 1, 'x'), ('a', 2, 'y'), ('a', 2, 'y'), "
-                    "('b', 5, 'z'), ('a', 1, 'x') AS t(producer, seq, payload)")
+        # (a name of its own: other tests leave a temporary view named staging in the process's one SparkSession)
+        session.sql("CREATE TABLE window_retry_source AS SELECT * FROM VALUES ('a', 1, 'x'), ('a', 2, 'y'), "
+                    "('a', 2, 'y'), ('b', 5, 'z'), ('a', 1, 'x') AS t(producer, seq, payload)")
         real, calls = Commits.write_decided, []
 
         def fails_once(self, *args, **kwargs):
@@ -32,7 +33,7 @@ def test_a_window_plan_spark_cannot_run_whole_is_decided_again_over_its_rows_rea
             return real(self, *args, **kwargs)
 
         monkeypatch.setattr(Commits, "write_decided", fails_once)
-        statement = "INSERT INTO events SELECT payload FROM staging WHERE is_not_dup(producer, seq)"
+        statement = "INSERT INTO events SELECT payload FROM window_retry_source WHERE is_not_dup(producer, seq)"
         first = session.sql(statement)
         assert len(calls) == 2
         assert [(p.producer, p.written, p.duplicates) for p in first.producers] == [("a", 2, 2), ("b", 1, 0)]
