@@ -1,7 +1,7 @@
 """The folders depend one way (udfs <- catalog <- sql <- extensions <- seqdedup/core <- seqdedup/clients <- seqdedup),
 the lower ones taking only errors and failpoints from the root package, and only extensions/ imports an engine;
-``import seqdedup`` works without pyspark. An import for annotations only (under ``if TYPE_CHECKING:``) is no
-dependency: a client is handed the ``Session`` facade it is annotated with."""
+no module imports itself through others; ``import seqdedup`` works without pyspark. An import for annotations only
+(under ``if TYPE_CHECKING:``) is no dependency: a client is handed the ``Session`` facade it is annotated with."""
 from __future__ import annotations
 
 import ast
@@ -65,6 +65,52 @@ def test_layers_import_only_downwards_and_only_errors_and_failpoints_from_the_ro
                 if folder != "extensions":
                     assert module.split(".")[0] not in ("duckdb", "pyspark"), f"{path} imports the engine {module}"
     assert imports > 500        # (the walk found the sources)
+
+
+def _module_level_imports() -> dict[str, set[str]]:
+    """Each module of seqdedup's, by name, and the modules of seqdedup's it imports when it is loaded (not in a
+    function, not for annotations only). ``from . import x`` is the submodule x, not the package it is in."""
+    modules = {}
+    for folder in LAYERS:
+        for path in (ROOT / folder).rglob("*.py"):
+            if not any(inner != folder and path.is_relative_to(ROOT / inner) and inner.startswith(f"{folder}/")
+                       for inner in LAYERS):
+                *folders, stem = path.relative_to(ROOT / folder).with_suffix("").parts
+                modules[".".join([PACKAGE[folder], *folders] + ([] if stem == "__init__" else [stem]))] = path
+    graph = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found = set()
+        for statement in ast.parse(path.read_text()).body:
+            if isinstance(statement, ast.If) and "TYPE_CHECKING" in ast.unparse(statement.test):
+                continue
+            for node in ast.walk(statement) if isinstance(statement, (ast.If, ast.Try)) else [statement]:
+                if isinstance(node, ast.Import):
+                    found |= {a.name for a in node.names}
+                elif isinstance(node, ast.ImportFrom):
+                    base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1]) if node.level else ""
+                    module = ".".join(filter(None, [base, node.module]))
+                    submodules = {f"{module}.{a.name}" for a in node.names} & modules.keys()
+                    found |= submodules if submodules and node.module is None else {module, *submodules}
+        graph[name] = found & modules.keys()
+    return graph
+
+
+def test_no_module_imports_itself_through_others():
+    graph = _module_level_imports()
+    assert len(graph) > 100         # (the walk found the modules)
+
+    def reaches(start: str) -> set[str]:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            module = todo.pop()
+            if module not in seen:
+                seen.add(module)
+                todo += graph[module]
+        return seen
+
+    cycles = sorted(module for module in graph if module in reaches(module))
+    assert not cycles, f"modules in an import cycle: {cycles}"
 
 
 def test_import_seqdedup_without_pyspark_or_duckdb_loaded():
