@@ -289,7 +289,7 @@ class CommittedReads:
     def fetch_arrow(self, query: exp.Expression, *, committed: bool = True):
         return self._adapter.fetch_arrow(query, committed=True)
 
-    @property
+    @functools.cached_property
     def storage(self) -> "CommittedStorage":
         return CommittedStorage(self._adapter.storage)
 

@@ -18,6 +18,24 @@ PACKAGE = {folder: "seqdedup" if folder == "seqdedup" else f"seqdedup.{folder.re
 SHARED = ("seqdedup.errors", "seqdedup.failpoints")
 
 
+def _sources():
+    """Each source file of seqdedup's, with its layer's rank and folder and the package that holds it."""
+    for rank, folder in enumerate(LAYERS):
+        for path in (ROOT / folder).rglob("*.py"):
+            if any(inner != folder and path.is_relative_to(ROOT / inner) and inner.startswith(f"{folder}/")
+                   for inner in LAYERS):
+                continue        # (a package of the root's is a layer of its own)
+            yield rank, folder, path, ".".join([PACKAGE[folder], *path.relative_to(ROOT / folder).parts[:-1]])
+
+
+def _imported(node: ast.ImportFrom, package: str) -> str:
+    """The module ``from ... import`` names, its relative form resolved against ``package``."""
+    if not node.level:
+        return node.module
+    parts = package.split(".")
+    return ".".join(filter(None, [".".join(parts[:len(parts) - node.level + 1]), node.module]))
+
+
 def _imports(path: pathlib.Path, package: str) -> set[str]:
     """Every module ``path`` imports, in functions too, its relative imports resolved against ``package``."""
     found = set()
@@ -30,13 +48,10 @@ def _imports(path: pathlib.Path, package: str) -> set[str]:
             continue
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level:
-            parts = package.split(".")
-            base = ".".join(parts[:len(parts) - node.level + 1])
-            # (``from . import leases``: the names are modules)
-            found |= {f"{base}.{node.module}"} if node.module else {f"{base}.{a.name}" for a in node.names}
         elif isinstance(node, ast.ImportFrom):
-            found.add(node.module)
+            # (``from . import leases``: the names are modules)
+            found |= {_imported(node, package)} if node.module else {f"{_imported(node, package)}.{a.name}"
+                                                                     for a in node.names}
     return found
 
 
@@ -52,34 +67,23 @@ def _rank(module: str) -> int | None:
 
 def test_layers_import_only_downwards_and_only_errors_and_failpoints_from_the_root():
     imports = 0
-    for rank, folder in enumerate(LAYERS):
-        for path in (ROOT / folder).rglob("*.py"):
-            if any(inner != folder and path.is_relative_to(ROOT / inner) and inner.startswith(f"{folder}/")
-                   for inner in LAYERS):
-                continue        # (a package of the root's is a layer of its own)
-            package = ".".join([PACKAGE[folder], *path.relative_to(ROOT / folder).parts[:-1]])
-            for module in _imports(path, package):
-                imports += 1
-                above = _rank(module)
-                assert above is None or above <= rank, f"{path.relative_to(ROOT)} imports {module}, a layer above"
-                if folder != "extensions":
-                    assert module.split(".")[0] not in ("duckdb", "pyspark"), f"{path} imports the engine {module}"
+    for rank, folder, path, package in _sources():
+        for module in _imports(path, package):
+            imports += 1
+            above = _rank(module)
+            assert above is None or above <= rank, f"{path.relative_to(ROOT)} imports {module}, a layer above"
+            if folder != "extensions":
+                assert module.split(".")[0] not in ("duckdb", "pyspark"), f"{path} imports the engine {module}"
     assert imports > 500        # (the walk found the sources)
 
 
 def _module_level_imports() -> dict[str, set[str]]:
     """Each module of seqdedup's, by name, and the modules of seqdedup's it imports when it is loaded (not in a
     function, not for annotations only). ``from . import x`` is the submodule x, not the package it is in."""
-    modules = {}
-    for folder in LAYERS:
-        for path in (ROOT / folder).rglob("*.py"):
-            if not any(inner != folder and path.is_relative_to(ROOT / inner) and inner.startswith(f"{folder}/")
-                       for inner in LAYERS):
-                *folders, stem = path.relative_to(ROOT / folder).with_suffix("").parts
-                modules[".".join([PACKAGE[folder], *folders] + ([] if stem == "__init__" else [stem]))] = path
+    modules = {package if path.stem == "__init__" else f"{package}.{path.stem}": (path, package)
+               for _, _, path, package in _sources()}
     graph = {}
-    for name, path in modules.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for name, (path, package) in modules.items():
         found = set()
         for statement in ast.parse(path.read_text()).body:
             if isinstance(statement, ast.If) and "TYPE_CHECKING" in ast.unparse(statement.test):
@@ -88,8 +92,7 @@ def _module_level_imports() -> dict[str, set[str]]:
                 if isinstance(node, ast.Import):
                     found |= {a.name for a in node.names}
                 elif isinstance(node, ast.ImportFrom):
-                    base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1]) if node.level else ""
-                    module = ".".join(filter(None, [base, node.module]))
+                    module = _imported(node, package)
                     submodules = {f"{module}.{a.name}" for a in node.names} & modules.keys()
                     found |= submodules if submodules and node.module is None else {module, *submodules}
         graph[name] = found & modules.keys()

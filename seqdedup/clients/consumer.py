@@ -188,8 +188,8 @@ def _batch(session, source: TopicRef, out: TopicRef, tree: exp.Query, consumer: 
         targets = _output_columns(session, out, columns, create=True)
         now = session.clock()
         with session.writer.commit(out, number) as commit:
-            written = adapter.storage.write_topic(out, _output_insert(out, query, [n for n, _ in columns], targets,
-                                                              commit.number))
+            written = adapter.storage.write_topic(out, _output_insert(
+                out, query, [n for n, _ in columns], targets, commit.number))
             failpoint("after_output_rows")
             adapter.execute(exp.insert(
                 exp.select(literal(consumer), literal(source.key), literal(out.key), literal(through),

@@ -80,9 +80,9 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
         metrics = run.kept(f"metrics {seen}", lambda: steps["metrics"].build(i)).expressions
         outcome = run.kept(f"outcome {checked}", lambda: steps["outcome"].build(i)).expressions
         return adapter.storage.write_decided(run.ref, decided, plan.ACCEPTED,
-                                     lambda rows: steps["write"].build(i.having(accepted=rows)),
-                                     {m.alias: m.this for m in metrics}, outcome, plan.LAST, proceed=settled,
-                                     name=scratch.name("__sd_decided"))
+                                             lambda rows: steps["write"].build(i.having(accepted=rows)),
+                                             {m.alias: m.this for m in metrics}, outcome, plan.LAST,
+                                             proceed=settled, name=scratch.name("__sd_decided"))
 
     written = None
     try:
@@ -241,7 +241,7 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
     with adapter.parameters({plan.FIRST_ROW.name: first if first is not None else 0}):
         try:
             adapter.storage.write_topic(run.ref, kept("write rows", lambda: steps["write"].build(i)),
-                                rows=0 if first is None else last - first + 1)
+                                        rows=0 if first is None else last - first + 1)
         except EngineError as error:
             raise Unsettled(error) from error
         outcome = steps["outcome rejected" if late else "outcome repeats"]
