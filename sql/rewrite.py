@@ -52,6 +52,12 @@ class DedupInsert:
         """The statement says its arrival order (ORDER BY); else entries arrive in (producer, id) order."""
         return len(self.order) > 2
 
+    @property
+    def batched(self) -> bool:
+        """is_not_dup has a highest id (a third argument), so its entries may be batch entries; without one, every
+        entry's highest id is its id."""
+        return len(self.call.expressions) > 2
+
     def over(self, rows: exp.Table) -> "DedupInsert":
         """The same statement over ``rows``, a table of its ``values`` read once: every later read sees the same
         entries, whatever its SELECT does when read again.

@@ -223,9 +223,11 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
             f"rows {marks is None} {large}", lambda: steps["rows"].build(i))))
     except EngineError as error:
         raise Unsettled(error) from error
-    first, last, invalid, batches = adapter.fetchall(kept("rows summary", lambda: steps["summary"].build(i)))[0]
-    if invalid:
-        refuse_invalid(run)
+    batches = 0
+    if i.statement.batched:     # (without a third argument there are none, and the outcome counts invalid entries)
+        invalid, batches = adapter.fetchall(kept("rows summary", lambda: steps["summary"].build(i)))[0]
+        if invalid:
+            refuse_invalid(run)
     rounds, late = 1, i.statement.ordered or bool(batches)      # (out of order: a batch entry can overlap too)
     i = dataclasses.replace(i, batches=bool(batches))
     if not late:
@@ -233,19 +235,24 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
             "repeats", lambda: steps["repeats"].build(i))))
         adapter.execute(kept("drop repeats", lambda: steps["drop repeats"].build(i)))
     else:
-        candidates = adapter.create_temp_table(scratch.name("__sd_candidates"), kept(
-            "row candidates", lambda: steps["candidates"].build(i)))
-        decisions, rounds = decide(run, i.having(candidates=candidates), steps, scratch)
+        i = i.having(candidates=kept("row candidates", lambda: steps["candidates"].build(i)).subquery())
+        if batches:
+            decisions, rounds = decide(run, i, steps, scratch)
+        else:       # one round decides every candidate: only the rejected are kept
+            decisions = adapter.create_temp_table(scratch.name("__sd_decisions"), kept(
+                "rejected", lambda: steps["rejected"].build(i)))
         i = i.having(decisions=decisions)
         adapter.execute(kept(f"drop rejected {rounds}", lambda: steps["drop rejected"].build(i)))
-    with adapter.parameters({plan.FIRST_ROW.name: first if first is not None else 0}):
+    outcome = steps["outcome rejected" if late else "outcome repeats"]
+    table = adapter.fetch_arrow(kept(f"row outcome {late} {rounds}", lambda: outcome.build(i)))
+    if pc.sum(table.column(plan.INVALID)).as_py():
+        refuse_invalid(run)
+    first = table.column(plan.FIRST).to_pylist()
+    with adapter.parameters({plan.FIRST_ROW.name: first[0] if first else 0}):
         try:
-            adapter.storage.write_topic(run.ref, kept("write rows", lambda: steps["write"].build(i)),
-                                        rows=0 if first is None else last - first + 1)
+            adapter.storage.write_topic(run.ref, kept("write rows", lambda: steps["write"].build(i)))
         except EngineError as error:
             raise Unsettled(error) from error
-        outcome = steps["outcome rejected" if late else "outcome repeats"]
-        table = adapter.fetch_arrow(kept(f"row outcome {late} {rounds}", lambda: outcome.build(i)))
     producers = outcome_table(table)
     end = max([state.end] + [p for p in producers.column("last_position").to_pylist() if p is not None])
     return Outcome(producers, end, rounds)

@@ -18,11 +18,12 @@ A batch entry that straddles the mark is left undecided by one pass (``ACCEPTED`
 the exceptions plan, where only the producers that straddle pay for more rounds.
 
 **The row plan** (DuckDB's: its tables number their rows): ``values`` read once into a table beside each row's mark;
-the repeats (no ORDER BY, no batch entries: a hash aggregate) or the candidates the windowed decision rejects are
-removed from it; every candidate left is written, at ``base`` plus its row's place in the table; the outcome is one
-aggregate of what is left::
+the repeats (no ORDER BY, no batch entries: a hash aggregate) or the candidates the windowed decision rejects (one
+round without batch entries, so only the rejected are kept) are removed from it; the outcome is one aggregate of
+what is left, read before the write so that an invalid entry (R4) stops the statement first; every candidate left is
+written, at ``base`` plus its row's place in the table::
 
-    values ⋈ marks ─► rows (read once) ─► repeats / rejected removed ─► write candidates ─► outcome
+    values ⋈ marks ─► rows (read once) ─► repeats / rejected removed ─► outcome ─► write candidates
 
 **The exceptions plan** (narrow decision, then one filtered write; Spark's for a straddle): the statement's rows are
 read once into a table (``values``: a source read again may give other rows, such as a sample, ``rand()`` or a file
@@ -43,20 +44,23 @@ too sparse for that, so an entry's position follows from its own id.
 """
 from __future__ import annotations
 
-from .common import ACCEPTED, LAST, MAX_ID, OUTCOME, POSITION, REFUSED, UNSEEN, carried_producers, insert_rows, invalid
+from .common import (ACCEPTED, INVALID, LAST, MAX_ID, OUTCOME, POSITION, REFUSED, UNSEEN, carried_producers,
+                     insert_rows, invalid)
 from .describe import PLANS, describe
 from .exceptions import (candidates, decided_counts, decided_exceptions, kept_once, outcome, producer_sums, producers,
                          repeat_counts, repeats, write_rows)
 from .rounds import count_rows, decision_round, first_round, round_steps, rows_of, undecided_producers
 from .steps import CARRIED, Inputs, Step
-from .rows import (FIRST_ROW, ROW, drop_rejected, drop_repeats, dropped_rejected, dropped_repeats, row_candidates,
-                   row_outcome, row_repeats, rows_once, rows_summary, rows_written)
+from .rows import (FIRST, FIRST_ROW, LATE, ROW, drop_rejected, drop_repeats, dropped_rejected, dropped_repeats,
+                   late_ids, rejected_only, row_candidates, row_outcome, row_repeats, rows_once, rows_summary,
+                   rows_written)
 from .window import marks_lookup, refusal, window_decisions, window_metrics, window_outcome
 
-__all__ = ["ACCEPTED", "CARRIED", "FIRST_ROW", "Inputs", "LAST", "MAX_ID", "OUTCOME", "PLANS", "POSITION", "REFUSED", "ROW", "Step",
-           "UNSEEN", "candidates", "count_rows", "kept_once", "producer_sums", "round_steps",
-           "carried_producers", "decided_counts", "decided_exceptions", "decision_round", "describe", "drop_rejected",
-           "drop_repeats", "dropped_rejected", "dropped_repeats", "first_round", "insert_rows", "invalid",
-           "marks_lookup", "outcome", "producers", "refusal", "repeat_counts", "repeats", "row_candidates",
-           "row_outcome", "row_repeats", "rows_of", "rows_once", "rows_summary", "rows_written",
-           "undecided_producers", "window_decisions", "window_metrics", "window_outcome", "write_rows"]
+__all__ = ["ACCEPTED", "CARRIED", "FIRST", "FIRST_ROW", "INVALID", "LAST", "LATE", "MAX_ID", "OUTCOME", "PLANS",
+           "POSITION", "REFUSED", "ROW", "UNSEEN", "Inputs", "Step", "candidates", "carried_producers", "count_rows",
+           "decided_counts", "decided_exceptions", "decision_round", "describe", "drop_rejected", "drop_repeats",
+           "dropped_rejected", "dropped_repeats", "first_round", "insert_rows", "invalid", "kept_once", "late_ids",
+           "marks_lookup", "outcome", "producer_sums", "producers", "refusal", "rejected_only", "repeat_counts",
+           "repeats", "round_steps", "row_candidates", "row_outcome", "row_repeats", "rows_of", "rows_once",
+           "rows_summary", "rows_written", "undecided_producers", "window_decisions", "window_metrics",
+           "window_outcome", "write_rows"]

@@ -9,15 +9,20 @@ from sqlglot import exp
 
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
-from .common import ACCEPTED, FIRST_POSITION, IDS, LAST_POSITION, MARK, POSITION, TOP, WRITTEN, insert_rows, invalid, source
-from .rounds import round_steps
+from .common import (ACCEPTED, FIRST_POSITION, INVALID, LAST_POSITION, MARK, POSITION, TOP, WRITTEN, insert_rows,
+                     invalid, source)
+from .rounds import first_round, round_steps
 from .steps import CARRIED, VALUES, Step, plan_of
 
 #: The row number of an entry in the table of the statement's rows (``rows_once``): the engine's own (DuckDB's rowid).
 ROW_ID = "rowid"
 #: The number of an entry's row, carried where the decision is made (``row_candidates``).
 ROW = "__sd_row"
+#: The first row's number, given to the write (the outcome reads it: ``FIRST``).
 FIRST_ROW = exp.Placeholder(this="__sd_first_row")
+FIRST = "__sd_first_row"
+#: Per producer, the distinct candidate ids that no entry was written with (``late_ids``).
+LATE = "__sd_late"
 
 
 def _candidate(table: str | None = None) -> exp.Expression:
@@ -34,12 +39,25 @@ def rows_once(values: exp.Select, marks: exp.Expression | None) -> exp.Select:
         marks.as_("m"), join_type="left", on=exp.column("producer", table="m").eq(exp.column(PRODUCER, table="v")))
 
 
+def _first_row(rows: exp.Table) -> exp.Expression:
+    """The number of the first row of the statement's rows (the engine's row numbers inside a transaction start far
+    from 0): the outcome reads it, and the write is given it (``FIRST_ROW``)."""
+    return exp.select(exp.Min(this=exp.column(ROW_ID))).from_(rows.copy()).subquery()
+
+
+def _position(row: exp.Expression, base: exp.Expression, first: exp.Expression) -> exp.Expression:
+    """An entry's position: the base plus its row's place in the table of the statement's rows, counted from its
+    ``first`` row. Unique and above the base; not dense once repeats are removed, which positions need not be."""
+    return exp.Add(this=exp.Sub(this=exp.Add(this=base.copy(), expression=row), expression=first),
+                   expression=exp.convert(1))
+
+
 def rows_summary(rows: exp.Table) -> exp.Select:
-    """The first and last row numbers, and the counts the runner checks before it decides: invalid entries (R4),
-    batch entries among the candidates (they need the windowed decision)."""
+    """For a statement that can have batch entries (is_not_dup's third argument), the counts the runner checks
+    before it decides: invalid entries (R4), batch entries among the candidates (they need the windowed
+    decision). Without a third argument there are none, and the outcome counts the invalid entries."""
     p, s, h = (exp.column(c) for c in (PRODUCER, SEQUENCE_ID, HIGHEST))
-    return exp.select(exp.Min(this=exp.column(ROW_ID)), exp.Max(this=exp.column(ROW_ID)),
-                      exp.func("count_if", invalid(p, s, h)),
+    return exp.select(exp.func("count_if", invalid(p, s, h)),
                       exp.func("count_if", exp.and_(_candidate(), h.copy() > s.copy()))).from_(rows.copy())
 
 
@@ -78,39 +96,46 @@ def drop_rejected(rows: exp.Table, decisions: exp.Table) -> exp.Delete:
 def rows_written(rows: exp.Table, value_columns: list[str], key_columns: list[str], base: exp.Expression
                  ) -> exp.Select:
     """What the row plan writes: every candidate left, at ``base`` plus its row's place in the table."""
-    position = exp.Add(this=exp.Sub(this=exp.Add(this=base.copy(), expression=exp.column(ROW_ID)),
-                                    expression=FIRST_ROW.copy()), expression=exp.convert(1))
+    position = _position(exp.column(ROW_ID), base, FIRST_ROW.copy())
     return exp.select(*value_columns, *key_columns, exp.alias_(position, POSITION)).from_(rows.copy()).where(
         _candidate())
 
 
-def row_outcome(rows: exp.Table, dropped: exp.Query, base: exp.Expression, *, late: bool) -> exp.Select:
-    """The per-producer outcome (``OUTCOME``) of the row plan: what is left in the rows is written (candidates) or
-    a duplicate at or below the mark; ``dropped`` gives, per producer, the rows removed (``__sd_dropped``) and,
-    with ``late``, its distinct candidate ids (``__sd_ids``: those not written came late)."""
+def row_outcome(rows: exp.Table, dropped: exp.Query, base: exp.Expression, late: exp.Query | None = None
+                ) -> exp.Select:
+    """The per-producer outcome (``OUTCOME``) of the row plan, and its invalid entries (``INVALID``: R4, which the
+    runner refuses before it writes): what is left in the rows is written (candidates) or a duplicate at or below
+    the mark; ``dropped`` gives, per producer, the rows removed (``__sd_dropped``); ``late`` (an ordered statement or
+    batch entries) its candidate ids that no entry was written with (``LATE``: they came late)."""
     def place(function):
-        return exp.Add(this=exp.Sub(this=exp.Add(this=base.copy(), expression=function(this=exp.Case(ifs=[exp.If(
-            this=_candidate(), true=exp.column(ROW_ID))]))), expression=FIRST_ROW.copy()), expression=exp.convert(1))
+        candidate_row = exp.Case(ifs=[exp.If(this=_candidate(), true=exp.column(ROW_ID))])
+        return _position(function(this=candidate_row), base, _first_row(rows))
 
+    p, s, h = (exp.column(c) for c in (PRODUCER, SEQUENCE_ID, HIGHEST))
     kept = exp.select(PRODUCER, exp.alias_(exp.Count(this=exp.Star()), "__sd_left"),
                       exp.alias_(exp.func("count_if", _candidate()), WRITTEN),
                       exp.alias_(place(exp.Min), FIRST_POSITION), exp.alias_(place(exp.Max), LAST_POSITION),
                       exp.alias_(exp.Max(this=exp.Case(ifs=[exp.If(this=_candidate(), true=exp.column(HIGHEST))])),
-                                 TOP)).from_(rows.copy()).group_by(PRODUCER)
-    r, d = "r", "d"
+                                 TOP),
+                      exp.alias_(exp.func("count_if", invalid(p, s, h)), INVALID)).from_(rows.copy()).group_by(PRODUCER)
+    r, d, x = "r", "d", "x"
     sent = exp.Add(this=exp.column("__sd_left", table=r),
                    expression=exp.func("coalesce", exp.column("__sd_dropped", table=d), exp.convert(0)))
     written = exp.column(WRITTEN, table=r)
-    late_ones = exp.Sub(this=exp.func("coalesce", exp.column(IDS, table=d), written.copy()), expression=written.copy())
-    return (exp.select(exp.alias_(exp.column(PRODUCER, table=r), "producer"), exp.alias_(sent, "sent"),
-                       exp.alias_(written, "written"), exp.alias_(exp.Sub(this=sent.copy(), expression=written.copy()),
-                                                                  "duplicates"),
-                       exp.alias_(exp.column(FIRST_POSITION, table=r), "first_position"),
-                       exp.alias_(exp.column(LAST_POSITION, table=r), "last_position"),
-                       exp.alias_(exp.column(TOP, table=r), "highest"),
-                       exp.alias_(late_ones if late else exp.convert(0), "out_of_order"))
-            .from_(kept.subquery(r)).join(source(dropped, d), join_type="left",
-                                          on=exp.column(PRODUCER, table=d).eq(exp.column(PRODUCER, table=r))))
+    late_ones = exp.func("coalesce", exp.column(LATE, table=x), exp.convert(0)) if late is not None else exp.convert(0)
+    query = (exp.select(exp.alias_(exp.column(PRODUCER, table=r), "producer"), exp.alias_(sent, "sent"),
+                        exp.alias_(written, "written"), exp.alias_(exp.Sub(this=sent.copy(), expression=written.copy()),
+                                                                   "duplicates"),
+                        exp.alias_(exp.column(FIRST_POSITION, table=r), "first_position"),
+                        exp.alias_(exp.column(LAST_POSITION, table=r), "last_position"),
+                        exp.alias_(exp.column(TOP, table=r), "highest"), exp.alias_(late_ones, "out_of_order"),
+                        exp.column(INVALID, table=r), exp.alias_(_first_row(rows), FIRST))
+             .from_(kept.subquery(r)).join(source(dropped, d), join_type="left",
+                                           on=exp.column(PRODUCER, table=d).eq(exp.column(PRODUCER, table=r))))
+    if late is not None:
+        query = query.join(source(late, x), join_type="left",
+                           on=exp.column(PRODUCER, table=x).eq(exp.column(PRODUCER, table=r)))
+    return query
 
 
 def dropped_repeats(repeats: exp.Table) -> exp.Select:
@@ -120,29 +145,57 @@ def dropped_repeats(repeats: exp.Table) -> exp.Select:
 
 
 def dropped_rejected(decisions: exp.Table) -> exp.Select:
-    """Per producer, the candidates ``drop_rejected`` removes, and its distinct candidate ids."""
-    return exp.select(PRODUCER, exp.alias_(exp.func("count_if", exp.not_(exp.column(ACCEPTED))), "__sd_dropped"),
-                      exp.alias_(exp.Count(this=exp.Distinct(expressions=[exp.column(SEQUENCE_ID)])), IDS)).from_(
+    """Per producer, the candidates ``drop_rejected`` removes."""
+    return exp.select(PRODUCER, exp.alias_(exp.func("count_if", exp.not_(exp.column(ACCEPTED))), "__sd_dropped")).from_(
         decisions.copy()).group_by(PRODUCER)
 
 
-#: The row plan's steps (see ``steps``).
+def late_ids(decisions: exp.Table, rows: exp.Table) -> exp.Select:
+    """Per producer, the distinct ids of rejected candidates that no entry left in the rows has: no entry was
+    written with them (they came late). The rejected are few, so this costs much less than counting every distinct
+    candidate id.
+
+    Example:
+        >>> late_ids(exp.table_("d"), exp.table_("r")).sql("duckdb")
+        'SELECT x.__sd_producer, COUNT(DISTINCT x.__sd_sequence_id) AS __sd_late FROM d AS x ANTI JOIN r AS w ON w.__sd_producer = x.__sd_producer AND w.__sd_sequence_id = x.__sd_sequence_id WHERE NOT x.__sd_accepted GROUP BY x.__sd_producer'
+    """
+    x, w = "x", "w"
+    same = exp.and_(*[exp.column(c, table=w).eq(exp.column(c, table=x)) for c in (PRODUCER, SEQUENCE_ID)])
+    return (exp.select(exp.column(PRODUCER, table=x),
+                       exp.alias_(exp.Count(this=exp.Distinct(expressions=[exp.column(SEQUENCE_ID, table=x)])), LATE))
+            .from_(decisions.as_(x)).join(rows.as_(w), join_type="anti", on=same)
+            .where(exp.not_(exp.column(ACCEPTED, table=x))).group_by(exp.column(PRODUCER, table=x)))
+
+
+def rejected_only(decisions: exp.Query) -> exp.Select:
+    """The rejected rows of a decision (without batch entries one round decides every candidate, and only the
+    rejected are read again: removed from the rows, counted)."""
+    return exp.select("*").from_(source(decisions, "d")).where(exp.not_(exp.column(ACCEPTED)))
+
+
+#: The row plan's steps (see ``steps``). The outcome is read before the write: it names any invalid entry (R4), and
+#: the statement then writes nothing.
 STEPS = plan_of(
     dataclasses.replace(VALUES, name="a large state: the statement's rows, read once into a table (for the next)"),
     CARRIED,
     Step("rows", "the statement's rows, read once, with their producers' marks",
          lambda i: rows_once(i.read.values, i.marks)),
-    Step("summary", "first and last row, invalid entries, batch entries", lambda i: rows_summary(i.table("rows"))),
+    Step("summary", "with is_not_dup's third argument: invalid entries, batch entries",
+         lambda i: rows_summary(i.table("rows"))),
     Step("repeats", "without ORDER BY or batch entries: repeated keys", lambda i: row_repeats(i.table("rows"))),
     Step("drop repeats", "the repeats removed", lambda i: drop_repeats(i.table("rows"), i.table("repeats"))),
-    Step("candidates", "with ORDER BY or batch entries: candidates",
+    Step("candidates", "with ORDER BY or batch entries: candidates (read by round 1, not kept)",
          lambda i: row_candidates(i.table("rows"), i.statement.key_columns)),
+    Step("rejected", "without batch entries: round 1, its rejected entries only",
+         lambda i: rejected_only(first_round(i.table("candidates"), [ROW] + i.statement.key_columns,
+                                             i.statement.order, batches=False))),
     *round_steps(lambda i: [ROW] + i.statement.key_columns),
     Step("drop rejected", "the rejected removed", lambda i: drop_rejected(i.table("rows"), i.table("decisions"))),
+    Step("outcome repeats", "outcome per producer, without ORDER BY or batch entries", lambda i: row_outcome(
+        i.table("rows"), dropped_repeats(i.table("repeats")), i.base).order_by("producer")),
+    Step("outcome rejected", "outcome per producer, with them", lambda i: row_outcome(
+        i.table("rows"), dropped_rejected(i.table("decisions")), i.base,
+        late_ids(i.table("decisions"), i.table("rows"))).order_by("producer")),
     Step("write", "write", lambda i: insert_rows(i.topic, i.targets, i.values, rows_written(
         i.table("rows"), i.values, i.statement.key_columns, i.base), i.publish_time, i.commit)),
-    Step("outcome repeats", "outcome per producer, without ORDER BY or batch entries", lambda i: row_outcome(
-        i.table("rows"), dropped_repeats(i.table("repeats")), i.base, late=False).order_by("producer")),
-    Step("outcome rejected", "outcome per producer, with them", lambda i: row_outcome(
-        i.table("rows"), dropped_rejected(i.table("decisions")), i.base, late=True).order_by("producer")),
 )

@@ -41,10 +41,8 @@ FROM (
 LEFT JOIN __sd_marks AS m
   ON m.producer = v.__sd_producer;
 
--- rows plan: first and last row, invalid entries, batch entries
+-- rows plan: with is_not_dup's third argument: invalid entries, batch entries
 SELECT
-  MIN(rowid),
-  MAX(rowid),
   COUNT_IF(
     __sd_producer IS NULL
     OR __sd_sequence_id IS NULL
@@ -80,7 +78,7 @@ WHERE
   )
   AND __sd_rows.rowid <> x.__sd_keep;
 
--- rows plan: with ORDER BY or batch entries: candidates
+-- rows plan: with ORDER BY or batch entries: candidates (read by round 1, not kept)
 SELECT
   rowid AS __sd_row,
   __sd_producer,
@@ -91,6 +89,50 @@ SELECT
 FROM __sd_rows
 WHERE
   __sd_sequence_id > COALESCE(__sd_mark, -1);
+
+-- rows plan: without batch entries: round 1, its rejected entries only
+SELECT
+  *
+FROM (
+  SELECT
+    __sd_row,
+    __sd_producer,
+    __sd_sequence_id,
+    __sd_highest,
+    __sd_o0,
+    __sd_mark,
+    COALESCE(
+      __sd_accepted,
+      CASE
+        WHEN __sd_sequence_id > COALESCE(
+          GREATEST(
+            __sd_mark,
+            MAX(__sd_highest) OVER (
+              PARTITION BY __sd_producer
+              ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
+              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+            )
+          ),
+          -1
+        )
+        THEN TRUE
+        ELSE FALSE
+      END
+    ) AS __sd_accepted
+  FROM (
+    SELECT
+      __sd_row,
+      __sd_producer,
+      __sd_sequence_id,
+      __sd_highest,
+      __sd_o0,
+      __sd_mark,
+      CAST(NULL AS BOOLEAN) AS __sd_accepted
+    FROM __sd_candidates
+  ) AS previous
+) AS d
+WHERE
+  NOT __sd_accepted;
 
 -- rows plan: decisions, round 1
 SELECT
@@ -232,6 +274,131 @@ WHERE
       NOT __sd_accepted
   );
 
+-- rows plan: outcome per producer, without ORDER BY or batch entries
+SELECT
+  r.__sd_producer AS producer,
+  r.__sd_left + COALESCE(d.__sd_dropped, 0) AS sent,
+  r.__sd_written AS written,
+  r.__sd_left + COALESCE(d.__sd_dropped, 0) - r.__sd_written AS duplicates,
+  r.__sd_first_position AS first_position,
+  r.__sd_last_position AS last_position,
+  r.__sd_top AS highest,
+  0 AS out_of_order,
+  r.__sd_invalid,
+  (
+    SELECT
+      MIN(rowid)
+    FROM __sd_rows
+  ) AS __sd_first_row
+FROM (
+  SELECT
+    __sd_producer,
+    COUNT(*) AS __sd_left,
+    COUNT_IF(__sd_sequence_id > COALESCE(__sd_mark, -1)) AS __sd_written,
+    41 + MIN(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) - (
+      SELECT
+        MIN(rowid)
+      FROM __sd_rows
+    ) + 1 AS __sd_first_position,
+    41 + MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) - (
+      SELECT
+        MIN(rowid)
+      FROM __sd_rows
+    ) + 1 AS __sd_last_position,
+    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN __sd_highest END) AS __sd_top,
+    COUNT_IF(
+      __sd_producer IS NULL
+      OR __sd_sequence_id IS NULL
+      OR __sd_sequence_id < 0
+      OR __sd_sequence_id > 9223372036854775807
+      OR __sd_highest > 9223372036854775807
+      OR __sd_highest < __sd_sequence_id
+    ) AS __sd_invalid
+  FROM __sd_rows
+  GROUP BY
+    __sd_producer
+) AS r
+LEFT JOIN (
+  SELECT
+    __sd_producer,
+    SUM(__sd_rows - 1) AS __sd_dropped
+  FROM __sd_repeats
+  GROUP BY
+    __sd_producer
+) AS d
+  ON d.__sd_producer = r.__sd_producer
+ORDER BY
+  producer ASC NULLS FIRST;
+
+-- rows plan: outcome per producer, with them
+SELECT
+  r.__sd_producer AS producer,
+  r.__sd_left + COALESCE(d.__sd_dropped, 0) AS sent,
+  r.__sd_written AS written,
+  r.__sd_left + COALESCE(d.__sd_dropped, 0) - r.__sd_written AS duplicates,
+  r.__sd_first_position AS first_position,
+  r.__sd_last_position AS last_position,
+  r.__sd_top AS highest,
+  COALESCE(x.__sd_late, 0) AS out_of_order,
+  r.__sd_invalid,
+  (
+    SELECT
+      MIN(rowid)
+    FROM __sd_rows
+  ) AS __sd_first_row
+FROM (
+  SELECT
+    __sd_producer,
+    COUNT(*) AS __sd_left,
+    COUNT_IF(__sd_sequence_id > COALESCE(__sd_mark, -1)) AS __sd_written,
+    41 + MIN(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) - (
+      SELECT
+        MIN(rowid)
+      FROM __sd_rows
+    ) + 1 AS __sd_first_position,
+    41 + MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) - (
+      SELECT
+        MIN(rowid)
+      FROM __sd_rows
+    ) + 1 AS __sd_last_position,
+    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN __sd_highest END) AS __sd_top,
+    COUNT_IF(
+      __sd_producer IS NULL
+      OR __sd_sequence_id IS NULL
+      OR __sd_sequence_id < 0
+      OR __sd_sequence_id > 9223372036854775807
+      OR __sd_highest > 9223372036854775807
+      OR __sd_highest < __sd_sequence_id
+    ) AS __sd_invalid
+  FROM __sd_rows
+  GROUP BY
+    __sd_producer
+) AS r
+LEFT JOIN (
+  SELECT
+    __sd_producer,
+    COUNT_IF(NOT __sd_accepted) AS __sd_dropped
+  FROM __sd_decisions
+  GROUP BY
+    __sd_producer
+) AS d
+  ON d.__sd_producer = r.__sd_producer
+LEFT JOIN (
+  SELECT
+    x.__sd_producer,
+    COUNT(DISTINCT x.__sd_sequence_id) AS __sd_late
+  FROM __sd_decisions AS x
+  ANTI JOIN __sd_rows AS w
+    ON w.__sd_producer = x.__sd_producer AND w.__sd_sequence_id = x.__sd_sequence_id
+  WHERE
+    NOT x.__sd_accepted
+  GROUP BY
+    x.__sd_producer
+) AS x
+  ON x.__sd_producer = r.__sd_producer
+ORDER BY
+  producer ASC NULLS FIRST;
+
 -- rows plan: write
 INSERT INTO main.events (
   "payload",
@@ -262,72 +429,3 @@ FROM (
   WHERE
     __sd_sequence_id > COALESCE(__sd_mark, -1)
 ) AS w;
-
--- rows plan: outcome per producer, without ORDER BY or batch entries
-SELECT
-  r.__sd_producer AS producer,
-  r.__sd_left + COALESCE(d.__sd_dropped, 0) AS sent,
-  r.__sd_written AS written,
-  r.__sd_left + COALESCE(d.__sd_dropped, 0) - r.__sd_written AS duplicates,
-  r.__sd_first_position AS first_position,
-  r.__sd_last_position AS last_position,
-  r.__sd_top AS highest,
-  0 AS out_of_order
-FROM (
-  SELECT
-    __sd_producer,
-    COUNT(*) AS __sd_left,
-    COUNT_IF(__sd_sequence_id > COALESCE(__sd_mark, -1)) AS __sd_written,
-    41 + MIN(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) - $__sd_first_row + 1 AS __sd_first_position,
-    41 + MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) - $__sd_first_row + 1 AS __sd_last_position,
-    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN __sd_highest END) AS __sd_top
-  FROM __sd_rows
-  GROUP BY
-    __sd_producer
-) AS r
-LEFT JOIN (
-  SELECT
-    __sd_producer,
-    SUM(__sd_rows - 1) AS __sd_dropped
-  FROM __sd_repeats
-  GROUP BY
-    __sd_producer
-) AS d
-  ON d.__sd_producer = r.__sd_producer
-ORDER BY
-  producer ASC NULLS FIRST;
-
--- rows plan: outcome per producer, with them
-SELECT
-  r.__sd_producer AS producer,
-  r.__sd_left + COALESCE(d.__sd_dropped, 0) AS sent,
-  r.__sd_written AS written,
-  r.__sd_left + COALESCE(d.__sd_dropped, 0) - r.__sd_written AS duplicates,
-  r.__sd_first_position AS first_position,
-  r.__sd_last_position AS last_position,
-  r.__sd_top AS highest,
-  COALESCE(d.__sd_ids, r.__sd_written) - r.__sd_written AS out_of_order
-FROM (
-  SELECT
-    __sd_producer,
-    COUNT(*) AS __sd_left,
-    COUNT_IF(__sd_sequence_id > COALESCE(__sd_mark, -1)) AS __sd_written,
-    41 + MIN(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) - $__sd_first_row + 1 AS __sd_first_position,
-    41 + MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) - $__sd_first_row + 1 AS __sd_last_position,
-    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN __sd_highest END) AS __sd_top
-  FROM __sd_rows
-  GROUP BY
-    __sd_producer
-) AS r
-LEFT JOIN (
-  SELECT
-    __sd_producer,
-    COUNT_IF(NOT __sd_accepted) AS __sd_dropped,
-    COUNT(DISTINCT __sd_sequence_id) AS __sd_ids
-  FROM __sd_decisions
-  GROUP BY
-    __sd_producer
-) AS d
-  ON d.__sd_producer = r.__sd_producer
-ORDER BY
-  producer ASC NULLS FIRST;
