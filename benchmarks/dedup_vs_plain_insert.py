@@ -21,6 +21,7 @@ repeats, so no plan can beat that floor by much on an engine without a custom op
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import shutil
 import sys
@@ -28,7 +29,7 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from common import make_workload, timed  # noqa: E402
+from common import make_workload, timed_cpu  # noqa: E402
 
 import seqdedup  # noqa: E402
 from seqdedup.catalog.state import literal  # noqa: E402
@@ -99,6 +100,7 @@ def main() -> None:
     repeats_sql = ("SELECT COUNT(*) FROM (SELECT producer, seq FROM staging_file GROUP BY producer, seq "
                    "HAVING COUNT(*) > 1)")
     times: dict[str, list[float]] = {"plain": [], "repeats": [], "unordered": [], "ordered": []}
+    cpu: dict[str, list[float]] = {name: [] for name in times}
     written: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as tmp:
         engine = Engine(args.engine, args.data.resolve(), pathlib.Path(tmp))
@@ -106,25 +108,30 @@ def main() -> None:
             for name in times:
                 s = engine.fresh()
                 if name == "plain":
-                    seconds, _ = timed(s.sql, plain_sql)
+                    seconds, used, _ = timed_cpu(s.sql, plain_sql)
                 elif name == "repeats":
-                    seconds, _ = timed(s.adapter.fetchall, repeats_sql)
+                    seconds, used, _ = timed_cpu(s.adapter.fetchall, repeats_sql)
                 else:
                     # A writer that runs is warm: its topic's marks are in memory (the recovery a first statement
                     # pays after connecting is measured by topic_size.py).
                     s.state("events")
-                    seconds, result = timed(s.sql, statements[name][0])
+                    seconds, used, result = timed_cpu(s.sql, statements[name][0])
                     written[name] = result.written
                 times[name].append(seconds)
+                cpu[name].append(used)
                 s.close()
     plain = min(times["plain"])
     targets = {"unordered": 1.3, "ordered": 1.6} if args.engine == "duckdb" else {"unordered": 1.5, "ordered": 2.0}
-    print(f"engine={args.engine} rows={args.rows} producers={args.producers} topic_rows={args.topic_rows} "
-          f"runs={args.runs}")
+    print(f"engine={args.engine} cores={os.cpu_count()} load_average={os.getloadavg()[0]:.2f} rows={args.rows} "
+          f"producers={args.producers} topic_rows={args.topic_rows} runs={args.runs}")
     print(f"plain_insert_s={plain:.3f}")
     floor = (plain + min(times["repeats"])) / plain
     print(f"floor: repeats_aggregate_s={min(times['repeats']):.3f} floor_over_plain={floor:.2f} "
           "(a plain INSERT plus the aggregate that finds the statement's repeats)")
+    if args.engine == "duckdb":     # (the same ratios in CPU seconds: DuckDB works in this process)
+        plain_cpu = min(cpu["plain"])
+        print(f"cpu: plain_insert_cpu_s={plain_cpu:.3f} floor_cpu={(plain_cpu + min(cpu['repeats'])) / plain_cpu:.2f} "
+              + " ".join(f"{n}_cpu={min(cpu[n]) / plain_cpu:.2f}" for n in statements))
     failed = False
     for name, (_, answer) in statements.items():
         ratio, target = min(times[name]) / plain, targets[name]
