@@ -35,6 +35,18 @@ import seqdedup  # noqa: E402
 from seqdedup.catalog.state import literal  # noqa: E402
 
 
+#: The two statements measured, with the name of the workload's answer for each.
+STATEMENTS = {
+    "unordered": ("INSERT INTO events SELECT arrival, payload FROM staging_file WHERE is_not_dup(producer, seq)",
+                  "new_entries"),
+    "ordered": ("INSERT INTO events SELECT arrival, payload FROM staging_file WHERE is_not_dup(producer, seq) "
+                "ORDER BY arrival", "new_entries_ordered_by_arrival"),
+}
+#: The plain INSERT of the same rows into a table of the same shape.
+PLAIN = ("INSERT INTO plain SELECT arrival, payload, producer, seq, seq, arrival, current_timestamp(), 1 "
+         "FROM staging_file")
+
+
 class Engine:
     """Fresh, identical starting states on one engine, each with the Parquet files as views."""
 
@@ -89,14 +101,8 @@ def main() -> None:
     ap.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb")
     args = ap.parse_args()
     expected = make_workload(args.data, args.rows, args.producers, args.topic_rows)
-    statements = {
-        "unordered": ("INSERT INTO events SELECT arrival, payload FROM staging_file WHERE is_not_dup(producer, seq)",
-                      expected["new_entries"]),
-        "ordered": ("INSERT INTO events SELECT arrival, payload FROM staging_file WHERE is_not_dup(producer, seq) "
-                    "ORDER BY arrival", expected["new_entries_ordered_by_arrival"]),
-    }
-    plain_sql = ("INSERT INTO plain SELECT arrival, payload, producer, seq, seq, arrival, current_timestamp(), 1 "
-                 "FROM staging_file")
+    statements = {name: (sql, expected[answer]) for name, (sql, answer) in STATEMENTS.items()}
+    plain_sql = PLAIN
     repeats_sql = ("SELECT COUNT(*) FROM (SELECT producer, seq FROM staging_file GROUP BY producer, seq "
                    "HAVING COUNT(*) > 1)")
     times: dict[str, list[float]] = {"plain": [], "repeats": [], "unordered": [], "ordered": []}
