@@ -250,7 +250,8 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
     first = table.column(plan.FIRST).to_pylist()
     with adapter.parameters({plan.FIRST_ROW.name: first[0] if first else 0}):
         try:
-            adapter.storage.write_topic(run.ref, kept("write rows", lambda: steps["write"].build(i)))
+            adapter.storage.write_topic(run.ref, kept("write rows", lambda: steps["write"].build(i)),
+                                        rows=pc.sum(table.column("written")).as_py() or 0)
         except EngineError as error:
             raise Unsettled(error) from error
     producers = outcome_table(table)
