@@ -127,7 +127,11 @@ def failing(run, error: EngineError) -> EngineError:
     """An engine error while computing the entries (after the commit was rolled back): one of the user's
     expressions failing on some row (an overflow, a bad cast, a division by zero), and the error says where to
     look; or, where the user's expressions alone compute on every row, one of seqdedup's own, and the error says
-    so (never "fix your arguments" for a valid statement)."""
+    so (never "fix your arguments" for a valid statement). A plan's query that met an invalid entry (R4, ``REFUSED``)
+    is named as such: the statement's keys are read again (``refuse_invalid``)."""
+    if plan.REFUSED in str(error):
+        run.statement = run.written     # (a table of the rows read once went with the rollback)
+        refuse_invalid(run)
     if not own_expressions_fail(run):
         if not COMPUTING.search(str(error)):     # the engine failed otherwise (a full disk): as it said
             return error

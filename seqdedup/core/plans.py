@@ -224,10 +224,8 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
     except EngineError as error:
         raise Unsettled(error) from error
     batches = 0
-    if i.statement.batched:     # (without a third argument there are none, and the outcome counts invalid entries)
-        invalid, batches = adapter.fetchall(kept("rows summary", lambda: steps["summary"].build(i)))[0]
-        if invalid:
-            refuse_invalid(run)
+    if i.statement.batched:     # (without a third argument there are none)
+        batches = adapter.fetchall(kept("rows summary", lambda: steps["summary"].build(i)))[0][0]
     rounds, late = 1, i.statement.ordered or bool(batches)      # (out of order: a batch entry can overlap too)
     i = dataclasses.replace(i, batches=bool(batches))
     if not late:
@@ -245,8 +243,6 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
         adapter.execute(kept(f"drop rejected {rounds}", lambda: steps["drop rejected"].build(i)))
     outcome = steps["outcome rejected" if late else "outcome repeats"]
     table = adapter.fetch_arrow(kept(f"row outcome {late} {rounds}", lambda: outcome.build(i)))
-    if pc.sum(table.column(plan.INVALID)).as_py():
-        refuse_invalid(run)
     first = table.column(plan.FIRST).to_pylist()
     with adapter.parameters({plan.FIRST_ROW.name: first[0] if first else 0}):
         try:

@@ -9,7 +9,7 @@ from sqlglot import exp
 
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
-from .common import (ACCEPTED, FIRST_POSITION, INVALID, LAST_POSITION, MARK, POSITION, TOP, WRITTEN, insert_rows,
+from .common import (ACCEPTED, FIRST_POSITION, LAST_POSITION, MARK, POSITION, REFUSED, TOP, WRITTEN, insert_rows,
                      invalid, source)
 from .rounds import first_round, round_steps
 from .steps import CARRIED, VALUES, Step, plan_of
@@ -18,6 +18,8 @@ from .steps import CARRIED, VALUES, Step, plan_of
 ROW_ID = "rowid"
 #: The number of an entry's row, carried where the decision is made (``row_candidates``).
 ROW = "__sd_row"
+#: What fails the rows' query at an invalid entry: DuckDB's ``error`` with the message the runner knows (``REFUSED``).
+REFUSE = exp.Anonymous(this="error", expressions=[exp.Literal.string(REFUSED)])
 #: The first row's number, given to the write (the outcome reads it: ``FIRST``).
 FIRST_ROW = exp.Placeholder(this="__sd_first_row")
 FIRST = "__sd_first_row"
@@ -32,11 +34,16 @@ def _candidate(table: str | None = None) -> exp.Expression:
 
 def rows_once(values: exp.Select, marks: exp.Expression | None) -> exp.Select:
     """The statement's rows as read once, each with its producer's mark (NULL: none): the row plan's table, which
-    the engine numbers (``ROW_ID``); every later step reads it."""
+    the engine numbers (``ROW_ID``); every later step reads it. An invalid entry (R4) fails this query as its row is
+    read (``REFUSE``): the runner names it once the commit is rolled back, and nothing else was computed."""
+    bad = invalid(*(exp.column(c, table="v") for c in (PRODUCER, SEQUENCE_ID, HIGHEST)))
+    check = exp.Case(ifs=[exp.If(this=bad, true=REFUSE.copy())], default=exp.true())
     if marks is None:
-        return exp.select("v.*", exp.alias_(exp.cast(exp.null(), "bigint"), MARK)).from_(source(values, "v"))
+        return exp.select("v.*", exp.alias_(exp.cast(exp.null(), "bigint"), MARK)).from_(source(values, "v")).where(
+            check)
     return exp.select("v.*", exp.alias_(exp.column("sequence_id", table="m"), MARK)).from_(source(values, "v")).join(
-        marks.as_("m"), join_type="left", on=exp.column("producer", table="m").eq(exp.column(PRODUCER, table="v")))
+        marks.as_("m"), join_type="left", on=exp.column("producer", table="m").eq(exp.column(PRODUCER, table="v"))
+    ).where(check)
 
 
 def _first_row(rows: exp.Table) -> exp.Expression:
@@ -53,12 +60,10 @@ def _position(row: exp.Expression, base: exp.Expression, first: exp.Expression) 
 
 
 def rows_summary(rows: exp.Table) -> exp.Select:
-    """For a statement that can have batch entries (is_not_dup's third argument), the counts the runner checks
-    before it decides: invalid entries (R4), batch entries among the candidates (they need the windowed
-    decision). Without a third argument there are none, and the outcome counts the invalid entries."""
-    p, s, h = (exp.column(c) for c in (PRODUCER, SEQUENCE_ID, HIGHEST))
-    return exp.select(exp.func("count_if", invalid(p, s, h)),
-                      exp.func("count_if", exp.and_(_candidate(), h.copy() > s.copy()))).from_(rows.copy())
+    """For a statement that can have batch entries (is_not_dup's third argument): how many candidates are batch
+    entries (they need the windowed decision). Without a third argument there are none."""
+    s, h = exp.column(SEQUENCE_ID), exp.column(HIGHEST)
+    return exp.select(exp.func("count_if", exp.and_(_candidate(), h > s))).from_(rows.copy())
 
 
 def row_repeats(rows: exp.Table) -> exp.Select:
@@ -103,21 +108,19 @@ def rows_written(rows: exp.Table, value_columns: list[str], key_columns: list[st
 
 def row_outcome(rows: exp.Table, dropped: exp.Query, base: exp.Expression, late: exp.Query | None = None
                 ) -> exp.Select:
-    """The per-producer outcome (``OUTCOME``) of the row plan, and its invalid entries (``INVALID``: R4, which the
-    runner refuses before it writes): what is left in the rows is written (candidates) or a duplicate at or below
-    the mark; ``dropped`` gives, per producer, the rows removed (``__sd_dropped``); ``late`` (an ordered statement or
+    """The per-producer outcome (``OUTCOME``) of the row plan, read before the write, and the first row's number
+    (``FIRST``, which the write is given): what is left in the rows is written (candidates) or a duplicate at or
+    below the mark; ``dropped`` gives, per producer, the rows removed (``__sd_dropped``); ``late`` (an ordered statement or
     batch entries) its candidate ids that no entry was written with (``LATE``: they came late)."""
     def place(function):
         candidate_row = exp.Case(ifs=[exp.If(this=_candidate(), true=exp.column(ROW_ID))])
         return _position(function(this=candidate_row), base, _first_row(rows))
 
-    p, s, h = (exp.column(c) for c in (PRODUCER, SEQUENCE_ID, HIGHEST))
     kept = exp.select(PRODUCER, exp.alias_(exp.Count(this=exp.Star()), "__sd_left"),
                       exp.alias_(exp.func("count_if", _candidate()), WRITTEN),
                       exp.alias_(place(exp.Min), FIRST_POSITION), exp.alias_(place(exp.Max), LAST_POSITION),
                       exp.alias_(exp.Max(this=exp.Case(ifs=[exp.If(this=_candidate(), true=exp.column(HIGHEST))])),
-                                 TOP),
-                      exp.alias_(exp.func("count_if", invalid(p, s, h)), INVALID)).from_(rows.copy()).group_by(PRODUCER)
+                                 TOP)).from_(rows.copy()).group_by(PRODUCER)
     r, d, x = "r", "d", "x"
     sent = exp.Add(this=exp.column("__sd_left", table=r),
                    expression=exp.func("coalesce", exp.column("__sd_dropped", table=d), exp.convert(0)))
@@ -129,7 +132,7 @@ def row_outcome(rows: exp.Table, dropped: exp.Query, base: exp.Expression, late:
                         exp.alias_(exp.column(FIRST_POSITION, table=r), "first_position"),
                         exp.alias_(exp.column(LAST_POSITION, table=r), "last_position"),
                         exp.alias_(exp.column(TOP, table=r), "highest"), exp.alias_(late_ones, "out_of_order"),
-                        exp.column(INVALID, table=r), exp.alias_(_first_row(rows), FIRST))
+                        exp.alias_(_first_row(rows), FIRST))
              .from_(kept.subquery(r)).join(source(dropped, d), join_type="left",
                                            on=exp.column(PRODUCER, table=d).eq(exp.column(PRODUCER, table=r))))
     if late is not None:
@@ -173,14 +176,13 @@ def rejected_only(decisions: exp.Query) -> exp.Select:
     return exp.select("*").from_(source(decisions, "d")).where(exp.not_(exp.column(ACCEPTED)))
 
 
-#: The row plan's steps (see ``steps``). The outcome is read before the write: it names any invalid entry (R4), and
-#: the statement then writes nothing.
+#: The row plan's steps (see ``steps``).
 STEPS = plan_of(
     dataclasses.replace(VALUES, name="a large state: the statement's rows, read once into a table (for the next)"),
     CARRIED,
     Step("rows", "the statement's rows, read once, with their producers' marks",
          lambda i: rows_once(i.read.values, i.marks)),
-    Step("summary", "with is_not_dup's third argument: invalid entries, batch entries",
+    Step("summary", "with is_not_dup's third argument: batch entries",
          lambda i: rows_summary(i.table("rows"))),
     Step("repeats", "without ORDER BY or batch entries: repeated keys", lambda i: row_repeats(i.table("rows"))),
     Step("drop repeats", "the repeats removed", lambda i: drop_repeats(i.table("rows"), i.table("repeats"))),

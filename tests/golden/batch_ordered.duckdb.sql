@@ -39,18 +39,21 @@ FROM (
     NOT payload IS NULL
 ) AS v
 LEFT JOIN __sd_marks AS m
-  ON m.producer = v.__sd_producer;
+  ON m.producer = v.__sd_producer
+WHERE
+  CASE
+    WHEN v.__sd_producer IS NULL
+    OR v.__sd_sequence_id IS NULL
+    OR v.__sd_sequence_id < 0
+    OR v.__sd_sequence_id > 9223372036854775807
+    OR v.__sd_highest > 9223372036854775807
+    OR v.__sd_highest < v.__sd_sequence_id
+    THEN ERROR('seqdedup: an entry is invalid (R4)')
+    ELSE TRUE
+  END;
 
--- rows plan: with is_not_dup's third argument: invalid entries, batch entries
+-- rows plan: with is_not_dup's third argument: batch entries
 SELECT
-  COUNT_IF(
-    __sd_producer IS NULL
-    OR __sd_sequence_id IS NULL
-    OR __sd_sequence_id < 0
-    OR __sd_sequence_id > 9223372036854775807
-    OR __sd_highest > 9223372036854775807
-    OR __sd_highest < __sd_sequence_id
-  ),
   COUNT_IF(__sd_sequence_id > COALESCE(__sd_mark, -1) AND __sd_highest > __sd_sequence_id)
 FROM __sd_rows;
 
@@ -284,7 +287,6 @@ SELECT
   r.__sd_last_position AS last_position,
   r.__sd_top AS highest,
   0 AS out_of_order,
-  r.__sd_invalid,
   (
     SELECT
       MIN(rowid)
@@ -305,15 +307,7 @@ FROM (
         MIN(rowid)
       FROM __sd_rows
     ) + 1 AS __sd_last_position,
-    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN __sd_highest END) AS __sd_top,
-    COUNT_IF(
-      __sd_producer IS NULL
-      OR __sd_sequence_id IS NULL
-      OR __sd_sequence_id < 0
-      OR __sd_sequence_id > 9223372036854775807
-      OR __sd_highest > 9223372036854775807
-      OR __sd_highest < __sd_sequence_id
-    ) AS __sd_invalid
+    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN __sd_highest END) AS __sd_top
   FROM __sd_rows
   GROUP BY
     __sd_producer
@@ -340,7 +334,6 @@ SELECT
   r.__sd_last_position AS last_position,
   r.__sd_top AS highest,
   COALESCE(x.__sd_late, 0) AS out_of_order,
-  r.__sd_invalid,
   (
     SELECT
       MIN(rowid)
@@ -361,15 +354,7 @@ FROM (
         MIN(rowid)
       FROM __sd_rows
     ) + 1 AS __sd_last_position,
-    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN __sd_highest END) AS __sd_top,
-    COUNT_IF(
-      __sd_producer IS NULL
-      OR __sd_sequence_id IS NULL
-      OR __sd_sequence_id < 0
-      OR __sd_sequence_id > 9223372036854775807
-      OR __sd_highest > 9223372036854775807
-      OR __sd_highest < __sd_sequence_id
-    ) AS __sd_invalid
+    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN __sd_highest END) AS __sd_top
   FROM __sd_rows
   GROUP BY
     __sd_producer
