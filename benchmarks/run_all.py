@@ -25,6 +25,7 @@ BENCHMARKS = [
     ("topic_size.py", {"duckdb", "spark"}, True),
     ("state_size.py", {"duckdb", "spark"}, True),
     ("one_producer.py", {"duckdb", "spark"}, True),
+    ("producers_sweep.py", {"duckdb", "spark"}, True),
     ("foreach_batch.py", {"spark"}, False),
     ("spark_startup.py", {"spark"}, False),
     ("compaction.py", {"spark"}, False),
