@@ -48,6 +48,8 @@ class SparkAdapter(EngineAdapter):
     FILE_ROWS = 100_000
     TRACKS_COMMITS = True    # a commit is published by registering its partition
     RAISE_ERROR = "raise_error"
+    SPREAD_SAMPLE = 10_000       # (reading the first rows of a source is one short job)
+    PARTITION_HASH = "hash"      # REPARTITION(n, x) sends a row to pmod(hash(x), n)
     MARKS_AS_MAP = INLINE_ROWS
     ONE_TASK_BYTES = 4 << 20     # a shuffle's stage costs a small statement more than one task's work on 4 MB
     IN_PLAN_BYTES = 4 << 20      # a scratch table this small is kept in the plans as a local relation (_materialize)
