@@ -39,7 +39,13 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--producers", type=int, default=10_000, help="the baseline statement's producers")
+    ap.add_argument("--unspread", action="store_true",
+                    help="Spark: never spread a producer over ranges (the window plan before issue 41), to compare")
     args = ap.parse_args()
+    if args.unspread:
+        from seqdedup.extensions.spark import SparkAdapter
+
+        SparkAdapter.SPREADS = False
     from seqdedup import InvalidEntryError
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -48,7 +48,7 @@ class SparkAdapter(EngineAdapter):
     FILE_ROWS = 100_000
     TRACKS_COMMITS = True    # a commit is published by registering its partition
     RAISE_ERROR = "raise_error"
-    SPREAD_SAMPLE = 10_000       # (reading the first rows of a source is one short job)
+    SPREADS = True               # (the first look reads a source's first rows: one short job)
     PARTITION_HASH = "hash"      # REPARTITION(n, x) sends a row to pmod(hash(x), n)
     MARKS_AS_MAP = INLINE_ROWS
     ONE_TASK_BYTES = 4 << 20     # a shuffle's stage costs a small statement more than one task's work on 4 MB

@@ -10,8 +10,8 @@ from sqlglot import exp
 from seqdedup.sql import plan
 from seqdedup.sql.plan import spread
 
-#: How many producers the pass over the keys reports (the largest), and at most how many ranges one gets.
-LARGEST, MOST_RANGES = 16, 32
+#: At most how many ranges one producer gets.
+MOST_RANGES = 32
 _TASKS: dict[tuple[str, int], list[int]] = {}     # (hash, partitions) -> the task of each label (``hash_tasks``)
 
 
@@ -20,16 +20,14 @@ def ranges(run, given: plan.Inputs) -> exp.Expression | None:
     small or ordered statement, deduplication off, an engine that takes no partition hint, or no producer holding
     more than its share of the tasks (``partitions``: a producer with more entries than the statement's share per
     task would leave the other tasks idle)."""
-    adapter, partitions = run.adapter, given.partitions
-    if (adapter.SPREAD_SAMPLE is None or given.gather or not given.checked or run.statement.ordered
+    adapter, partitions, steps = run.adapter, given.partitions, plan.PLANS["window"]
+    if (not adapter.SPREADS or given.gather or not given.checked or run.statement.ordered
             or not partitions or partitions < 2):
         return None
-    keys = given.read.keys
-    entries, largest = adapter.fetchall(run.kept("first look", lambda: spread.first_look(
-        keys, adapter.SPREAD_SAMPLE)))[0]
+    entries, largest = adapter.fetchall(run.kept("first look", lambda: steps["first look"].build(given)))[0]
     if not entries or largest * partitions <= entries:
         return None
-    found = adapter.fetchall(run.kept("largest producers", lambda: spread.largest_producers(keys, LARGEST)))
+    found = adapter.fetchall(run.kept("largest producers", lambda: steps["largest producers"].build(given)))
     tasks = _tasks(run, partitions)
     count = min(2 * partitions, MOST_RANGES)
     spread_over: dict[str, tuple[list[int], list[int]]] = {}

@@ -23,6 +23,9 @@ from .common import source
 RANGE = "__sd_range"                        # the entry's range: its producer's, or one of a large producer's
 CARRIED_HIGHEST = "__sd_carried_highest"    # the highest id of the producer's entries in earlier ranges
 CARRIED_LOWEST = "__sd_carried_lowest"      # the highest lowest id of the producer's entries in earlier ranges
+#: How many of a statement's first entries the first look reads (``first_look``), and how many producers the pass
+#: over the keys reports (``largest_producers``).
+FIRST_LOOK, LARGEST = 10_000, 16
 #: How the runner combines a spread producer's rows of the outcome (one per range) into one (``sql.plan.OUTCOME``).
 OUTCOME_SUMS = {"sent": "sum", "written": "sum", "duplicates": "sum", "first_position": "min",
                 "last_position": "max", "highest": "max", "out_of_order": "sum"}

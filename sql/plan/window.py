@@ -10,7 +10,8 @@ from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
 from .common import (ACCEPTED, FIRST_POSITION, IDS, INVALID, LAST, LAST_POSITION, MARK, POSITION, REFUSED, SEEN, SENT,
                      TOP, WRITTEN, insert_rows, invalid, ordered, source)
-from .spread import CARRIED_HIGHEST, CARRIED_LOWEST, RANGE, with_carried
+from .spread import (CARRIED_HIGHEST, CARRIED_LOWEST, FIRST_LOOK, LARGEST, RANGE, first_look, largest_producers,
+                     with_carried)
 from .steps import CARRIED, VALUES, Step, plan_of
 
 #: The name of the spread rows' CTE (``ranges``).
@@ -213,6 +214,10 @@ STEPS = plan_of(
     dataclasses.replace(VALUES, name="only when the one pass fails to run: the statement's rows, read once into a "
                                      "table, and the steps below over it"),
     CARRIED,
+    Step("first look", "a large unordered statement: its first entries' producers (one may hold most of it)",
+         lambda i: first_look(i.read.keys, FIRST_LOOK)),
+    Step("largest producers", "where one may: the largest producers' ids (such a producer's entries are spread "
+                              "over ranges of its ids)", lambda i: largest_producers(i.read.keys, LARGEST)),
     Step("decide", "decide, number and count, in one pass", lambda i: window_decisions(
         i.read.values, i.marks, i.statement.order, base=i.base, partitions=i.partitions, number=i.number,
         checked=i.checked, late=i.checked and i.statement.ordered, seen=i.seen, gather=i.gather, refuse=i.refuse,
