@@ -10,6 +10,8 @@ from sqlglot import exp
 from seqdedup.sql import plan
 from seqdedup.sql.plan import spread
 
+from .checks import refuse_invalid
+
 #: At most how many ranges one producer gets.
 MOST_RANGES = 32
 _TASKS: dict[tuple[str, int], list[int]] = {}     # (hash, partitions) -> the task of each label (``hash_tasks``)
@@ -28,11 +30,13 @@ def ranges(run, given: plan.Inputs) -> exp.Expression | None:
     if not entries or largest * partitions <= entries:
         return None
     found = adapter.fetchall(run.kept("largest producers", lambda: steps["largest producers"].build(given)))
+    if found and found[0][-1]:
+        refuse_invalid(run)     # (the pass read every entry: the window plan's query would fail on one)
     tasks = _tasks(run, partitions)
     count = min(2 * partitions, MOST_RANGES)
     spread_over: dict[str, tuple[list[int], list[int]]] = {}
-    for producer, produced, lowest, highest, total in found:
-        if producer is None or produced * partitions <= total:
+    for producer, produced, lowest, highest, total, _ in found:
+        if producer is None or lowest is None or produced * partitions <= total:    # (NULLs: R4 refuses them)
             continue
         bounds = spread.range_bounds(lowest, highest, count)
         labels = spread.labels_in_turn(tasks, partitions, len(bounds) + 1)

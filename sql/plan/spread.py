@@ -2,8 +2,12 @@
 producer that holds most of a statement (a backfill, a CDC stream from one source) is sorted and decided in one task.
 Where a first look finds such a producer, its entries are split into ranges of their lowest ids, each range a
 partition of the windows (``window_decisions``' ``ranges``) that any task may take; each range decides its entries
-with the running maxima of the ranges before it carried in (``carried``: one small aggregate per range and a window
-over those, a parallel prefix in the same query). Every other producer is one range, as before.
+with what the ranges before it carry in. In an unordered statement a range's entries have higher lowest ids than
+every earlier range's, so only a batch entry that reaches past its range's end can change a later range's decision:
+it is copied into each range it reaches (``spread_rows``), where it weighs in the windows as it would in one window
+over the producer's entries, and is neither written nor counted. One read of the rows, one distribution: a source
+that gives other rows when read again cannot make two ranges disagree. Every other producer is one range, as
+before.
 
 Only an unordered statement is spread: its arrival order is the ids' order, so a range of ids is a range of arrival,
 and ``out_of_order`` (counted for ordered statements only) stays one set per producer.
@@ -18,11 +22,10 @@ from sqlglot import exp
 
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
-from .common import source
+from .common import invalid, source
 
-RANGE = "__sd_range"                        # the entry's range: its producer's, or one of a large producer's
-CARRIED_HIGHEST = "__sd_carried_highest"    # the highest id of the producer's entries in earlier ranges
-CARRIED_LOWEST = "__sd_carried_lowest"      # the highest lowest id of the producer's entries in earlier ranges
+RANGE = "__sd_range"        # the row's range: its producer's, or one of a large producer's
+REACH = "__sd_reach"        # 0: the entry itself, in its own range; n > 0: its copy in the n-th range after it
 #: How many of a statement's first entries the first look reads (``first_look``), and how many producers the pass
 #: over the keys reports (``largest_producers``).
 FIRST_LOOK, LARGEST = 10_000, 16
@@ -47,13 +50,17 @@ def first_look(keys: exp.Query, rows: int) -> exp.Select:
 
 
 def largest_producers(keys: exp.Query, limit: int) -> exp.Select:
-    """The ``limit`` producers with the most entries: each one's entries, lowest and highest lowest id, and the
-    statement's entries in all (a pass over the keys, one row per producer kept)."""
+    """The ``limit`` producers with the most entries: each one's entries, lowest and highest lowest id, the
+    statement's entries in all, and how many of them are invalid (R4: the runner refuses the statement then, as the
+    window plan's query would after a read of its rows; this pass read them already). A pass over the keys, one row
+    per producer kept."""
     entries = exp.Count(this=exp.Star())
+    bad = exp.func("count_if", invalid(*(exp.column(c) for c in (PRODUCER, SEQUENCE_ID, HIGHEST))))
     return exp.select(
         PRODUCER, exp.alias_(entries, "entries"), exp.alias_(exp.Min(this=exp.column(SEQUENCE_ID)), "lowest"),
         exp.alias_(exp.Max(this=exp.column(SEQUENCE_ID)), "highest"),
         exp.alias_(exp.Window(this=exp.Sum(this=entries.copy())), "total"),
+        exp.alias_(exp.Window(this=exp.Sum(this=bad)), "invalid"),
     ).from_(source(keys, "k")).group_by(PRODUCER).order_by(exp.Ordered(this=exp.column("entries"), desc=True)).limit(
         limit)
 
@@ -105,54 +112,39 @@ def range_bounds(lowest: int, highest: int, ranges: int) -> list[int]:
 
 
 def ranges_of(spread: dict[str, tuple[list[int], list[int]]], producer_hash: str) -> exp.Expression:
-    """Each entry's range: for a producer in ``spread`` (name -> the ids where its ranges begin after the first, and
-    a label per range, increasing), the label of the range its lowest id falls in; for any other producer, its
-    hash (one range: the producer's entries stay together, distributed as by producer).
+    """The ranges each entry reaches, its own first: for a producer in ``spread`` (name -> the ids where its ranges
+    begin after the first, and a label per range, increasing), the labels of the ranges from the one its lowest id
+    falls in to the one its highest id falls in (a batch entry may reach past its range's end); for any other
+    producer, its hash (one range: the producer's entries stay together, distributed as by producer).
 
     Example:
         >>> ranges_of({"p": ([10, 20], [0, 3, 5])}, "hash").sql("spark")
-        "CASE WHEN __sd_producer = 'p' THEN CASE WHEN __sd_sequence_id < 10 THEN 0 WHEN __sd_sequence_id < 20 THEN 3 ELSE 5 END ELSE HASH(__sd_producer) END"
+        "CASE WHEN __sd_producer = 'p' THEN SLICE(ARRAY(0, 3, 5), CASE WHEN __sd_sequence_id < 10 THEN 1 WHEN __sd_sequence_id < 20 THEN 2 ELSE 3 END, GREATEST(CASE WHEN __sd_highest < 10 THEN 1 WHEN __sd_highest < 20 THEN 2 ELSE 3 END - CASE WHEN __sd_sequence_id < 10 THEN 1 WHEN __sd_sequence_id < 20 THEN 2 ELSE 3 END, 0) + 1) ELSE ARRAY(HASH(__sd_producer)) END"
     """
-    s = exp.column(SEQUENCE_ID)
+    def index(column: str, bounds: list[int]) -> exp.Expression:     # (1-based: SLICE's)
+        return exp.Case(ifs=[exp.If(this=exp.column(column) < exp.convert(bound), true=exp.convert(i + 1))
+                             for i, bound in enumerate(bounds)], default=exp.convert(len(bounds) + 1))
+
     whens = []
     for producer, (bounds, labels) in spread.items():
-        within = exp.Case(ifs=[exp.If(this=s.copy() < exp.convert(bound), true=exp.convert(label))
-                               for bound, label in zip(bounds, labels)], default=exp.convert(labels[len(bounds)]))
-        whens.append(exp.If(this=exp.column(PRODUCER).eq(exp.Literal.string(producer)), true=within))
-    return exp.Case(ifs=whens, default=exp.Anonymous(this=producer_hash, expressions=[exp.column(PRODUCER)]))
+        first, last = index(SEQUENCE_ID, bounds), index(HIGHEST, bounds)
+        reach = exp.Add(this=exp.Greatest(this=exp.Sub(this=last, expression=first.copy()),
+                                          expressions=[exp.convert(0)]), expression=exp.convert(1))
+        whens.append(exp.If(this=exp.column(PRODUCER).eq(exp.Literal.string(producer)), true=exp.ArraySlice(
+            this=exp.Array(expressions=[exp.convert(label) for label in labels]), start=first, end=reach)))
+    return exp.Case(ifs=whens, default=exp.Array(expressions=[
+        exp.Anonymous(this=producer_hash, expressions=[exp.column(PRODUCER)])]))
 
 
-def carried(rows: exp.Expression) -> exp.Select:
-    """Per producer and range of ``rows``: the highest id and the highest lowest id of the producer's entries in
-    its earlier ranges (NULL for its first): what each range's decision starts from, besides the mark.
+def spread_rows(rows: exp.Select, ranges: exp.Expression) -> exp.Select:
+    """``rows`` with a row per range each entry reaches (``ranges_of``): its own (``REACH`` 0), then a copy in each
+    later range its highest id reaches, a batch entry that spans the range's start. A copy is never written nor
+    counted; it only carries the entry's ids into that range's windows, as the entry itself does in one window over
+    all its producer's entries: what the range starts from, with no second read of the statement's rows.
 
     Example:
-        >>> [e.alias_or_name for e in carried(exp.table_("x")).expressions]
-        ['__sd_producer', '__sd_range', '__sd_carried_highest', '__sd_carried_lowest']
-        >>> carried(exp.table_("x")).expressions[2].sql("spark")
-        'MAX(__sd_top_of_range) OVER (PARTITION BY __sd_producer ORDER BY __sd_range ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS __sd_carried_highest'
+        >>> spread_rows(exp.select("v.*").from_("v"), exp.Array(expressions=[exp.convert(7)])).sql("spark")
+        'SELECT v.*, POSEXPLODE(ARRAY(7)) AS (__sd_reach, __sd_range) FROM v'
     """
-    per_range = exp.select(PRODUCER, RANGE, exp.alias_(exp.Max(this=exp.column(HIGHEST)), "__sd_top_of_range"),
-                           exp.alias_(exp.Max(this=exp.column(SEQUENCE_ID)), "__sd_lowest_of_range")).from_(
-        rows.copy()).group_by(PRODUCER, RANGE)
-
-    def before(column: str) -> exp.Window:
-        return exp.Window(this=exp.Max(this=exp.column(column)), partition_by=[exp.column(PRODUCER)],
-                          order=exp.Order(expressions=[exp.Ordered(this=exp.column(RANGE), nulls_first=True)]),
-                          spec=exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="1",
-                                              end_side="PRECEDING"))
-
-    return exp.select(PRODUCER, RANGE, exp.alias_(before("__sd_top_of_range"), CARRIED_HIGHEST),
-                      exp.alias_(before("__sd_lowest_of_range"), CARRIED_LOWEST)).from_(per_range.subquery("a"))
-
-
-def with_carried(rows_name: str) -> exp.Select:
-    """The rows of the CTE ``rows_name`` (distributed by range) with what their range carries in (``carried``,
-    broadcast: one row per producer and range)."""
-    rows, c = exp.table_(rows_name), "__sd_c"
-    on = exp.and_(*[exp.column(k, table=rows_name).eq(exp.column(k, table=c)) for k in (PRODUCER, RANGE)])
-    joined = exp.select(exp.Column(this=exp.Star(), table=exp.to_identifier(rows_name)),
-                        exp.column(CARRIED_HIGHEST, table=c), exp.column(CARRIED_LOWEST, table=c)).from_(
-        rows).join(carried(rows).subquery(c), join_type="left", on=on)
-    joined.set("hint", exp.Hint(expressions=[exp.Anonymous(this="BROADCAST", expressions=[exp.column(c)])]))
-    return joined
+    return rows.select(exp.Aliases(this=exp.Posexplode(this=ranges.copy()),
+                                   expressions=[exp.to_identifier(REACH), exp.to_identifier(RANGE)]))

@@ -10,12 +10,8 @@ from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
 from .common import (ACCEPTED, FIRST_POSITION, IDS, INVALID, LAST, LAST_POSITION, MARK, POSITION, REFUSED, SEEN, SENT,
                      TOP, WRITTEN, insert_rows, invalid, ordered, source)
-from .spread import (CARRIED_HIGHEST, CARRIED_LOWEST, FIRST_LOOK, LARGEST, RANGE, first_look, largest_producers,
-                     with_carried)
+from .spread import FIRST_LOOK, LARGEST, RANGE, REACH, first_look, largest_producers, spread_rows
 from .steps import CARRIED, VALUES, Step, plan_of
-
-#: The name of the spread rows' CTE (``ranges``).
-SPREAD = "__sd_spread"
 
 
 def refusal(function: str) -> exp.Expression:
@@ -76,10 +72,10 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
     ten million entries of one producer, on Spark, 27 s before the error, against about one. Without it, ``INVALID``
     is counted and the runner refuses the statement after the pass.
 
-    ``ranges`` (an unordered statement with a producer that holds most of it: ``sql.plan.spread``): each entry's
-    range, an expression of its producer and lowest id; the rows are distributed by range, the windows run over a
-    producer's entries of one range, each range starting from the maxima its producer's earlier ranges carry in, and
-    a producer's ``LAST`` row is that of each of its ranges (the runner sums them).
+    ``ranges`` (an unordered statement with a producer that holds most of it: ``sql.plan.spread``): the ranges each
+    entry reaches, an expression of its producer and ids; the rows are distributed by range, the windows run over a
+    producer's entries of one range, with a copy of each earlier entry that reaches into it (never written, nor
+    counted), and a producer's ``LAST`` row is that of each of its ranges (the runner sums them).
 
     ``late`` (an ordered statement) also counts ``out_of_order`` in the same pass: the producer's distinct lowest
     ids above the mark, less the entries written (each written entry has its own lowest id). The distinct ids are
@@ -126,7 +122,7 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
         ifs=[exp.If(this=bad, true=refuse.copy())], default=exp.false()), INVALID))
     bad = exp.column(INVALID)
     if ranges is not None:
-        joined = joined.select(exp.alias_(ranges.copy(), RANGE))
+        joined = spread_rows(joined, ranges)
     if gather:
         joined.set("hint", exp.Hint(expressions=[exp.Anonymous(this="COALESCE", expressions=[exp.convert(1)])]))
     elif partitions is not None:
@@ -135,9 +131,6 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
         joined.set("hint", exp.Hint(expressions=[exp.Anonymous(this="REPARTITION", expressions=[
             exp.convert(partitions), exp.column(PRODUCER if ranges is None else RANGE)])]))
     parts = [PRODUCER] if ranges is None else [PRODUCER, RANGE]
-    rows: exp.Expression = joined.subquery("c")
-    if ranges is not None:      # (the rows once, as a CTE: the engine reads the one distribution twice)
-        rows = with_carried(SPREAD).subquery("c")
 
     def over(function: exp.Expression, frame: str) -> exp.Window:
         start, end = {"earlier": ("UNBOUNDED", "1"), "running": ("UNBOUNDED", "CURRENT ROW")}[frame]
@@ -147,22 +140,24 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
             end_side="PRECEDING" if end == "1" else None))
 
     floor = exp.func("coalesce", mark.copy(), exp.convert(-1))
-    def carried_in(column: str) -> list[exp.Expression]:
-        return [] if ranges is None else [exp.func("coalesce", exp.column(column), exp.convert(-1))]
-
     if checked:
-        new = s.copy() > exp.Greatest(this=floor, expressions=[*carried_in(CARRIED_HIGHEST), exp.func(
+        new = s.copy() > exp.Greatest(this=floor, expressions=[exp.func(
             "coalesce", over(exp.Max(this=h.copy()), "earlier"), exp.convert(-1))], ignore_nulls=True)
-        old = s.copy() <= exp.Greatest(this=floor.copy(), expressions=[*carried_in(CARRIED_LOWEST), exp.func(
+        old = s.copy() <= exp.Greatest(this=floor.copy(), expressions=[exp.func(
             "coalesce", over(exp.Max(this=s.copy()), "earlier"), exp.convert(-1))], ignore_nulls=True)
         decide = exp.Case(ifs=[exp.If(this=bad.copy(), true=exp.false()), exp.If(this=new, true=exp.true()),
                                exp.If(this=old, true=exp.false())])
     else:
         decide = exp.not_(bad.copy())
+    sent = exp.Count(this=exp.Star())
+    if ranges is not None:      # (a copy of an entry in a later range is never written, nor counted)
+        copy = exp.column(REACH) > 0
+        decide = exp.Case(ifs=[exp.If(this=copy, true=exp.false())], default=decide)
+        sent = exp.func("count_if", exp.not_(copy.copy()))
     last = exp.Window(this=exp.func("lead", exp.convert(1)), partition_by=[exp.column(c) for c in parts],
                       order=exp.Order(expressions=ordered(order))).is_(exp.null())
     first = exp.select("*", exp.alias_(decide, ACCEPTED), exp.alias_(last, LAST),
-                       exp.alias_(over(exp.Count(this=exp.Star()), "running"), SENT)).from_(rows)
+                       exp.alias_(over(sent, "running"), SENT)).from_(joined.subquery("c"))
     if late:
         above = exp.Case(ifs=[exp.If(this=s.copy() > floor.copy(), true=s.copy())])
         first = first.select(exp.alias_(exp.func("size", exp.Window(this=exp.func("collect_set", above),
@@ -180,7 +175,7 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
         exp.alias_(over(exp.Max(this=when_new(exp.column(POSITION))), "running"), LAST_POSITION),
         exp.alias_(over(exp.Max(this=when_new(h.copy())), "running"), TOP),
     ).from_(numbered.subquery("n"))
-    return running if ranges is None else running.with_(SPREAD, as_=joined)
+    return running
 
 
 def window_outcome(late: bool = False) -> list[exp.Expression]:

@@ -56,7 +56,17 @@ SELECT
   COUNT(*) AS entries,
   MIN(__sd_sequence_id) AS lowest,
   MAX(__sd_sequence_id) AS highest,
-  SUM(COUNT(*)) OVER () AS total
+  SUM(COUNT(*)) OVER () AS total,
+  SUM(
+    COUNT_IF(
+      __sd_producer IS NULL
+      OR __sd_sequence_id IS NULL
+      OR __sd_sequence_id < 0
+      OR __sd_sequence_id > 9223372036854775807
+      OR __sd_highest > 9223372036854775807
+      OR __sd_highest < __sd_sequence_id
+    )
+  ) OVER () AS invalid
 FROM (
   SELECT
     producer AS __sd_producer,

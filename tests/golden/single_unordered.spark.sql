@@ -47,7 +47,17 @@ SELECT
   COUNT(*) AS entries,
   MIN(__sd_sequence_id) AS lowest,
   MAX(__sd_sequence_id) AS highest,
-  SUM(COUNT(*)) OVER () AS total
+  SUM(COUNT(*)) OVER () AS total,
+  SUM(
+    COUNT_IF(
+      __sd_producer IS NULL
+      OR __sd_sequence_id IS NULL
+      OR __sd_sequence_id < 0
+      OR __sd_sequence_id > 9223372036854775807
+      OR __sd_highest > 9223372036854775807
+      OR __sd_highest < __sd_sequence_id
+    )
+  ) OVER () AS invalid
 FROM (
   SELECT
     producer AS __sd_producer,
@@ -296,44 +306,6 @@ FROM (
 ) AS n;
 
 -- window plan, a producer spread over ranges of its ids: decide, number and count, in one pass
-WITH __sd_spread AS (
-  SELECT /*+ REPARTITION(2, __sd_range) */
-    v.*,
-    m.sequence_id AS __sd_mark,
-    CASE
-      WHEN __sd_producer IS NULL
-      OR __sd_sequence_id IS NULL
-      OR __sd_sequence_id < 0
-      OR __sd_sequence_id > 9223372036854775807
-      OR __sd_highest > 9223372036854775807
-      OR __sd_highest < __sd_sequence_id
-      THEN RAISE_ERROR('seqdedup: an entry is invalid (R4)')
-      ELSE FALSE
-    END AS __sd_invalid,
-    CASE
-      WHEN __sd_producer = 'p'
-      THEN CASE
-        WHEN __sd_sequence_id < 250
-        THEN 0
-        WHEN __sd_sequence_id < 500
-        THEN 1
-        WHEN __sd_sequence_id < 750
-        THEN 4
-        ELSE 5
-      END
-      ELSE HASH(__sd_producer)
-    END AS __sd_range
-  FROM (
-    SELECT
-      payload AS __sd_v0,
-      producer AS __sd_producer,
-      seq AS __sd_sequence_id,
-      seq AS __sd_highest
-    FROM staging
-  ) AS v
-  LEFT JOIN __sd_marks AS m
-    ON m.producer = v.__sd_producer
-)
 SELECT
   *,
   COUNT_IF(__sd_accepted) OVER (
@@ -366,75 +338,105 @@ FROM (
     SELECT
       *,
       CASE
-        WHEN __sd_invalid
+        WHEN __sd_reach > 0
         THEN FALSE
-        WHEN __sd_sequence_id > GREATEST(
-          COALESCE(__sd_mark, -1),
-          COALESCE(__sd_carried_highest, -1),
-          COALESCE(
-            MAX(__sd_highest) OVER (
-              PARTITION BY __sd_producer, __sd_range
-              ORDER BY __sd_sequence_id, __sd_highest
-              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-            ),
-            -1
+        ELSE CASE
+          WHEN __sd_invalid
+          THEN FALSE
+          WHEN __sd_sequence_id > GREATEST(
+            COALESCE(__sd_mark, -1),
+            COALESCE(
+              MAX(__sd_highest) OVER (
+                PARTITION BY __sd_producer, __sd_range
+                ORDER BY __sd_sequence_id, __sd_highest
+                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+              ),
+              -1
+            )
           )
-        )
-        THEN TRUE
-        WHEN __sd_sequence_id <= GREATEST(
-          COALESCE(__sd_mark, -1),
-          COALESCE(__sd_carried_lowest, -1),
-          COALESCE(
-            MAX(__sd_sequence_id) OVER (
-              PARTITION BY __sd_producer, __sd_range
-              ORDER BY __sd_sequence_id, __sd_highest
-              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-            ),
-            -1
+          THEN TRUE
+          WHEN __sd_sequence_id <= GREATEST(
+            COALESCE(__sd_mark, -1),
+            COALESCE(
+              MAX(__sd_sequence_id) OVER (
+                PARTITION BY __sd_producer, __sd_range
+                ORDER BY __sd_sequence_id, __sd_highest
+                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+              ),
+              -1
+            )
           )
-        )
-        THEN FALSE
+          THEN FALSE
+        END
       END AS __sd_accepted,
       LEAD(1) OVER (PARTITION BY __sd_producer, __sd_range ORDER BY __sd_sequence_id, __sd_highest) IS NULL AS __sd_last,
-      COUNT(*) OVER (
+      COUNT_IF(NOT __sd_reach > 0) OVER (
         PARTITION BY __sd_producer, __sd_range
         ORDER BY __sd_sequence_id, __sd_highest
         ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
       ) AS __sd_sent
     FROM (
-      SELECT /*+ BROADCAST(__sd_c) */
-        __sd_spread.*,
-        __sd_c.__sd_carried_highest,
-        __sd_c.__sd_carried_lowest
-      FROM __sd_spread
-      LEFT JOIN (
+      SELECT /*+ REPARTITION(2, __sd_range) */
+        v.*,
+        m.sequence_id AS __sd_mark,
+        CASE
+          WHEN __sd_producer IS NULL
+          OR __sd_sequence_id IS NULL
+          OR __sd_sequence_id < 0
+          OR __sd_sequence_id > 9223372036854775807
+          OR __sd_highest > 9223372036854775807
+          OR __sd_highest < __sd_sequence_id
+          THEN RAISE_ERROR('seqdedup: an entry is invalid (R4)')
+          ELSE FALSE
+        END AS __sd_invalid,
+        POSEXPLODE(
+          CASE
+            WHEN __sd_producer = 'p'
+            THEN SLICE(
+              ARRAY(0, 1, 4, 5),
+              CASE
+                WHEN __sd_sequence_id < 250
+                THEN 1
+                WHEN __sd_sequence_id < 500
+                THEN 2
+                WHEN __sd_sequence_id < 750
+                THEN 3
+                ELSE 4
+              END,
+              GREATEST(
+                CASE
+                  WHEN __sd_highest < 250
+                  THEN 1
+                  WHEN __sd_highest < 500
+                  THEN 2
+                  WHEN __sd_highest < 750
+                  THEN 3
+                  ELSE 4
+                END - CASE
+                  WHEN __sd_sequence_id < 250
+                  THEN 1
+                  WHEN __sd_sequence_id < 500
+                  THEN 2
+                  WHEN __sd_sequence_id < 750
+                  THEN 3
+                  ELSE 4
+                END,
+                0
+              ) + 1
+            )
+            ELSE ARRAY(HASH(__sd_producer))
+          END
+        ) AS (__sd_reach, __sd_range)
+      FROM (
         SELECT
-          __sd_producer,
-          __sd_range,
-          MAX(__sd_top_of_range) OVER (
-            PARTITION BY __sd_producer
-            ORDER BY __sd_range
-            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-          ) AS __sd_carried_highest,
-          MAX(__sd_lowest_of_range) OVER (
-            PARTITION BY __sd_producer
-            ORDER BY __sd_range
-            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-          ) AS __sd_carried_lowest
-        FROM (
-          SELECT
-            __sd_producer,
-            __sd_range,
-            MAX(__sd_highest) AS __sd_top_of_range,
-            MAX(__sd_sequence_id) AS __sd_lowest_of_range
-          FROM __sd_spread
-          GROUP BY
-            __sd_producer,
-            __sd_range
-        ) AS a
-      ) AS __sd_c
-        ON __sd_spread.__sd_producer = __sd_c.__sd_producer
-        AND __sd_spread.__sd_range = __sd_c.__sd_range
+          payload AS __sd_v0,
+          producer AS __sd_producer,
+          seq AS __sd_sequence_id,
+          seq AS __sd_highest
+        FROM staging
+      ) AS v
+      LEFT JOIN __sd_marks AS m
+        ON m.producer = v.__sd_producer
     ) AS c
   ) AS d
 ) AS n;

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from seqdedup import InvalidEntryError
 from seqdedup.core import plans
 from seqdedup.core import ranges as spread
 
@@ -46,5 +47,21 @@ def test_one_producers_entries_are_decided_over_ranges_carrying_the_maxima_of_th
             assert [(p.producer, p.written, p.duplicates, p.out_of_order) for p in again.producers] == [
                 ("a", 2, 3, 2)]
             assert harness.last("a") == 121
+    finally:
+        harness.close()
+
+
+def test_an_invalid_entry_of_a_spread_producer_fails_the_statement_and_writes_nothing(tmp_path_factory):
+    engine = next(e for e in ENGINES if e.name == "spark")
+    harness = Harness(engine, str(tmp_path_factory.getbasetemp() / "spark-home"), adapter=DISTRIBUTED)
+    try:
+        with two_partitions(harness):
+            harness.topic()
+            for bad in [("a", None, None), ("a", 7, 3)]:       # (a NULL id; a highest id below the lowest)
+                with pytest.raises(InvalidEntryError, match="Nothing was written"):
+                    harness.send([("a", s, None) for s in range(30)] + [bad], ordered=False)
+            with pytest.raises(InvalidEntryError, match="Nothing was written"):     # (only NULL ids: no range)
+                harness.send([("a", None, None)] * 5 + [("b", 1, None)], ordered=False)
+            assert harness.entries() == []
     finally:
         harness.close()
