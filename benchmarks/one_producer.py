@@ -11,7 +11,7 @@ The rows are generated (``range``) before the clock starts: one view with the in
 as many entries over --producers producers (producer ``id % producers``, ids ``id / producers``: each producer's ids
 dense and increasing, as the lone producer's are); medians of --runs. Prints the machine's cores.
 
-    python benchmarks/one_producer.py [--engine duckdb|spark] [--rows 10000000] [--runs 3]
+    python benchmarks/one_producer.py [--engine duckdb|spark] [--rows 10000000] [--runs 3] [--producers 10000] [--spread]
 """
 from __future__ import annotations
 
@@ -39,13 +39,14 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--producers", type=int, default=10_000, help="the baseline statement's producers")
-    ap.add_argument("--unspread", action="store_true",
-                    help="Spark: never spread a producer over ranges (the window plan before issue 41), to compare")
+    ap.add_argument("--spread", action="store_true",
+                    help="Spark: spread a producer that holds most of a statement over ranges of its ids "
+                         "(sql/plan/spread.py; off by default)")
     args = ap.parse_args()
-    if args.unspread:
+    if args.spread:
         from seqdedup.extensions.spark import SparkAdapter
 
-        SparkAdapter.SPREADS = False
+        SparkAdapter.SPREADS = True
     from seqdedup import InvalidEntryError
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -10,8 +10,8 @@ from seqdedup import InvalidEntryError
 from seqdedup.core import plans
 from seqdedup.core import ranges as spread
 
-from ..behaviour.test_one_producer_matches_reference import two_partitions
-from ..engines import DISTRIBUTED, ENGINES, Harness
+from ..behaviour.test_one_producer_matches_reference import SPREAD, two_partitions
+from ..engines import ENGINES, Harness
 
 pytestmark = pytest.mark.spark
 
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.spark
 def test_one_producers_entries_are_decided_over_ranges_carrying_the_maxima_of_the_ranges_before(
         tmp_path_factory, monkeypatch):
     engine = next(e for e in ENGINES if e.name == "spark")
-    harness = Harness(engine, str(tmp_path_factory.getbasetemp() / "spark-home"), adapter=DISTRIBUTED)
+    harness = Harness(engine, str(tmp_path_factory.getbasetemp() / "spark-home"), adapter=SPREAD)
     seen, real, settled, exceptions = [], spread.ranges, [], plans.exceptions
     monkeypatch.setattr(spread, "ranges", lambda run, given: seen.append(real(run, given)) or seen[-1])
     monkeypatch.setattr(plans, "exceptions", lambda *args: settled.append(1) or exceptions(*args))
@@ -53,7 +53,7 @@ def test_one_producers_entries_are_decided_over_ranges_carrying_the_maxima_of_th
 
 def test_an_invalid_entry_of_a_spread_producer_fails_the_statement_and_writes_nothing(tmp_path_factory):
     engine = next(e for e in ENGINES if e.name == "spark")
-    harness = Harness(engine, str(tmp_path_factory.getbasetemp() / "spark-home"), adapter=DISTRIBUTED)
+    harness = Harness(engine, str(tmp_path_factory.getbasetemp() / "spark-home"), adapter=SPREAD)
     try:
         with two_partitions(harness):
             harness.topic()
