@@ -59,6 +59,11 @@ class EngineAdapter:
     #: A statement the engine estimates at most this large is decided in one task, without a shuffle (``gather``
     #: in ``sql.plan.window_decisions``; None: never).
     ONE_TASK_BYTES: int | None = None
+    #: The window plan looks at a large statement's first entries for a producer that holds more than a task's
+    #: share, whose entries it then spreads over ranges of ids (``sql.plan.spread``).
+    SPREADS: bool = False
+    #: The engine's hash that distributes rows over partitions (a partition hint's), for the ranges' labels.
+    PARTITION_HASH: str | None = None
     #: The engine's function that fails a query with a message (None: none is used). The window plan calls it at an
     #: invalid entry, so that such a statement fails as its rows are read (``sql.plan.window_decisions``).
     RAISE_ERROR: str | None = None

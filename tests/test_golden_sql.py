@@ -16,6 +16,7 @@ from sqlglot import exp
 from seqdedup.extensions.base import EngineAdapter
 from seqdedup.sql import plan, rewrite
 from seqdedup.sql.dialects import DuckDBExplicit, SparkAnsi
+from seqdedup.sql.plan import spread
 
 GOLDEN = pathlib.Path(__file__).resolve().parent / "golden"
 STATEMENTS = {
@@ -37,6 +38,9 @@ ENGINES = {
     "spark": [dict(kind="window", partitions=2, number=SPARK_NUMBER, refuse=plan.refusal("raise_error")),
               dict(kind="window", partitions=2, number=SPARK_NUMBER, refuse=plan.refusal("raise_error"),
                    only=["decide"], label="a small statement", **SMALL),
+              dict(kind="window", partitions=2, number=SPARK_NUMBER, refuse=plan.refusal("raise_error"),
+                   only=["decide"], label="a producer spread over ranges of its ids", unordered=True,
+                   ranges=spread.ranges_of({"p": ([250, 500, 750], [0, 1, 4, 5])}, "hash")),
               dict(kind="exceptions", partitions=2, number=SPARK_NUMBER, read_once=True)],
 }
 DIALECT = {"duckdb": DuckDBExplicit, "spark": SparkAnsi}
@@ -48,6 +52,8 @@ def plan_sql(statement: str, engine: str) -> str:
     for options in ENGINES[engine]:
         options = dict(options)
         kind, only, label = options.pop("kind"), options.pop("only", None), options.pop("label", None)
+        if options.pop("unordered", False) and insert.ordered:     # (an ordered statement is not spread)
+            continue
         inputs = plan.Inputs(insert, **{**dict(commit=exp.convert(7), publish_time=exp.Literal.string("2026-01-01"),
                                                topic=exp.table_("events", db="main"), targets=["payload"],
                                                values=["__sd_v0"], base=exp.convert(41)), **options})

@@ -48,6 +48,11 @@ class SparkAdapter(EngineAdapter):
     FILE_ROWS = 100_000
     TRACKS_COMMITS = True    # a commit is published by registering its partition
     RAISE_ERROR = "raise_error"
+    #: Off until measured faster on free cores: on this 2-core machine under other work (load 5 to 8), spreading one
+    #: producer's 5M entries took about 30 % more CPU than one task (the first look and the pass over the keys, 2 s;
+    #: a copy per entry in the distribution) and no less time (docs/performance.md, issue 41).
+    SPREADS = False
+    PARTITION_HASH = "hash"      # REPARTITION(n, x) sends a row to pmod(hash(x), n)
     MARKS_AS_MAP = INLINE_ROWS
     ONE_TASK_BYTES = 4 << 20     # a shuffle's stage costs a small statement more than one task's work on 4 MB
     IN_PLAN_BYTES = 4 << 20      # a scratch table this small is kept in the plans as a local relation (_materialize)

@@ -14,6 +14,7 @@ from sqlglot import exp
 from seqdedup.errors import EngineError
 from seqdedup.sql import plan
 
+from . import ranges as spread
 from .checks import described, refuse_invalid
 from .topic_state import TopicState, unmarked
 from .writer import Commit, Scratch
@@ -72,10 +73,13 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
     # (a small statement's cost is its fixed costs, a large one's is per row: see EngineAdapter.constant)
     given = dataclasses.replace(given, marks=marks, seen=seen, gather=gather,
                                 base=adapter.constant(BASE) if gather else BASE)
+    # (a producer with more than a task's share of the entries: spread over ranges of its ids, see sql/plan/spread.py)
+    given = dataclasses.replace(given, ranges=spread.ranges(run, given))
+    spread_key = given.ranges.sql() if given.ranges is not None else ""
 
     def decide_and_write(i: plan.Inputs):
-        decided = run.kept(f"window {not i.read_once} {gather} {marks is MARKS}", lambda: steps["decide"].build(
-            dataclasses.replace(i, number=adapter.row_number())))
+        decided = run.kept(f"window {not i.read_once} {gather} {marks is MARKS} {spread_key}",
+                           lambda: steps["decide"].build(dataclasses.replace(i, number=adapter.row_number())))
         # (the engine reads the metrics and the outcome off its own table of the decided rows: their columns only)
         metrics = run.kept(f"metrics {seen}", lambda: steps["metrics"].build(i)).expressions
         outcome = run.kept(f"outcome {checked}", lambda: steps["outcome"].build(i)).expressions
@@ -116,6 +120,8 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
         adapter.storage.discard_commit_rows(run.ref)
         return None
     producers = outcome_table(written.outcome)
+    if given.ranges is not None:        # (a row per range of each producer)
+        producers = outcome_table(spread.summed(producers))
     end = max(state.end, metrics["end"] or 0)
     return Outcome(producers, end, 1)
 

@@ -14,6 +14,14 @@ counts at each producer's last row, so the statement reads its source once and r
     values ⋈ marks ─► distribute by producer ─► window: decide, count ─► position ─► write accepted
                                                                          └─► per-producer counts (last rows)
 
+A producer with more than a task's share of a large unordered statement (a backfill, a CDC stream from one source)
+is spread over ranges of its ids (``spread``): the rows are distributed by range, each range decided in any task; a
+batch entry that reaches past its range's end is copied into the ranges it reaches (never written nor counted), so
+each range starts from what the ranges before it carry in, with one read of the rows; the producer's counts are
+summed over its ranges by the runner::
+
+    values ⋈ marks ─► ranges (a copy where a batch entry reaches on) ─► distribute by range ─► window: decide, … ─► …
+
 A batch entry that straddles the mark is left undecided by one pass (``ACCEPTED`` NULL); the statement then runs
 the exceptions plan, where only the producers that straddle pay for more rounds.
 
@@ -55,6 +63,7 @@ from .rows import (FIRST, FIRST_ROW, LATE, ROW, drop_rejected, drop_repeats, dro
                    late_ids, rejected_only, row_candidates, row_outcome, row_repeats, rows_once, rows_summary,
                    rows_written)
 from .window import marks_lookup, refusal, window_decisions, window_metrics, window_outcome
+from . import spread
 
 __all__ = ["ACCEPTED", "CARRIED", "FIRST", "FIRST_ROW", "INVALID", "LAST", "LATE", "MAX_ID", "OUTCOME", "PLANS",
            "POSITION", "REFUSED", "ROW", "UNSEEN", "Inputs", "Step", "candidates", "carried_producers", "count_rows",
@@ -62,5 +71,5 @@ __all__ = ["ACCEPTED", "CARRIED", "FIRST", "FIRST_ROW", "INVALID", "LAST", "LATE
            "dropped_rejected", "dropped_repeats", "first_round", "insert_rows", "invalid", "kept_once", "late_ids",
            "marks_lookup", "outcome", "producer_sums", "producers", "refusal", "rejected_only", "repeat_counts",
            "repeats", "round_steps", "row_candidates", "row_outcome", "row_repeats", "rows_of", "rows_once",
-           "rows_summary", "rows_written", "undecided_producers", "window_decisions", "window_metrics",
+           "rows_summary", "rows_written", "spread", "undecided_producers", "window_decisions", "window_metrics",
            "window_outcome", "write_rows"]

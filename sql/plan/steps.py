@@ -35,6 +35,7 @@ class Inputs:
     seen: bool = False              # the marks are the carried producers' only (a semi-join of a large state)
     gather: bool = False            # a small statement's window plan: the rows in one task
     refuse: exp.Expression | None = None    # what fails the window plan's query at an invalid entry
+    ranges: exp.Expression | None = None    # the window plan's ranges of a large producer's entries (``spread``)
     batches: bool = True            # the statement has batch entries (the decision's rounds)
     windowed: bool = True           # the exceptions plan's write numbers rows by window (see ``write_rows``)
     read_once: bool = False         # the plan reads the statement's rows from the table of one reading

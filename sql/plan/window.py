@@ -10,6 +10,7 @@ from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
 from .common import (ACCEPTED, FIRST_POSITION, IDS, INVALID, LAST, LAST_POSITION, MARK, POSITION, REFUSED, SEEN, SENT,
                      TOP, WRITTEN, insert_rows, invalid, ordered, source)
+from .spread import FIRST_LOOK, LARGEST, RANGE, REACH, first_look, largest_producers, spread_rows
 from .steps import CARRIED, VALUES, Step, plan_of
 
 
@@ -39,7 +40,7 @@ def marks_lookup(marks: exp.Expression, producer: exp.Expression) -> tuple[exp.E
 def window_decisions(values: exp.Select, marks: exp.Expression | None, order: list[exp.Ordered], *, base: int,
                      partitions: int | None, number: exp.Expression, checked: bool = True,
                      late: bool = False, seen: bool = False, gather: bool = False,
-                     refuse: exp.Expression | None = None) -> exp.Select:
+                     refuse: exp.Expression | None = None, ranges: exp.Expression | None = None) -> exp.Select:
     """Every entry with its decision, position and its producer's running counts (the window plan).
 
     ``values``' rows are joined to ``marks`` and distributed over ``partitions`` by producer (a hint, for engines
@@ -71,6 +72,11 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
     ten million entries of one producer, on Spark, 27 s before the error, against about one. Without it, ``INVALID``
     is counted and the runner refuses the statement after the pass.
 
+    ``ranges`` (an unordered statement with a producer that holds most of it: ``sql.plan.spread``): the ranges each
+    entry reaches, an expression of its producer and ids; the rows are distributed by range, the windows run over a
+    producer's entries of one range, with a copy of each earlier entry that reaches into it (never written, nor
+    counted), and a producer's ``LAST`` row is that of each of its ranges (the runner sums them).
+
     ``late`` (an ordered statement) also counts ``out_of_order`` in the same pass: the producer's distinct lowest
     ids above the mark, less the entries written (each written entry has its own lowest id). The distinct ids are
     a set per producer over the whole partition (Spark has no DISTINCT window function), which the sort by
@@ -95,6 +101,8 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
 
     (p's (4..8) straddles: one pass leaves it and what follows it undecided; the exceptions plan settles them.)
     """
+    if ranges is not None and late:
+        raise ValueError("an ordered statement is not spread over ranges: out_of_order is one set per producer")
     p, s, h, mark, accepted = (exp.column(c) for c in (PRODUCER, SEQUENCE_ID, HIGHEST, MARK, ACCEPTED))
     if isinstance(marks, exp.Table):
         joined = exp.select("v.*", exp.alias_(exp.column("sequence_id", table="m"), MARK)).from_(
@@ -113,15 +121,20 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
     joined = joined.select(exp.alias_(bad if refuse is None else exp.Case(
         ifs=[exp.If(this=bad, true=refuse.copy())], default=exp.false()), INVALID))
     bad = exp.column(INVALID)
+    if ranges is not None:
+        joined = spread_rows(joined, ranges)
     if gather:
         joined.set("hint", exp.Hint(expressions=[exp.Anonymous(this="COALESCE", expressions=[exp.convert(1)])]))
     elif partitions is not None:
+        # (by range alone where there are ranges: a producer the engine knows to be one constant drops out of the
+        # windows' partitions, and a distribution by (producer, range) would then be made again, by range)
         joined.set("hint", exp.Hint(expressions=[exp.Anonymous(this="REPARTITION", expressions=[
-            exp.convert(partitions), exp.column(PRODUCER)])]))
+            exp.convert(partitions), exp.column(PRODUCER if ranges is None else RANGE)])]))
+    parts = [PRODUCER] if ranges is None else [PRODUCER, RANGE]
 
     def over(function: exp.Expression, frame: str) -> exp.Window:
         start, end = {"earlier": ("UNBOUNDED", "1"), "running": ("UNBOUNDED", "CURRENT ROW")}[frame]
-        return exp.Window(this=function, partition_by=[exp.column(PRODUCER)], order=exp.Order(
+        return exp.Window(this=function, partition_by=[exp.column(c) for c in parts], order=exp.Order(
             expressions=ordered(order)), spec=exp.WindowSpec(
             kind="ROWS", start=start, start_side="PRECEDING", end=end,
             end_side="PRECEDING" if end == "1" else None))
@@ -136,10 +149,15 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
                                exp.If(this=old, true=exp.false())])
     else:
         decide = exp.not_(bad.copy())
-    last = exp.Window(this=exp.func("lead", exp.convert(1)), partition_by=[exp.column(PRODUCER)],
+    sent = exp.Count(this=exp.Star())
+    if ranges is not None:      # (a copy of an entry in a later range is never written, nor counted)
+        copy = exp.column(REACH) > 0
+        decide = exp.Case(ifs=[exp.If(this=copy, true=exp.false())], default=decide)
+        sent = exp.func("count_if", exp.not_(copy.copy()))
+    last = exp.Window(this=exp.func("lead", exp.convert(1)), partition_by=[exp.column(c) for c in parts],
                       order=exp.Order(expressions=ordered(order))).is_(exp.null())
     first = exp.select("*", exp.alias_(decide, ACCEPTED), exp.alias_(last, LAST),
-                       exp.alias_(over(exp.Count(this=exp.Star()), "running"), SENT)).from_(joined.subquery("c"))
+                       exp.alias_(over(sent, "running"), SENT)).from_(joined.subquery("c"))
     if late:
         above = exp.Case(ifs=[exp.If(this=s.copy() > floor.copy(), true=s.copy())])
         first = first.select(exp.alias_(exp.func("size", exp.Window(this=exp.func("collect_set", above),
@@ -191,9 +209,14 @@ STEPS = plan_of(
     dataclasses.replace(VALUES, name="only when the one pass fails to run: the statement's rows, read once into a "
                                      "table, and the steps below over it"),
     CARRIED,
+    Step("first look", "a large unordered statement: its first entries' producers (one may hold most of it)",
+         lambda i: first_look(i.read.keys, FIRST_LOOK)),
+    Step("largest producers", "where one may: the largest producers' ids (such a producer's entries are spread "
+                              "over ranges of its ids)", lambda i: largest_producers(i.read.keys, LARGEST)),
     Step("decide", "decide, number and count, in one pass", lambda i: window_decisions(
         i.read.values, i.marks, i.statement.order, base=i.base, partitions=i.partitions, number=i.number,
-        checked=i.checked, late=i.checked and i.statement.ordered, seen=i.seen, gather=i.gather, refuse=i.refuse)),
+        checked=i.checked, late=i.checked and i.statement.ordered, seen=i.seen, gather=i.gather, refuse=i.refuse,
+        ranges=i.ranges)),
     Step("metrics", "metrics, checked before publishing", lambda i: exp.select(
         *[exp.alias_(e, k) for k, e in window_metrics(i.seen).items()]).from_(i.table("decided"))),
     Step("outcome", "outcome per producer (its last row)", lambda i: exp.select(

@@ -23,6 +23,66 @@ FROM (
     NOT payload IS NULL
 ) AS k;
 
+-- window plan: a large unordered statement: its first entries' producers (one may hold most of it)
+SELECT
+  COUNT(*) AS entries,
+  MAX(entries) AS largest
+FROM (
+  SELECT
+    __sd_producer,
+    COUNT(*) AS entries
+  FROM (
+    SELECT
+      __sd_producer
+    FROM (
+      SELECT
+        producer AS __sd_producer,
+        seq AS __sd_sequence_id,
+        COALESCE(highest, seq) AS __sd_highest,
+        arrival AS __sd_o0
+      FROM staging
+      WHERE
+        NOT payload IS NULL
+    ) AS k
+    LIMIT 10000
+  ) AS f
+  GROUP BY
+    __sd_producer
+) AS g;
+
+-- window plan: where one may: the largest producers' ids (such a producer's entries are spread over ranges of its ids)
+SELECT
+  __sd_producer,
+  COUNT(*) AS entries,
+  MIN(__sd_sequence_id) AS lowest,
+  MAX(__sd_sequence_id) AS highest,
+  SUM(COUNT(*)) OVER () AS total,
+  SUM(
+    COUNT_IF(
+      __sd_producer IS NULL
+      OR __sd_sequence_id IS NULL
+      OR __sd_sequence_id < 0
+      OR __sd_sequence_id > 9223372036854775807
+      OR __sd_highest > 9223372036854775807
+      OR __sd_highest < __sd_sequence_id
+    )
+  ) OVER () AS invalid
+FROM (
+  SELECT
+    producer AS __sd_producer,
+    seq AS __sd_sequence_id,
+    COALESCE(highest, seq) AS __sd_highest,
+    arrival AS __sd_o0
+  FROM staging
+  WHERE
+    NOT payload IS NULL
+) AS k
+GROUP BY
+  __sd_producer
+ORDER BY
+  entries DESC
+LIMIT 16;
+
 -- window plan: decide, number and count, in one pass
 SELECT
   *,

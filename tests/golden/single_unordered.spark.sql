@@ -17,6 +17,60 @@ FROM (
   FROM staging
 ) AS k;
 
+-- window plan: a large unordered statement: its first entries' producers (one may hold most of it)
+SELECT
+  COUNT(*) AS entries,
+  MAX(entries) AS largest
+FROM (
+  SELECT
+    __sd_producer,
+    COUNT(*) AS entries
+  FROM (
+    SELECT
+      __sd_producer
+    FROM (
+      SELECT
+        producer AS __sd_producer,
+        seq AS __sd_sequence_id,
+        seq AS __sd_highest
+      FROM staging
+    ) AS k
+    LIMIT 10000
+  ) AS f
+  GROUP BY
+    __sd_producer
+) AS g;
+
+-- window plan: where one may: the largest producers' ids (such a producer's entries are spread over ranges of its ids)
+SELECT
+  __sd_producer,
+  COUNT(*) AS entries,
+  MIN(__sd_sequence_id) AS lowest,
+  MAX(__sd_sequence_id) AS highest,
+  SUM(COUNT(*)) OVER () AS total,
+  SUM(
+    COUNT_IF(
+      __sd_producer IS NULL
+      OR __sd_sequence_id IS NULL
+      OR __sd_sequence_id < 0
+      OR __sd_sequence_id > 9223372036854775807
+      OR __sd_highest > 9223372036854775807
+      OR __sd_highest < __sd_sequence_id
+    )
+  ) OVER () AS invalid
+FROM (
+  SELECT
+    producer AS __sd_producer,
+    seq AS __sd_sequence_id,
+    seq AS __sd_highest
+  FROM staging
+) AS k
+GROUP BY
+  __sd_producer
+ORDER BY
+  entries DESC
+LIMIT 16;
+
 -- window plan: decide, number and count, in one pass
 SELECT
   *,
@@ -247,6 +301,142 @@ FROM (
           seq AS __sd_highest
         FROM staging
       ) AS v
+    ) AS c
+  ) AS d
+) AS n;
+
+-- window plan, a producer spread over ranges of its ids: decide, number and count, in one pass
+SELECT
+  *,
+  COUNT_IF(__sd_accepted) OVER (
+    PARTITION BY __sd_producer, __sd_range
+    ORDER BY __sd_sequence_id, __sd_highest
+    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+  ) AS __sd_written,
+  MIN(CASE WHEN __sd_accepted THEN __sd_position END) OVER (
+    PARTITION BY __sd_producer, __sd_range
+    ORDER BY __sd_sequence_id, __sd_highest
+    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+  ) AS __sd_first_position,
+  MAX(CASE WHEN __sd_accepted THEN __sd_position END) OVER (
+    PARTITION BY __sd_producer, __sd_range
+    ORDER BY __sd_sequence_id, __sd_highest
+    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+  ) AS __sd_last_position,
+  MAX(CASE WHEN __sd_accepted THEN __sd_highest END) OVER (
+    PARTITION BY __sd_producer, __sd_range
+    ORDER BY __sd_sequence_id, __sd_highest
+    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+  ) AS __sd_top
+FROM (
+  SELECT
+    *,
+    CAST(41 + (
+      MONOTONICALLY_INCREASING_ID() - SHIFTLEFT(CAST(SPARK_PARTITION_ID() AS BIGINT), 33)
+    ) * 2 + CAST(SPARK_PARTITION_ID() AS BIGINT) + 1 AS BIGINT) AS __sd_position
+  FROM (
+    SELECT
+      *,
+      CASE
+        WHEN __sd_reach > 0
+        THEN FALSE
+        ELSE CASE
+          WHEN __sd_invalid
+          THEN FALSE
+          WHEN __sd_sequence_id > GREATEST(
+            COALESCE(__sd_mark, -1),
+            COALESCE(
+              MAX(__sd_highest) OVER (
+                PARTITION BY __sd_producer, __sd_range
+                ORDER BY __sd_sequence_id, __sd_highest
+                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+              ),
+              -1
+            )
+          )
+          THEN TRUE
+          WHEN __sd_sequence_id <= GREATEST(
+            COALESCE(__sd_mark, -1),
+            COALESCE(
+              MAX(__sd_sequence_id) OVER (
+                PARTITION BY __sd_producer, __sd_range
+                ORDER BY __sd_sequence_id, __sd_highest
+                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+              ),
+              -1
+            )
+          )
+          THEN FALSE
+        END
+      END AS __sd_accepted,
+      LEAD(1) OVER (PARTITION BY __sd_producer, __sd_range ORDER BY __sd_sequence_id, __sd_highest) IS NULL AS __sd_last,
+      COUNT_IF(NOT __sd_reach > 0) OVER (
+        PARTITION BY __sd_producer, __sd_range
+        ORDER BY __sd_sequence_id, __sd_highest
+        ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+      ) AS __sd_sent
+    FROM (
+      SELECT /*+ REPARTITION(2, __sd_range) */
+        v.*,
+        m.sequence_id AS __sd_mark,
+        CASE
+          WHEN __sd_producer IS NULL
+          OR __sd_sequence_id IS NULL
+          OR __sd_sequence_id < 0
+          OR __sd_sequence_id > 9223372036854775807
+          OR __sd_highest > 9223372036854775807
+          OR __sd_highest < __sd_sequence_id
+          THEN RAISE_ERROR('seqdedup: an entry is invalid (R4)')
+          ELSE FALSE
+        END AS __sd_invalid,
+        POSEXPLODE(
+          CASE
+            WHEN __sd_producer = 'p'
+            THEN SLICE(
+              ARRAY(0, 1, 4, 5),
+              CASE
+                WHEN __sd_sequence_id < 250
+                THEN 1
+                WHEN __sd_sequence_id < 500
+                THEN 2
+                WHEN __sd_sequence_id < 750
+                THEN 3
+                ELSE 4
+              END,
+              GREATEST(
+                CASE
+                  WHEN __sd_highest < 250
+                  THEN 1
+                  WHEN __sd_highest < 500
+                  THEN 2
+                  WHEN __sd_highest < 750
+                  THEN 3
+                  ELSE 4
+                END - CASE
+                  WHEN __sd_sequence_id < 250
+                  THEN 1
+                  WHEN __sd_sequence_id < 500
+                  THEN 2
+                  WHEN __sd_sequence_id < 750
+                  THEN 3
+                  ELSE 4
+                END,
+                0
+              ) + 1
+            )
+            ELSE ARRAY(HASH(__sd_producer))
+          END
+        ) AS (__sd_reach, __sd_range)
+      FROM (
+        SELECT
+          payload AS __sd_v0,
+          producer AS __sd_producer,
+          seq AS __sd_sequence_id,
+          seq AS __sd_highest
+        FROM staging
+      ) AS v
+      LEFT JOIN __sd_marks AS m
+        ON m.producer = v.__sd_producer
     ) AS c
   ) AS d
 ) AS n;

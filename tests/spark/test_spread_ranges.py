@@ -1,0 +1,67 @@
+"""On Spark, a statement one producer dominates is spread over ranges of that producer's ids (sql/plan/spread.py):
+its entries are decided in every task, each range from the maxima of the ranges before it, and its counts summed
+over its ranges. A batch entry that straddles two ranges must still reject what follows it in the next range, and a
+producer's outcome must be one row."""
+from __future__ import annotations
+
+import pytest
+
+from seqdedup import InvalidEntryError
+from seqdedup.core import plans
+from seqdedup.core import ranges as spread
+
+from ..behaviour.test_one_producer_matches_reference import SPREAD, two_partitions
+from ..engines import ENGINES, Harness
+
+pytestmark = pytest.mark.spark
+
+
+def test_one_producers_entries_are_decided_over_ranges_carrying_the_maxima_of_the_ranges_before(
+        tmp_path_factory, monkeypatch):
+    engine = next(e for e in ENGINES if e.name == "spark")
+    harness = Harness(engine, str(tmp_path_factory.getbasetemp() / "spark-home"), adapter=SPREAD)
+    seen, real, settled, exceptions = [], spread.ranges, [], plans.exceptions
+    monkeypatch.setattr(spread, "ranges", lambda run, given: seen.append(real(run, given)) or seen[-1])
+    monkeypatch.setattr(plans, "exceptions", lambda *args: settled.append(1) or exceptions(*args))
+    try:
+        with two_partitions(harness):
+            harness.topic()
+            # a's ids 0..99 over 4 ranges (bounds 25, 50, 75): (20..60) spans three of them, 61 follows it (new:
+            # above what the first range carries in), 5 repeats; b is one range. Decided in one pass, no straddle.
+            rows = [("a", s, None) for s in range(0, 20)] + [("a", 20, 60), ("a", 61, None), ("a", 99, None),
+                                                             ("a", 5, None), ("b", 3, None), ("b", 3, None)]
+            result = harness.send(rows, ordered=False)
+            assert seen[-1] is not None and not settled
+            assert [(p.producer, p.written, p.duplicates, p.out_of_order) for p in result.producers] == [
+                ("a", 23, 1, 0), ("b", 1, 1, 0)]
+            assert sorted(harness.entries()) == sorted(
+                [("a", s, s) for s in range(0, 20)] + [("a", 20, 60), ("a", 61, 61), ("a", 99, 99), ("b", 3, 3)])
+            a = result.producers[0]         # (its first and last positions over all its ranges)
+            assert harness.position_problem() is None and a.first_position < a.last_position
+            assert harness.last("a") == 99
+            # 110 and 115 fall in later ranges than (100..120): what that range carries in keeps them from being
+            # written as new (one pass cannot tell whether (100..120) is written: the straddle is settled after it)
+            again = harness.send([("a", 99, None), ("a", 100, 120), ("a", 110, None), ("a", 115, None),
+                                  ("a", 121, None)], ordered=False)
+            assert seen[-1] is not None and settled
+            assert [(p.producer, p.written, p.duplicates, p.out_of_order) for p in again.producers] == [
+                ("a", 2, 3, 2)]
+            assert harness.last("a") == 121
+    finally:
+        harness.close()
+
+
+def test_an_invalid_entry_of_a_spread_producer_fails_the_statement_and_writes_nothing(tmp_path_factory):
+    engine = next(e for e in ENGINES if e.name == "spark")
+    harness = Harness(engine, str(tmp_path_factory.getbasetemp() / "spark-home"), adapter=SPREAD)
+    try:
+        with two_partitions(harness):
+            harness.topic()
+            for bad in [("a", None, None), ("a", 7, 3)]:       # (a NULL id; a highest id below the lowest)
+                with pytest.raises(InvalidEntryError, match="Nothing was written"):
+                    harness.send([("a", s, None) for s in range(30)] + [bad], ordered=False)
+            with pytest.raises(InvalidEntryError, match="Nothing was written"):     # (only NULL ids: no range)
+                harness.send([("a", None, None)] * 5 + [("b", 1, None)], ordered=False)
+            assert harness.entries() == []
+    finally:
+        harness.close()
