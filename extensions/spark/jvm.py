@@ -41,6 +41,14 @@ def storage_at(spark, storage, location: str):
                         *[getattr(storage, f"copy$default${i}")() for i in range(2, _storage_fields(storage) + 1)])
 
 
+def table_at(spark, table, location: str):
+    """A copy of Spark's catalog entry for a table, at another directory (its other fields kept as they are)."""
+    copy = next(m for m in table.getClass().getMethods() if m.getName() == "copy")
+    fields = [getattr(table, f"copy$default${i}")() for i in range(1, len(copy.getParameterTypes()) + 1)]
+    fields[2] = storage_at(spark, table.storage(), location)      # (identifier, table type, storage, ...)
+    return table.copy(*fields)
+
+
 def with_location(spark, partition, location: str):
     """A copy of Spark's catalog entry for a partition, with another directory."""
     return partition.copy(partition.spec(), storage_at(spark, partition.storage(), location), partition.parameters(),
