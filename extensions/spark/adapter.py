@@ -176,18 +176,8 @@ class SparkAdapter(EngineAdapter):
     def constant(self, value: exp.Expression) -> exp.Expression:
         """A DECIMAL: Spark compiles the code of a query with its BIGINT constants written into it, so a new value
         costs a new compilation (some 15 to 40 ms a class), where a DECIMAL constant is referenced from the code.
-        (Arithmetic on a DECIMAL this wide is slower per row: for small statements only.) Marked, so that the
-        commit's write knows a small statement's tree (``is_constant_in``) and references its time too."""
-        constant = exp.cast(value, exp.DataType.build("DECIMAL(20, 0)"))
-        constant.meta["constant"] = True
-        return constant
-
-    @staticmethod
-    def is_constant_in(tree: exp.Expression) -> bool:
-        """Whether ``tree`` holds a value ``constant`` made (a small statement's; asked once per kept tree)."""
-        if "constants" not in tree.meta:
-            tree.meta["constants"] = any(node.meta.get("constant") for node in tree.find_all(exp.Cast))
-        return tree.meta["constants"]
+        (Arithmetic on a DECIMAL this wide is slower per row: for small statements only.)"""
+        return exp.cast(value, exp.DataType.build("DECIMAL(20, 0)"))
 
     def fits_one_task(self, query: exp.Expression) -> bool:
         """From the size Spark's optimizer estimates for the rows (a classic session's; a Connect client cannot

@@ -22,11 +22,6 @@ from .errors import causes
 from .frames import Observed
 from .layout import local_path, remove_directory, staging_name
 
-#: The statement's time, the parameter the topic rows' ``_publish_time`` is made of (seqdedup/core/plans.py, NOW).
-NOW = "__sd_now"
-#: The same time as a map parameter {0: microseconds}, looked up per row (``_referenced_time``).
-NOW_MAP = "__sd_now_map"
-
 
 @dataclass
 class _OpenCommit:
@@ -123,13 +118,11 @@ class Commits(Collaborator):
         self.adapter.check_writable(None, f"a commit of {topic.key}")     # refused before the statement does any work
         self._open[topic.key] = _OpenCommit(commit, None)
 
-    def write(self, topic, insert: exp.Insert, *, counted: bool = True, small: bool = False) -> int | None:
-        """Stage the rows ``insert`` writes as the open commit's; their count when ``counted`` (else None).
-        ``small``: a statement whose fixed costs are most of its cost (``SparkAdapter.constant``)."""
+    def write(self, topic, insert: exp.Insert, *, counted: bool = True) -> int | None:
+        """Stage the rows ``insert`` writes as the open commit's; their count when ``counted`` (else None)."""
         current = self._open[topic.key]
         names = [column.name for column in insert.this.expressions]
-        current.directory, written = self.stage(topic, insert.expression, names, current.number, counted=counted,
-                                                small=small)
+        current.directory, written = self.stage(topic, insert.expression, names, current.number, counted=counted)
         return written
 
     def write_decided(self, topic, decided, keep, insert_for, metrics, outcome, last, proceed, name):
@@ -154,8 +147,7 @@ class Commits(Collaborator):
             else:
                 kept.createOrReplaceTempView(name)     # (a view and SQL over it: cheaper than two selectExpr)
                 try:
-                    self.write(topic, insert_for(exp.table_(name)), counted=False,    # counted above
-                               small=self.adapter.is_constant_in(decided))
+                    self.write(topic, insert_for(exp.table_(name)), counted=False)    # counted above
                     got = observed.values()
                 finally:
                     self.spark.catalog.dropTempView(name)
@@ -193,7 +185,7 @@ class Commits(Collaborator):
         self._open.pop(topic.key, None)
 
     def stage(self, topic, rows: exp.Select, names: list[str], commit: int, *, counted: bool = True,
-              frame=None, small: bool = False) -> tuple[str, int | None]:
+               frame=None) -> tuple[str, int | None]:
         """Write ``rows``, whose columns are ``names``, to a new directory as the topic's Parquet files, every
         column cast to the table's type (``_commit`` left out: it is the partition's value); returns the path and,
         when ``counted``, the number of rows written (observed on the way: no second job; an observation costs
@@ -203,7 +195,6 @@ class Commits(Collaborator):
 
         inner = rows.copy()
         inner.set("expressions", [exp.alias_(e.unalias(), f"_c{i}") for i, e in enumerate(inner.expressions)])
-        referenced = self._referenced_time(inner) if small else {}
         where = {name.lower(): i for i, name in enumerate(names)}
         typed = exp.select(*[
             exp.alias_(exp.cast(exp.column(f"_c{where[name.lower()]}") if name.lower() in where else exp.null(),
@@ -212,7 +203,7 @@ class Commits(Collaborator):
         ]).from_(inner.subquery("r"))
         directory = self.staging_directory(topic, commit)
         self.adapter.check_writable(exp.insert(typed, topic.table.copy()))     # the topic rows, written below
-        with self.adapter.errors(), self.adapter.parameters(referenced):
+        with self.adapter.errors():
             if frame is None:
                 frame = self.adapter.frame(typed)
             else:
@@ -223,27 +214,6 @@ class Commits(Collaborator):
             observed = Observed(frame, rows=F.count(F.lit(1)))
             observed.frame.write.mode("error").parquet(directory)
             return directory, observed.values()["rows"]
-
-    def _referenced_time(self, rows: exp.Select) -> dict:
-        """In a small statement's rows, the statement's time (``NOW``) as a value Spark references from the code it
-        compiles, not one it writes into it: Spark folds a constant TIMESTAMP into the code of the query's stages,
-        so each statement's new time compiled two new classes (15 to 40 ms each; ``SparkAdapter.constant`` does the
-        same for the base position). The time is a map parameter ``{0: microseconds}``, looked up per row with a key
-        Spark cannot fold (``spark_partition_id() * 0``, always 0). Returns the parameter to bind (none when the
-        rows carry no time)."""
-        now = (self.adapter.bound(f":{NOW}", ":") or {}).get(NOW)
-        times = [p for p in rows.find_all(exp.Placeholder) if p.name == NOW]
-        if now is None or not times:
-            return {}
-        from pyspark.sql.types import TimestampType
-
-        key = exp.Mul(this=exp.func("spark_partition_id"), expression=exp.convert(0))
-        for placeholder in times:
-            placeholder.replace(exp.func("timestamp_micros", exp.func(
-                "try_element_at", exp.Placeholder(this=NOW_MAP), key.copy())))
-        micros = TimestampType().toInternal(now)    # (the instant pyspark binds a naive datetime to)
-        return {NOW_MAP: self.F.expr(self.adapter.sql(exp.VarMap(keys=exp.Array(expressions=[exp.convert(0)]),
-                                                                 values=exp.Array(expressions=[exp.convert(micros)]))))}
 
     def _projected(self, frame, expressions: list[exp.Expression]):
         """``SELECT expressions FROM frame`` as DataFrame operations, the parameters bound now given as columns of
