@@ -25,11 +25,11 @@ summed over its ranges by the runner::
 A batch entry that straddles the mark is left undecided by one pass (``ACCEPTED`` NULL); the statement then runs
 the exceptions plan, where only the producers that straddle pay for more rounds.
 
-**The row plan** (DuckDB's: its tables number their rows): ``values`` read once into a table beside each row's mark;
-the repeats (no ORDER BY, no batch entries: a hash aggregate) or the candidates the windowed decision rejects (one
-round without batch entries, so only the rejected are kept) are removed from it; the outcome is one aggregate of
-what is left, read before the write so that an invalid entry (R4) stops the statement first; every candidate left is
-written, at ``base`` plus its row's place in the table::
+**The row plan** (DuckDB's: its tables number their rows): ``values`` read once into a table beside each row's mark
+(an invalid entry, R4, fails that query as its row is read); the repeats (no ORDER BY, no batch entries: a hash
+aggregate) or the candidates the windowed decision rejects (one round without batch entries, so only the rejected
+are kept) are removed from it; the outcome is one aggregate of what is left, read before the write; every candidate
+left is written, at ``base`` plus its row's place in the table::
 
     values ⋈ marks ─► rows (read once) ─► repeats / rejected removed ─► outcome ─► write candidates
 
