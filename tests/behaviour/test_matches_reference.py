@@ -90,18 +90,22 @@ def fresh(engine, tmp_path_factory, **options) -> Iterator[Harness]:
         harness.close()
 
 
+def sent_as_the_model_says(harness, model: SequenceTracker, rows, ordered: bool, *, checked: bool = True) -> None:
+    """One statement sent to the engine and applied to the reference model: the per-producer counts agree."""
+    result = harness.send(rows, ordered=ordered)
+    marks = model.state() if checked else None
+    expected = model.apply_statement([Entry(p, s, h) for p, s, h in rows],
+                                     order=list(range(len(rows))) if ordered else None)
+    assert _counts(result) == _model_counts(expected, rows, marks), (rows, ordered)
+
+
 def run(harness, steps, interval):
     harness.topic(snapshot_interval_entries=interval)
     model = SequenceTracker(Policies(snapshot_interval_entries=interval), now=0.0)
     enabled = True
     for kind, arg in steps:
         if kind == "send":
-            rows, ordered = arg
-            result = harness.send(rows, ordered=ordered)
-            entries = [Entry(p, s, h) for p, s, h in rows]
-            marks = model.state() if enabled else None
-            expected = model.apply_statement(entries, order=list(range(len(rows))) if ordered else None)
-            assert _counts(result) == _model_counts(expected, rows, marks), (rows, ordered)
+            sent_as_the_model_says(harness, model, *arg, checked=enabled)
         elif kind == "restart":
             harness.restart()
             model = model.recover()
@@ -176,12 +180,7 @@ def run_edges(harness, steps, interval):
     model = SequenceTracker(Policies(snapshot_interval_entries=interval), now=0.0)
     for kind, arg in steps:
         if kind == "send":
-            rows, ordered = arg
-            result = harness.send(rows, ordered=ordered)
-            marks = model.state()
-            expected = model.apply_statement([Entry(p, s, h) for p, s, h in rows],
-                                             order=list(range(len(rows))) if ordered else None)
-            assert _counts(result) == _model_counts(expected, rows, marks), (rows, ordered)
+            sent_as_the_model_says(harness, model, *arg)
         elif kind == "invalid":
             with pytest.raises(InvalidEntryError, match="Nothing was written"):
                 harness.send(arg)

@@ -11,10 +11,10 @@ import contextlib
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, example, given, settings
 
-from seqdedup.udfs import Entry, Policies, SequenceTracker
+from seqdedup.udfs import Policies, SequenceTracker
 
 from ..engines import DISTRIBUTED
-from .test_matches_reference import _counts, _model_counts, fresh
+from .test_matches_reference import fresh, sent_as_the_model_says
 
 ONE = st.builds(lambda s, width: ("a", s, s + width if width is not None else None),
                 st.integers(0, 40), st.one_of(st.none(), st.none(), st.integers(0, 6)))
@@ -65,12 +65,7 @@ def run(harness, steps):
     model = SequenceTracker(Policies(snapshot_interval_entries=1000), now=0.0)
     for kind, arg in steps:
         if kind == "send":
-            rows, ordered = arg
-            result = harness.send(rows, ordered=ordered)
-            marks = model.state()
-            expected = model.apply_statement([Entry(p, s, h) for p, s, h in rows],
-                                             order=list(range(len(rows))) if ordered else None)
-            assert _counts(result) == _model_counts(expected, rows, marks), (rows, ordered)
+            sent_as_the_model_says(harness, model, *arg)
         else:
             harness.restart()
             model = model.recover()
