@@ -95,8 +95,6 @@ class SparkAdapter(EngineAdapter):
         self.read_only = read_only
         self.DEFAULT_NAMESPACE = spark.catalog.currentDatabase()
         self._analyzed: tuple | None = None         # (SQL, its frame): the query ``query_columns`` read last
-        self._jvm_catalog = None                    # the session's catalog in the JVM (``jvm_catalog``), once asked
-        self._jvm_names: dict[tuple, object] = {}   # (table, database) -> its identifier there
         self.scratch = Scratch(self)
         self.files = TableFiles(self)
         self.partitions = Partitions(self)
@@ -171,12 +169,11 @@ class SparkAdapter(EngineAdapter):
             return to_arrow(self.query(query))
 
     def marks_map(self, table):
-        # (a map parameter must be a map() of literals of one type, or Spark refuses it: INVALID_SQL_ARG; written
-        # as SQL, one expression, where a ``create_map`` of ``lit``s was a Py4J round trip per value)
+        # (a map parameter must be a map() of literals of one type, or Spark refuses it: INVALID_SQL_ARG)
+        F = self.F
         marks = table.column("sequence_id").fill_null(-1).cast(pa.string()).to_pylist()
-        return self.F.expr(self.sql(exp.VarMap(
-            keys=exp.Array(expressions=[exp.Literal.string(p) for p in table.column("producer").to_pylist()]),
-            values=exp.Array(expressions=[exp.Literal.string(m) for m in marks]))))
+        return F.create_map(*[F.lit(value) for pair in zip(table.column("producer").to_pylist(), marks)
+                              for value in pair])
 
     def constant(self, value: exp.Expression) -> exp.Expression:
         """A DECIMAL: Spark compiles the code of a query with its BIGINT constants written into it, so a new value
@@ -274,26 +271,16 @@ class SparkAdapter(EngineAdapter):
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
-        # No transactions: a topic commit is published by registering its partition. The settings seqdedup's calls
-        # need (``held_settings``) are held for the whole commit: the session's are looked at once, not at each call.
-        with held_settings(self.spark):
-            yield
+        yield    # no transactions: a topic commit is published by registering its partition
 
     def jvm_catalog(self, table: exp.Table) -> tuple | None:
         """(the session's catalog in the JVM, ``table``'s identifier there); None where the JVM is out of reach
         (Spark Connect)."""
         if getattr(self.spark, "_jvm", None) is None:
             return None
-        # (kept: a statement asks for its topic's and its run log's, each a handful of Py4J round trips)
-        key = (table.name, self.database_of(table))
-        found = self._jvm_names.get(key)
-        if found is None:
-            if self._jvm_catalog is None:
-                self._jvm_catalog = self.spark._jsparkSession.sessionState().catalog()
-            found = self._jvm_names[key] = (self._jvm_catalog, java(
-                self.spark, "org.apache.spark.sql.catalyst.TableIdentifier")(
-                table.name, java(self.spark, "scala.Option").apply(key[1])))
-        return found
+        name = java(self.spark, "org.apache.spark.sql.catalyst.TableIdentifier")(
+            table.name, java(self.spark, "scala.Option").apply(self.database_of(table)))
+        return self.spark._jsparkSession.sessionState().catalog(), name
 
     @property
     def contended(self) -> bool:

@@ -20,11 +20,8 @@ from ..storage import TransactionalStorage
 from .collaborator import Collaborator
 from .errors import engine_error, not_found, unregistered_catalog
 from .frames import Observed, as_spark_binds
-from .jvm import java, table_at
+from .jvm import java
 from .layout import local_path, remove_directory
-
-#: Spark's setting that makes a change of a table's files compute its size again (``_set_location``).
-AUTO_SIZE = "spark.sql.statistics.size.autoUpdate.enabled"
 
 #: (warehouse, default namespace) -> table -> its directory (``TableFiles._locations``)
 _LOCATIONS: dict[tuple[str, str], dict[str, str]] = {}
@@ -167,29 +164,12 @@ class TableFiles(Collaborator):
             if not observed.values()["doomed"]:
                 remove_directory(directory)      # nothing to delete: the table stays where it is
                 return
-        self._set_location(table, directory)
+        self.adapter.execute(exp.Alter(this=table.copy(), kind="TABLE",
+                               actions=[exp.AlterSet(location=exp.Literal.string(directory))]))
         self._locations.pop(name, None)
         with self.adapter.errors():
+            self.spark.catalog.refreshTable(name)
             self.delete(old, directory=True)
-
-    def _set_location(self, table: exp.Table, directory: str) -> None:
-        """Point ``table`` at ``directory``, one metastore operation. Through the session's catalog in the JVM where
-        it is in reach, without parsing, resolving and refreshing the table as ``ALTER TABLE ... SET LOCATION`` does
-        (a third of its time; where the table has statistics the statement also drops them, a second metastore call:
-        here they stay as they were, an estimate for planning joins made from the rows before the delete, so no
-        smaller than the table now). Where Spark's automatic update of sizes is on, or the JVM is out of reach, that
-        statement."""
-        found = self.adapter.jvm_catalog(table)
-        with self.adapter.errors():
-            if found is not None and self.spark.conf.get(AUTO_SIZE, "false").lower() != "true":
-                catalog, name = found
-                catalog.alterTable(table_at(self.spark, catalog.getTableMetadata(name), directory))
-                self.forget(table)
-                return
-        self.adapter.execute(exp.Alter(this=table.copy(), kind="TABLE",
-                                       actions=[exp.AlterSet(location=exp.Literal.string(directory))]))
-        with self.adapter.errors():
-            self.spark.catalog.refreshTable(self.adapter.sql(table))
 
     def delete(self, uri: str, *, directory: bool) -> None:
         """Delete a file or a directory (and what it holds) of the warehouse: directly on a local file system, else

@@ -6,7 +6,6 @@ import functools
 import re
 
 _STORAGE_FIELDS: int | None = None      # see _storage_fields
-_TABLE_FIELDS: int | None = None        # the fields of Spark's CatalogTable (``table_at``)
 
 
 def _storage_fields(storage) -> int:
@@ -40,17 +39,6 @@ def storage_at(spark, storage, location: str):
     uri = java(spark, "org.apache.spark.sql.catalyst.catalog.CatalogUtils").stringToURI(location)
     return storage.copy(java(spark, "scala.Option").apply(uri),
                         *[getattr(storage, f"copy$default${i}")() for i in range(2, _storage_fields(storage) + 1)])
-
-
-def table_at(spark, table, location: str):
-    """A copy of Spark's catalog entry for a table, at another directory (its other fields kept as they are)."""
-    global _TABLE_FIELDS
-    if _TABLE_FIELDS is None:       # (its ``copy``'s arguments, looked up once per process: a round trip a method)
-        _TABLE_FIELDS = len(next(m for m in table.getClass().getMethods()
-                                 if m.getName() == "copy").getParameterTypes())
-    fields = [getattr(table, f"copy$default${i}")() for i in range(1, _TABLE_FIELDS + 1)]
-    fields[2] = storage_at(spark, table.storage(), location)      # (identifier, table type, storage, ...)
-    return table.copy(*fields)
 
 
 def with_location(spark, partition, location: str):

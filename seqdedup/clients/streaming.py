@@ -16,7 +16,6 @@ which. Together: at-least-once delivery into an idempotent, atomic write is effe
 """
 from __future__ import annotations
 
-import threading
 import uuid
 from typing import TYPE_CHECKING, Sequence
 
@@ -77,9 +76,6 @@ class BatchSink:
         self.order_by = [order_by] if isinstance(order_by, str) else list(order_by or [])
         self.last_result: StatementResult | None = None   # the last micro-batch's statement (None: it was empty)
         self.last_batch_id: int | None = None
-        self._global_views: str | None = None   # the database of global temporary views (a static setting), once read
-        self._view = f"__sd_batch_{uuid.uuid4().hex[:12]}"     # the micro-batches' view, this sink's own
-        self._calling = threading.Lock()        # held while a micro-batch runs under ``_view``
 
     def _check_frame(self, names: list[str]) -> None:
         """Every column the statement names is in the micro-batch (Spark matches names ignoring case)."""
@@ -99,28 +95,18 @@ class BatchSink:
         spark = batch_df.sparkSession
         # foreachBatch hands over a frame of a clone of the stream's SparkSession, so a plain temp view would be
         # invisible to the session seqdedup runs on ([TABLE_OR_VIEW_NOT_FOUND]); a global temp view is shared by
-        # every session of the SparkContext. Named apart from every other sink's (two queries may write at once),
-        # and the same from one micro-batch to the next, so that each runs the same statement, whose queries are
-        # built and rendered once (``Run.kept``); a call while another runs on this sink takes a name of its own.
-        alone = self._calling.acquire(blocking=False)
+        # every session of the SparkContext. Unique per call: two queries may write at once.
+        name = f"__sd_batch_{batch_id}_{uuid.uuid4().hex[:12]}"
+        view = exp.table_(exp.to_identifier(name, quoted=True),
+                          db=exp.to_identifier(spark.conf.get("spark.sql.globalTempDatabase"), quoted=True))
+        # Not cached: the statement reads the batch once (a statement that must read it again, after a straddling
+        # batch entry, reads it once more into a table of its own first), and an empty batch publishes nothing.
+        batch_df.createOrReplaceGlobalTempView(name)
         try:
-            name = self._view if alone else f"__sd_batch_{batch_id}_{uuid.uuid4().hex[:12]}"
-            if self._global_views is None:
-                self._global_views = spark.conf.get("spark.sql.globalTempDatabase")
-            view = exp.table_(exp.to_identifier(name, quoted=True),
-                              db=exp.to_identifier(self._global_views, quoted=True))
-            # Not cached: the statement reads the batch once (a statement that must read it again, after a
-            # straddling batch entry, reads it once more into a table of its own first), and an empty batch
-            # publishes nothing.
-            batch_df.createOrReplaceGlobalTempView(name)
-            try:
-                result = self.session.run(batch_statement(
-                    self.ref.table, view, self.values, **self.keys, order_by=self.order_by, columns=self.columns))
-            finally:
-                spark.catalog.dropGlobalTempView(name)
+            result = self.session.run(batch_statement(
+                self.ref.table, view, self.values, **self.keys, order_by=self.order_by, columns=self.columns))
         finally:
-            if alone:
-                self._calling.release()
+            spark.catalog.dropGlobalTempView(name)
         self.last_result = result if result.commit is not None else None
 
 
