@@ -53,7 +53,7 @@ too sparse for that, so an entry's position follows from its own id.
 from __future__ import annotations
 
 from .common import (ACCEPTED, INVALID, LAST, MAX_ID, OUTCOME, POSITION, REFUSED, UNSEEN, carried_producers,
-                     insert_rows, invalid)
+                     insert_rows, invalid, refusal)
 from .describe import PLANS, describe
 from .exceptions import (candidates, decided_counts, decided_exceptions, kept_once, outcome, producer_sums, producers,
                          repeat_counts, repeats, write_rows)
@@ -62,7 +62,7 @@ from .steps import CARRIED, Inputs, Step
 from .rows import (FIRST, FIRST_ROW, LATE, ROW, drop_rejected, drop_repeats, dropped_rejected, dropped_repeats,
                    late_ids, rejected_only, row_candidates, row_outcome, row_repeats, rows_once, rows_summary,
                    rows_written)
-from .window import marks_lookup, refusal, window_decisions, window_metrics, window_outcome
+from .window import marks_lookup, window_decisions, window_metrics, window_outcome
 from . import spread
 
 __all__ = ["ACCEPTED", "CARRIED", "FIRST", "FIRST_ROW", "INVALID", "LAST", "LATE", "MAX_ID", "OUTCOME", "PLANS",

@@ -35,6 +35,16 @@ REFUSED = "seqdedup: an entry is invalid (R4)"
 SPREAD, SLACK = 4, 64
 
 
+def refusal(function: str) -> exp.Expression:
+    """An expression that fails the query with ``REFUSED``, in the engine's function that raises an error.
+
+    Example:
+        >>> refusal("raise_error").sql("spark")
+        "RAISE_ERROR('seqdedup: an entry is invalid (R4)')"
+    """
+    return exp.Anonymous(this=function, expressions=[exp.Literal.string(REFUSED)])
+
+
 @functools.lru_cache(maxsize=None)
 def _template(sql: str) -> exp.Expression:
     return sqlglot.parse_one(sql, read="spark")

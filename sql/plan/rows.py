@@ -9,8 +9,8 @@ from sqlglot import exp
 
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
-from .common import (ACCEPTED, FIRST_POSITION, LAST_POSITION, MARK, POSITION, REFUSED, TOP, WRITTEN, insert_rows,
-                     invalid, source)
+from .common import (ACCEPTED, FIRST_POSITION, LAST_POSITION, MARK, POSITION, TOP, WRITTEN, insert_rows, invalid,
+                     refusal, source)
 from .rounds import first_round, round_steps
 from .steps import CARRIED, VALUES, Step, plan_of
 
@@ -19,7 +19,7 @@ ROW_ID = "rowid"
 #: The number of an entry's row, carried where the decision is made (``row_candidates``).
 ROW = "__sd_row"
 #: What fails the rows' query at an invalid entry: DuckDB's ``error`` with the message the runner knows (``REFUSED``).
-REFUSE = exp.Anonymous(this="error", expressions=[exp.Literal.string(REFUSED)])
+REFUSE = refusal("error")
 #: The first row's number, given to the write (the outcome reads it: ``FIRST``).
 FIRST_ROW = exp.Placeholder(this="__sd_first_row")
 FIRST = "__sd_first_row"
@@ -110,8 +110,8 @@ def row_outcome(rows: exp.Table, dropped: exp.Query, base: exp.Expression, late:
                 ) -> exp.Select:
     """The per-producer outcome (``OUTCOME``) of the row plan, read before the write, and the first row's number
     (``FIRST``, which the write is given): what is left in the rows is written (candidates) or a duplicate at or
-    below the mark; ``dropped`` gives, per producer, the rows removed (``__sd_dropped``); ``late`` (an ordered statement or
-    batch entries) its candidate ids that no entry was written with (``LATE``: they came late)."""
+    below the mark; ``dropped`` gives, per producer, the rows removed (``__sd_dropped``); ``late`` (an ordered
+    statement or batch entries) its candidate ids that no entry was written with (``LATE``: they came late)."""
     def place(function):
         candidate_row = exp.Case(ifs=[exp.If(this=_candidate(), true=exp.column(ROW_ID))])
         return _position(function(this=candidate_row), base, _first_row(rows))

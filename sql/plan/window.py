@@ -8,20 +8,10 @@ from sqlglot import exp
 
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
-from .common import (ACCEPTED, FIRST_POSITION, IDS, INVALID, LAST, LAST_POSITION, MARK, POSITION, REFUSED, SEEN, SENT,
+from .common import (ACCEPTED, FIRST_POSITION, IDS, INVALID, LAST, LAST_POSITION, MARK, POSITION, SEEN, SENT,
                      TOP, WRITTEN, insert_rows, invalid, ordered, source)
 from .spread import FIRST_LOOK, LARGEST, RANGE, REACH, first_look, largest_producers, spread_rows
 from .steps import CARRIED, VALUES, Step, plan_of
-
-
-def refusal(function: str) -> exp.Expression:
-    """An expression that fails the query with ``REFUSED``, in the engine's function that raises an error.
-
-    Example:
-        >>> refusal("raise_error").sql("spark")
-        "RAISE_ERROR('seqdedup: an entry is invalid (R4)')"
-    """
-    return exp.Anonymous(this=function, expressions=[exp.Literal.string(REFUSED)])
 
 
 def marks_lookup(marks: exp.Expression, producer: exp.Expression) -> tuple[exp.Expression, exp.Expression]:
