@@ -54,6 +54,20 @@ def _or_unlimited(words: tuple[str, ...], minimum: int, maximum: int) -> Callabl
     return parse
 
 
+#: What a statement keeps of the entries it drops (R16), least first.
+DROPPED_ENTRIES = ("nothing", "counts", "keys", "rows")
+
+
+def _one_of(words: tuple[str, ...]) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        word = text.strip().lower()
+        if word not in words:
+            raise ValueError(f"expected one of {', '.join(words)}")
+        return word
+
+    return parse
+
+
 @dataclass(frozen=True)
 class PolicyDefinition:
     name: str
@@ -91,6 +105,12 @@ DEFINITIONS = {
         PolicyDefinition("compact_every_commits", _or_unlimited(("never",), 1, MAX_ENTRIES),
                          f"a whole number of commits from 1 to {MAX_ENTRIES}, or never to compact only on demand "
                          "(seqdedup compact TOPIC)", none="never"),
+        PolicyDefinition("dropped_entries", _one_of(DROPPED_ENTRIES),
+                         "nothing, counts (the run log's per-producer counts), keys (also a ledger row per dropped "
+                         "entry, with its reason) or rows (the ledger rows with the entry's values)"),
+        PolicyDefinition("dropped_retention_minutes", _or_unlimited(("never",), 1, MAX_MINUTES),
+                         f"a whole number of minutes from 1 to {MAX_MINUTES}, or never to keep the ledger of dropped "
+                         "entries for ever", none="never"),
         # at least 3: its holder renews it every third of it, with two metastore calls (about 0.3 s)
         PolicyDefinition("producer_lease_seconds", _whole(3, MAX_LEASE_SECONDS),
                          f"a whole number of seconds from 3 to {MAX_LEASE_SECONDS} (a day)"),

@@ -69,6 +69,17 @@ STATEMENTS = _types(
     attempt="text",               # see PRODUCER_SEQUENCES
 )
 
+#: The ledger of dropped entries (R16): one row per entry a statement did not write, where the topic's
+#: ``dropped_entries`` policy is ``keys`` or ``rows``; written in the statement's commit.
+DROPPED = _types(
+    topic="text", commit_id="bigint", statement_id="text",
+    producer="text", sequence_id="bigint", highest_sequence_id="bigint",
+    reason="text",                # udfs.REASONS: retry | straddles_mark | repeat | late
+    dropped_at="timestamp",       # the statement's time (its run log rows' executed_at)
+    entry="text",                 # with ``rows``: the entry's own columns as a JSON object; else NULL
+    attempt="text",               # see PRODUCER_SEQUENCES
+)
+
 #: Facts about the catalog itself (its layout version).
 META = _types(key="text", value="text")
 
@@ -100,6 +111,7 @@ CATALOG_TABLES = {
     "seqdedup_meta": META,
     "seqdedup_consumers": CONSUMERS,
     "seqdedup_commits": COMMITS,
+    "seqdedup_dropped": DROPPED,
 }
 
 #: Producer leases: which driver holds a producer name on a topic, where several Spark drivers share a metastore
@@ -115,7 +127,7 @@ LEASE_PARTITIONS = _types(
 
 #: Tables added to the version-2 layout after catalogs of that version were first written: a catalog without them
 #: is still version 2, and ``Catalog.create()`` adds them when a writable session opens it.
-ADDED_TABLES = frozenset({"seqdedup_consumers", "seqdedup_commits"})
+ADDED_TABLES = frozenset({"seqdedup_consumers", "seqdedup_commits", "seqdedup_dropped"})
 #: Columns added to the version-2 layout in the same way, by table: ``Catalog.create()`` adds them (NULL in old rows).
 ADDED_COLUMNS = {"seqdedup_statements": ("out_of_order", "attempt"), "producer_sequences": ("parent_id", "attempt"),
                  "seqdedup_consumers": ("attempt",)}

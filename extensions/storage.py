@@ -98,6 +98,12 @@ class TransactionalStorage:
     def discard_commit_rows(self, topic) -> None:
         """Forget the topic rows the open commit wrote (they were never published); the commit goes on."""
 
+    def staged_rows(self, topic) -> exp.Expression:
+        """The topic rows the open commit wrote, as a relation of the topic's columns. With transactions, the
+        commit's rows in the topic itself."""
+        return exp.select("*").from_(topic.table.copy()).where(
+            exp.column("_commit").eq(exp.Placeholder(this="__sd_commit"))).subquery()
+
     def published_commits(self, topic) -> set[int]:
         """The topic's published commits, where the engine tracks them (``TRACKS_COMMITS``); else empty."""
         return set()

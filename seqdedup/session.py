@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from sqlglot import exp
 
 from seqdedup.catalog.catalog import Topic, TopicRef
+from seqdedup.catalog.schema import DROPPED
 from seqdedup.catalog.state import literal
-from seqdedup.errors import SeqdedupError, TopicError
+from seqdedup.errors import PolicyError, SeqdedupError, TopicError
 from seqdedup.extensions.base import EngineAdapter
 from seqdedup.sql import rewrite, statements
 from seqdedup.sql.dialects import read_dialect
@@ -257,6 +258,28 @@ class Session:
         """What the topic holds and what its statements wrote and dropped; ``foreign_rows``: its rows seqdedup did
         not write (inserted around it), with a ``foreign`` message saying how to move them aside when there are any."""
         return stats(self.broker, self.ref(topic))
+
+    def dropped(self, topic: str, *, producer: str | None = None, since: dt.datetime | None = None,
+                reason: str | None = None, limit: int | None = None) -> QueryResult:
+        """The topic's ledger of dropped entries (R16; ``seqdedup dropped TOPIC``): a row per entry its statements
+        did not write, with the reason, oldest first; only where its ``dropped_entries`` policy was ``keys`` or
+        ``rows`` when they ran. Narrowed to one ``producer``, entries dropped at ``since`` or later, one ``reason``
+        (``udfs.REASONS``), and the first ``limit`` rows."""
+        from .udfs import REASONS
+
+        if reason is not None and reason not in REASONS:
+            raise PolicyError(f"unknown reason {reason!r}; the reasons are: {', '.join(REASONS)}")
+        query = self.broker.catalog.dropped(self.ref(topic))
+        for column, value in (("producer", producer), ("reason", reason)):
+            if value is not None:
+                query = query.where(exp.column(column).eq(literal(value)))
+        if since is not None:
+            query = query.where(exp.column("dropped_at") >= literal(since))
+        query = query.order_by("dropped_at", "commit_id", "producer", "sequence_id")
+        if limit is not None:
+            query = query.limit(limit)
+        table = self.adapter.fetch_arrow(query.select(*DROPPED, append=False))
+        return QueryResult(table.column_names, [tuple(r.values()) for r in table.to_pylist()])
 
     def quarantine_foreign_rows(self, topic: str) -> dict:
         """Move the rows of a topic that seqdedup did not write (inserted around it) into ``<topic>_foreign``

@@ -73,6 +73,7 @@ MODULE_SECONDS = {
     "tests/behaviour/test_compaction.py": 275,
     "tests/crash/test_kill.py": 273,
     "tests/behaviour/test_recover_against_the_log.py": 222,
+    "tests/behaviour/test_dropped_ledger.py": 160,
     "tests/crash/test_publish_file_kill.py": 213,
     "tests/behaviour/test_producer.py": 208,
     "tests/concurrency/test_drivers.py": 240,

@@ -47,6 +47,28 @@ def test_topic_sql_state_stats_snapshot_recover(tmp_path):
     assert json.loads(seqdedup("compact", "events", "--json", cwd=tmp_path).stdout)["merged"] == []
 
 
+def test_dropped_lists_the_ledger_narrowed_by_producer_reason_and_time(tmp_path):
+    seqdedup("topic", "create", "events", "-c", "payload:STRING", "-p", "dropped_entries=keys", cwd=tmp_path)
+    rows = tmp_path / "in.jsonl"
+    rows.write_text("".join(json.dumps({"p": p, "s": s, "payload": "x"}) + "\n"
+                            for p, s in [("a", 1), ("a", 1), ("b", 2), ("a", 3), ("a", 2)]))
+    seqdedup("ingest", "events", str(rows), "--producer-column", "p", "--sequence-column", "s", "--no-progress",
+             cwd=tmp_path)
+    seqdedup("ingest", "events", str(rows), "--producer-column", "p", "--sequence-column", "s", "--no-progress",
+             cwd=tmp_path)        # again: every entry a retry
+    every = json.loads(seqdedup("dropped", "events", "--json", cwd=tmp_path).stdout)
+    column = every["columns"].index
+    assert sorted((r[column("producer")], r[column("sequence_id")], r[column("reason")]) for r in every["rows"]) == \
+        sorted([("a", 1, "repeat"), ("a", 2, "late")]      # (ingest sends in input order: 2 came after 3)
+               + [(p, s, "retry") for p, s in [("a", 1), ("a", 1), ("b", 2), ("a", 3), ("a", 2)]])
+    narrowed = json.loads(seqdedup("dropped", "events", "--producer", "a", "--reason", "repeat", "--json",
+                                   cwd=tmp_path).stdout)
+    assert [(r[column("sequence_id")], r[column("commit_id")]) for r in narrowed["rows"]] == [(1, 2)]
+    assert "no dropped entry" in seqdedup("dropped", "events", "--since", "2999-01-01", cwd=tmp_path).stdout
+    bad = seqdedup("dropped", "events", "--since", "yesterday", cwd=tmp_path, check=False)
+    assert bad.returncode == 1 and "--since 'yesterday' is not a date or time" in bad.stderr
+
+
 def test_ingest_files_of_every_format(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq

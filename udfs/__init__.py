@@ -2,6 +2,6 @@
 
 Imports nothing heavy: the standard library and ``seqdedup.errors`` only.
 """
-from .reference import DupStatus, Entry, LogEntry, Policies, SequenceTracker, Snapshot, StatementResult
+from .reference import REASONS, DupStatus, Entry, LogEntry, Policies, SequenceTracker, Snapshot, StatementResult
 
-__all__ = ["DupStatus", "Entry", "LogEntry", "Policies", "SequenceTracker", "Snapshot", "StatementResult"]
+__all__ = ["REASONS", "DupStatus", "Entry", "LogEntry", "Policies", "SequenceTracker", "Snapshot", "StatementResult"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import enum
 import numbers
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from seqdedup.errors import InvalidEntryError
 
@@ -68,6 +68,19 @@ class Policies:
     # How long a producer's name stays held by a driver that stopped renewing it (R14 where several Spark drivers
     # share a metastore: seqdedup/core/leases.py); the model, one process, does not depend on it.
     producer_lease_seconds: int = 30
+    # What is kept of the entries a statement drops (R16): nothing, the per-producer counts in the run log (counts),
+    # or also a row per dropped entry in the ledger seqdedup_dropped, with its reason (keys), and its values (rows);
+    # ledger rows are kept this many minutes (None: for ever). The model's outcomes do not depend on either: it
+    # gives every dropped entry its reason (StatementResult.reasons) whatever is kept.
+    dropped_entries: str = "counts"
+    dropped_retention_minutes: int | None = 10080
+
+
+#: Why an entry was dropped (R16), in the ledger's ``reason`` column: at or below the producer's mark when the
+#: statement began (a retry); a batch entry dropped whole though some of its ids were above that mark (R2); sent
+#: again within the statement, its id written by an earlier entry (a repeat); or arrived after a higher id of its
+#: producer, its own id never written (late).
+REASONS = ("retry", "straddles_mark", "repeat", "late")
 
 
 @dataclass(frozen=True)
@@ -103,6 +116,21 @@ class StatementResult:
     positions: list[int | None]    # per input entry, in input order: its position, or None for a duplicate
     statuses: list[DupStatus]      # per input entry, in input order
     snapshot: Snapshot | None      # the snapshot taken at the end of the statement, if one was due
+    reasons: list[str | None] = field(default_factory=list)   # per input entry: why it was dropped (REASONS), or
+                                                               # None for one written
+
+
+def _reason(entry: Entry, mark: int | None, written: set[tuple[str, int]]) -> str:
+    """Why a dropped ``entry`` was dropped (``REASONS``), given its producer's ``mark`` when the statement began and
+    the (producer, id) the statement wrote.
+
+    Example:
+        >>> [_reason(Entry("p", s, h), 5, {("p", 7)}) for s, h in [(3, None), (4, 8), (7, None), (6, None)]]
+        ['retry', 'straddles_mark', 'repeat', 'late']
+    """
+    if mark is not None and entry.sequence_id <= mark:
+        return "straddles_mark" if entry.highest > mark else "retry"
+    return "repeat" if (entry.producer, entry.sequence_id) in written else "late"
 
 
 def _problem(entry: Entry) -> str | None:
@@ -260,6 +288,7 @@ class SequenceTracker:
         duplicates: dict[str, int] = {}
         positions: list[int | None] = [None] * len(entries)
         statuses = [DupStatus.NOT_DUP] * len(entries)
+        began = dict(self.persisted) if self.enabled else {}      # the marks the statement began with
         for i in order:
             entry = entries[i]
             p = entry.producer
@@ -272,7 +301,10 @@ class SequenceTracker:
                 self.pushed[p] = max(self.pushed.get(p, entry.highest), entry.highest)
             positions[i] = self._append(entry, now)
             written[p] = written.get(p, 0) + 1
-        return StatementResult(written, duplicates, positions, statuses, self._snapshot_if_due(now))
+        ids = {(e.producer, e.sequence_id) for e, at in zip(entries, positions) if at is not None}
+        reasons = [None if at is not None else _reason(e, began.get(e.producer), ids)
+                   for e, at in zip(entries, positions)]
+        return StatementResult(written, duplicates, positions, statuses, self._snapshot_if_due(now), reasons)
 
     def _snapshot_if_due(self, now: float) -> Snapshot | None:
         """R8 at a statement's commit: every N entries, or after the interval when anything was written since."""

@@ -95,7 +95,8 @@ class Commits(Collaborator):
         tagged = exp.union(*[exp.select("commit_id").from_(catalog_table(name)).where(
             exp.and_(key.copy(), exp.column("attempt").is_(exp.not_(exp.null())),
                      exp.not_(exp.In(this=exp.column("commit_id"), query=logged.subquery()))))
-            for name in ("producer_sequences", "seqdedup_statements", "seqdedup_consumers")], distinct=True)
+            for name in ("producer_sequences", "seqdedup_statements", "seqdedup_dropped", "seqdedup_consumers")],
+            distinct=True)
         wanted = {number for (number,) in self.adapter.fetchall(tagged)
                   if number in published and number not in described}
         if wanted:
@@ -153,6 +154,14 @@ class Commits(Collaborator):
                     self.spark.catalog.dropTempView(name)
         outcome_rows = [row.asDict() for row in got.pop("__sd_outcome")]
         return Decided(got, outcome_rows)
+
+    def staged_rows(self, topic) -> exp.Expression:
+        """The rows the open commit staged (its directory's Parquet files, ``_commit`` left out), as a relation; an
+        empty one of the topic's columns when it staged none."""
+        directory = self._open[topic.key].directory
+        if directory is None:
+            return exp.select("*").from_(topic.table.copy()).where(exp.false()).subquery()
+        return exp.Table(this=exp.to_identifier(directory, quoted=True), db=exp.to_identifier("parquet"))
 
     def discard(self, topic) -> None:
         current = self._open[topic.key]

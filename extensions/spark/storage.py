@@ -29,6 +29,7 @@ class SparkStorage:
     write_topic = by("adapter.commits", Commits.write)
     write_decided = by("adapter.commits", Commits.write_decided)
     discard_commit_rows = by("adapter.commits", Commits.discard)
+    staged_rows = by("adapter.commits", Commits.staged_rows)
     publish = by("adapter.commits", Commits.publish)
     close_commit = by("adapter.commits", Commits.close)
     published_commits = by("adapter.commits", Commits.published)

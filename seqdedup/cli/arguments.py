@@ -8,10 +8,11 @@ import textwrap
 from seqdedup import __version__
 from seqdedup.catalog.policies import DEFINITIONS, spelled
 from seqdedup.core.compaction import FACTOR
-from seqdedup.udfs import Policies
+from seqdedup.udfs import REASONS, Policies
 
 from .catalog import cmd_global, cmd_init, cmd_namespace, cmd_topic
 from .demo import cmd_demo
+from .dropped import cmd_dropped
 from .server import SERVER_PORT, cmd_connect_server
 from .statements import cmd_ingest, cmd_sql
 from .target import METASTORE_VARIABLE, REMOTE_VARIABLE
@@ -131,6 +132,16 @@ def parser() -> argparse.ArgumentParser:
         if name == "recover":
             command.add_argument("--repair", action="store_true",
                                  help="when the state differs from a replay of the log, write the replayed marks")
+
+    dropped = sub.add_parser("dropped", parents=[common], help="the entries a topic's statements dropped, and why "
+                             "(its ledger: where its dropped_entries policy is keys or rows)")
+    dropped.add_argument("topic", help="the topic: NAME, or NAMESPACE.NAME")
+    dropped.add_argument("--producer", help="only this producer's entries (its name exactly, case included)")
+    dropped.add_argument("--since", metavar="TIME", help="only entries dropped at this time or later (2026-11-30, "
+                                                         "2026-11-30T09:00)")
+    dropped.add_argument("--reason", choices=REASONS, help="only entries dropped for this reason")
+    dropped.add_argument("--limit", type=int, metavar="N", help="at most N rows, the oldest first")
+    dropped.set_defaults(func=cmd_dropped)
 
     compact = sub.add_parser("compact", parents=[common], help="merge a topic's commits into fewer partitions "
                                                                "(Spark: one per commit until compacted)")

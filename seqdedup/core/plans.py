@@ -52,6 +52,7 @@ class Outcome:
     end: int
     rounds: int
     table: exp.Table | None = None      # the outcome as an engine table, when the plan made one
+    values: exp.Expression | None = None    # the statement's rows as read once, when the plan read them so
 
 
 def inputs(run, targets: list[str], values: list[str], **given) -> plan.Inputs:
@@ -75,6 +76,12 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
                                 base=adapter.constant(BASE) if gather else BASE)
     # (a producer with more than a task's share of the entries: spread over ranges of its ids, see sql/plan/spread.py)
     given = dataclasses.replace(given, ranges=spread.ranges(run, given))
+    if ledger_by_difference(run, state):    # (the ledger is the rows read once, less those written: one reading)
+        try:
+            given = dataclasses.replace(given, read_once=True).having(values=scratch.table(
+                "__sd_values", steps["values"].build(given)))
+        except EngineError as error:
+            raise Unsettled(error) from error
     spread_key = given.ranges.sql() if given.ranges is not None else ""
 
     def decide_and_write(i: plan.Inputs):
@@ -123,7 +130,31 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
     if given.ranges is not None:        # (a row per range of each producer)
         producers = outcome_table(spread.summed(producers))
     end = max(state.end, metrics["end"] or 0)
-    return Outcome(producers, end, 1)
+    return Outcome(producers, end, 1, values=given.tables.get("values"))
+
+
+def ledger_by_difference(run, state: TopicState) -> bool:
+    """Whether the statement keeps a ledger of dropped entries (R16) that its plan does not write as it decides: the
+    row plan writes it from its numbered rows; the others (Spark's) leave it to ``write_ledger``."""
+    return state.enabled and run.adapter.PLAN != "rows" and state.topic.applied.dropped_entries in ("keys", "rows")
+
+
+def write_ledger(run, state: TopicState, outcome: Outcome, targets: list[str], values: list[str],
+                 scratch: Scratch) -> None:
+    """The ledger of a plan without numbered rows: the statement's rows as read once, less the rows its commit
+    staged (``sql.plan.ledger.dropped_by_difference``), in the commit."""
+    adapter, ref = run.adapter, run.ref
+    columns = None
+    if state.topic.applied.dropped_entries == "rows":      # (the values as the write cast them: the topic's types)
+        types = {name.lower(): kind for name, kind in state.topic.user_columns}
+        columns = [(target, value, exp.DataType.build(types[target.lower()], dialect=adapter.DIALECT))
+                   for target, value in zip(targets, values)]
+    marks = scratch.relation("__sd_ledger_marks", state.marks.table) if state.marks.num_rows else None
+    try:
+        adapter.execute(plan.ledger.dropped_by_difference(outcome.values, adapter.storage.staged_rows(ref), marks,
+                                                          columns, NOW, COMMIT))
+    except EngineError as error:
+        raise Unsettled(error) from error
 
 
 def marks_relation(run, state: TopicState, scratch: Scratch, given: plan.Inputs, *,
@@ -205,7 +236,7 @@ def exceptions(run, state: TopicState, commit: Commit, targets: list[str], value
     except EngineError as error:
         raise Unsettled(error) from error
     table = adapter.fetch_arrow(kept("outcome rows", lambda: steps["outcome rows"].build(i)))
-    return Outcome(outcome_table(table), state.end + room, rounds, table=outcome)
+    return Outcome(outcome_table(table), state.end + room, rounds, table=outcome, values=i.table("values"))
 
 
 def rows(run, state: TopicState, commit: Commit, targets: list[str], values: list[str],
@@ -216,7 +247,9 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
     adapter, kept, steps = run.adapter, run.kept, plan.PLANS["rows"]
     marked = state.marks.num_rows if state.enabled else 0
     large = adapter.SEMI_JOIN_ABOVE is not None and marked > adapter.SEMI_JOIN_ABOVE
-    i = inputs(run, targets, values, read_once=large, checked=state.enabled)
+    kept_of_drops = state.topic.applied.dropped_entries       # R16: a ledger row per dropped entry, or none
+    ledger = kept_of_drops if kept_of_drops in ("keys", "rows") else None
+    i = inputs(run, targets, values, read_once=large, checked=state.enabled, ledger=ledger)
     try:
         if large:       # the marks of the producers the rows carry, read from the rows (a semi-join)
             i = i.having(values=scratch.table("__sd_values", steps["values"].build(i)))
@@ -237,6 +270,8 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
     if not late:
         i = i.having(repeats=adapter.create_temp_table(scratch.name("__sd_repeats"), kept(
             "repeats", lambda: steps["repeats"].build(i))))
+        if ledger:
+            adapter.execute(kept(f"ledger repeats {ledger}", lambda: steps["ledger repeats"].build(i)))
         adapter.execute(kept("drop repeats", lambda: steps["drop repeats"].build(i)))
     else:
         i = i.having(candidates=kept("row candidates", lambda: steps["candidates"].build(i)).subquery())
@@ -246,6 +281,8 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
             decisions = adapter.create_temp_table(scratch.name("__sd_decisions"), kept(
                 "rejected", lambda: steps["rejected"].build(i)))
         i = i.having(decisions=decisions)
+        if ledger:
+            adapter.execute(kept(f"ledger rejected {ledger} {rounds}", lambda: steps["ledger rejected"].build(i)))
         adapter.execute(kept(f"drop rejected {rounds}", lambda: steps["drop rejected"].build(i)))
     outcome = steps["outcome rejected" if late else "outcome repeats"]
     table = adapter.fetch_arrow(kept(f"row outcome {late} {rounds}", lambda: outcome.build(i)))

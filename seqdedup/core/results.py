@@ -2,7 +2,8 @@
 pyarrow Table (``to_arrow()``), a pandas DataFrame (``to_pandas()``) or a polars DataFrame (``to_polars()``)."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Callable
 
 from seqdedup.errors import SeqdedupError
 
@@ -86,6 +87,17 @@ class StatementResult(_Frames):
     conflicts: int = 0                # times another driver published the commit number first: decided again
     compaction: object = None         # the topic's compaction, when its commit was one to compact after
                                       # (seqdedup.core.compaction.Compaction; compact_every_commits)
+    ledger: Callable[[str], object] | None = field(default=None, repr=False, compare=False)
+                                      # statement id -> its ledger rows, as a pyarrow Table (``dropped``)
+
+    @property
+    def dropped(self):
+        """The ledger rows of the entries this statement dropped (R16), one per entry, with its reason, as a pandas
+        DataFrame; empty where the topic keeps no ledger (``dropped_entries`` counts or nothing)."""
+        if self.ledger is None:
+            raise SeqdedupError("this result was not made by a session, so it cannot read the ledger: query "
+                                "seqdedup_dropped for its statement_id")
+        return self.ledger(self.statement_id).to_pandas()
 
     @property
     def written(self) -> int:
@@ -104,7 +116,9 @@ class StatementResult(_Frames):
         return {p.producer: p for p in self.producers}
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "written": self.written, "duplicates": self.duplicates}
+        as_dict = asdict(replace(self, ledger=None))
+        del as_dict["ledger"]
+        return {**as_dict, "written": self.written, "duplicates": self.duplicates}
 
     def columns_and_rows(self) -> tuple[list[str], list[tuple]]:
         return [f.name for f in fields(ProducerCount)], [tuple(asdict(p).values()) for p in self.producers]

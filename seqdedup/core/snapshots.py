@@ -36,8 +36,8 @@ def take_snapshot(broker: Broker, state: TopicState, commit: Commit, *, kind: st
     ``full_snapshot_interval`` snapshots, when the chain's increments would hold more rows than the state has
     producers (so a chain never holds much more than twice the state), or with ``max_producers_in_snapshot`` set
     (the cap is on a whole snapshot, as Pulsar's). A full snapshot makes the older ones unneeded: they are removed
-    with the commit (``snapshot_retention_minutes`` after they were taken), and so is the run log older than
-    ``run_log_retention_minutes``."""
+    with the commit (``snapshot_retention_minutes`` after they were taken), and so are the run log older than
+    ``run_log_retention_minutes`` and the ledger of dropped entries older than ``dropped_retention_minutes``."""
     policies, header = state.topic.applied, state.header
     increment = state.increment() if kind in ("snapshot", "purge") and not empty else None
     full = (increment is None or policies.max_producers_in_snapshot is not None
@@ -76,16 +76,21 @@ def prune(broker: Broker, ref, header: SnapshotHeader, policies, now: dt.datetim
     snapshots_before = now - dt.timedelta(minutes=policies.snapshot_retention_minutes)
     broker.catalog.prune_snapshots(ref, header, snapshots_before)
     failpoint("during_prune")
-    retention = policies.run_log_retention_minutes
-    pruned = broker.writer.database.run_log_pruned      # (topic -> when this process last pruned its run log)
-    # at most once per tenth of the retention: the run log then holds at most 1.1 times it, and an engine whose
-    # delete rewrites the table (Spark) does not rewrite it at every full snapshot
+    pruned = broker.writer.database.run_log_pruned      # (topic, log -> when this process last pruned it)
     run_log = ""
-    if retention is not None and now - pruned.get(ref.key, dt.datetime.min) >= dt.timedelta(minutes=retention / 10):
-        run_log_before = now - dt.timedelta(minutes=retention)
-        broker.catalog.prune_run_log(ref, run_log_before)
-        pruned[ref.key] = now
-        run_log = f" and the run log before {run_log_before:%Y-%m-%d %H:%M:%S}"
+    for log, retention, remove in (("the run log", policies.run_log_retention_minutes, broker.catalog.prune_run_log),
+                                   # (only where the topic keeps one: on Spark a removal rewrites the table)
+                                   ("the ledger of dropped entries", policies.dropped_retention_minutes
+                                    if policies.dropped_entries in ("keys", "rows") else None,
+                                    broker.catalog.prune_dropped)):
+        # at most once per tenth of the retention: the log then holds at most 1.1 times it, and an engine whose
+        # delete rewrites the table (Spark) does not rewrite it at every full snapshot
+        last = pruned.get((ref.key, log), dt.datetime.min)
+        if retention is not None and now - last >= dt.timedelta(minutes=retention / 10):
+            before = now - dt.timedelta(minutes=retention)
+            remove(ref, before)
+            pruned[(ref.key, log)] = now
+            run_log += f" and {log} before {before:%Y-%m-%d %H:%M:%S}"
     start = header.start_id
     kept = f" (but snapshot {start}, where the state started over)" if start is not None and \
         start < header.snapshot_id else ""

@@ -9,6 +9,7 @@ thing that crosses to Python, one row per producer.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import random
 import threading
@@ -22,6 +23,7 @@ import pyarrow.compute as pc
 from sqlglot import exp
 
 from seqdedup.catalog.schema import STATEMENTS, arrow_schema, catalog_table
+from seqdedup.catalog.state import literal
 from seqdedup.errors import CommitConflict, SeqdedupError
 from seqdedup.sql import rewrite
 
@@ -94,16 +96,20 @@ class Run:
                     state = follow_policies(self.broker, state, commit, now, reading=reading)
                     self.shape += (scratch.depth, state.enabled, state.marks.num_rows > 0)
                     outcome = None
-                    with adapter.parameters({"__sd_base": state.end, "__sd_commit": commit.number, "__sd_now": now}):
+                    with adapter.parameters({"__sd_base": state.end, "__sd_commit": commit.number, "__sd_now": now,
+                                             "__sd_topic": ref.key, "__sd_statement_id": statement_id}):
                         if adapter.PLAN == "window" or not state.enabled:
                             outcome = plans.window(self, state, commit, targets, values, scratch)
                         if outcome is None:
                             outcome = (plans.rows if adapter.PLAN == "rows" else plans.exceptions)(
                                 self, state, commit, targets, values, scratch)
+                        if plans.ledger_by_difference(self, state):     # R16, where the plan did not write it
+                            plans.write_ledger(self, state, outcome, targets, values, scratch)
                         # R14: no entry under a name a live producer holds (its next ids would fall on them)
                         leases.refuse_held_names(adapter, state.topic, outcome.producers.column("producer").to_pylist())
                         failpoint("after_topic_rows")
-                        self.run_log(outcome, statement_id, now, commit)
+                        if state.topic.applied.dropped_entries != "nothing":     # R16: keeps no counts either
+                            self.run_log(outcome, statement_id, now, commit)
                     written = pc.sum(outcome.producers.column("written")).as_py() or 0
                     delta = _delta(outcome.producers, now) if state.enabled else None
                     if state.enabled:       # R6: pushed, not yet persisted, until the commit is published
@@ -126,6 +132,7 @@ class Run:
         return StatementResult(
             topic=ref.key, statement_id=statement_id, snapshot_id=snapshot_id, rounds=outcome.rounds,
             commit=None if commit.abandoned else commit.number,
+            ledger=functools.partial(ledger_rows, self.adapter, self.broker.catalog, self.ref),
             producers=[ProducerCount(r["producer"], r["written"], r["duplicates"], r["first_position"],
                                      r["last_position"], r["out_of_order"]) for r in outcome.producers.to_pylist()])
 
@@ -169,6 +176,13 @@ class Run:
         state = take_snapshot(self.broker, state, commit, kind="snapshot" if state.enabled else "disabled", now=now,
                               empty=not state.enabled)
         return state.header.snapshot_id, state
+
+
+def ledger_rows(adapter, catalog, ref, statement_id: str) -> pa.Table:
+    """The ledger rows of statement ``statement_id`` of topic ``ref`` (R16): what ``StatementResult.dropped``
+    reads."""
+    ledger = catalog.dropped(ref).where(exp.column("statement_id").eq(literal(statement_id)))
+    return adapter.fetch_arrow(ledger.order_by("producer", "sequence_id", "reason"))
 
 
 def _delta(producers: pa.Table, now: dt.datetime) -> pa.Table:

@@ -82,7 +82,8 @@ class Database:
     pushed: PushedMarks = field(default_factory=PushedMarks)
     states: dict[str, TopicState] = field(default_factory=dict)   # topic key -> its state, as of its last commit
     sessions: int = 0             # open sessions: the states are dropped with the last (another process may write)
-    run_log_pruned: dict = field(default_factory=dict)   # topic key -> when its run log was last pruned (retention)
+    run_log_pruned: dict = field(default_factory=dict)   # (topic key, log) -> when the run log or the ledger
+                                                         # was last pruned (retention)
 
 
 _databases: dict[str, Database] = {}

@@ -33,6 +33,10 @@ left is written, at ``base`` plus its row's place in the table::
 
     values ⋈ marks ─► rows (read once) ─► repeats / rejected removed ─► outcome ─► write candidates
 
+Where the topic keeps a ledger of dropped entries (R16, ``ledger``), the row plan writes a row per entry it removes,
+with its reason, just before removing them; a plan without numbered rows (Spark's) reads the statement's rows once
+and writes those rows less the rows its commit wrote (EXCEPT ALL), after its write.
+
 **The exceptions plan** (narrow decision, then one filtered write; Spark's for a straddle): the statement's rows are
 read once into a table (``values``: a source read again may give other rows, such as a sample, ``rand()`` or a file
 replaced meanwhile, and the plan reads its rows several times). The decision runs on the keys alone, and what it finds
@@ -63,13 +67,13 @@ from .rows import (FIRST, FIRST_ROW, LATE, ROW, drop_rejected, drop_repeats, dro
                    late_ids, rejected_only, row_candidates, row_outcome, row_repeats, rows_once, rows_summary,
                    rows_written)
 from .window import marks_lookup, window_decisions, window_metrics, window_outcome
-from . import spread
+from . import ledger, spread
 
 __all__ = ["ACCEPTED", "CARRIED", "FIRST", "FIRST_ROW", "INVALID", "LAST", "LATE", "MAX_ID", "OUTCOME", "PLANS",
            "POSITION", "REFUSED", "ROW", "UNSEEN", "Inputs", "Step", "candidates", "carried_producers", "count_rows",
            "decided_counts", "decided_exceptions", "decision_round", "describe", "drop_rejected", "drop_repeats",
            "dropped_rejected", "dropped_repeats", "first_round", "insert_rows", "invalid", "kept_once", "late_ids",
-           "marks_lookup", "outcome", "producer_sums", "producers", "refusal", "rejected_only", "repeat_counts",
-           "repeats", "round_steps", "row_candidates", "row_outcome", "row_repeats", "rows_of", "rows_once",
-           "rows_summary", "rows_written", "spread", "undecided_producers", "window_decisions", "window_metrics",
-           "window_outcome", "write_rows"]
+           "ledger", "marks_lookup", "outcome", "producer_sums", "producers", "refusal", "rejected_only",
+           "repeat_counts", "repeats", "round_steps", "row_candidates", "row_outcome", "row_repeats", "rows_of",
+           "rows_once", "rows_summary", "rows_written", "spread", "undecided_producers", "window_decisions",
+           "window_metrics", "window_outcome", "write_rows"]

@@ -39,6 +39,7 @@ class Inputs:
     batches: bool = True            # the statement has batch entries (the decision's rounds)
     windowed: bool = True           # the exceptions plan's write numbers rows by window (see ``write_rows``)
     read_once: bool = False         # the plan reads the statement's rows from the table of one reading
+    ledger: str | None = None       # the row plan's ledger of dropped entries: "keys", "rows" (with values) or None
     tables: dict[str, exp.Expression] = field(default_factory=dict)
 
     def table(self, key: str) -> exp.Expression:

@@ -18,7 +18,8 @@ committed. A violation is any of:
 - the recovered database is neither the model without the operation that was in flight at the kill, nor the model
   with it: an acknowledged entry missing or there twice, an entry of a statement that did not commit, part of a
   statement, positions that are not unique or do not increase in commit order, or recovered marks (last snapshot + replay) that differ from the marks
-  the model computes from the whole history;
+  the model computes from the whole history; on DuckDB, where the topic keeps a ledger of dropped entries (R16), a
+  ledger whose rows are not the run log's duplicates;
 - an acknowledged operation whose answer (entries written and dropped per producer, or the error) differs from
   the model's;
 - a writer that fails in a way the plan did not ask for.
@@ -71,8 +72,9 @@ PER_CHILD = {"duckdb": 6, "spark": 4}
 class Planner:
     """Random operations with the shapes that break deduplication, from one seed."""
 
-    def __init__(self, rng: random.Random):
+    def __init__(self, rng: random.Random, *, ledger: bool = False):
         self.rng = rng
+        self.ledger = ledger                           # the topic may keep a ledger of dropped entries (R16)
         self.at = 0.0                                  # the clock of the next operation, seconds
         self.sent: dict[str, int] = {}                 # producer -> highest id it has used
         self.count = 0
@@ -85,9 +87,12 @@ class Planner:
                 # increments and full snapshots, and their removal (a retention of a few minutes keeps some)
                 "full_snapshot_interval": r.choice([1, 2, 3, 100]),
                 "snapshot_retention_minutes": r.choice([0, 0, 3]),
-                "run_log_retention_minutes": r.choice([1, 10080]),
+                "run_log_retention_minutes": (retention := r.choice([1, 10080])),
+                "dropped_retention_minutes": retention,
                 # compactions inside statements too (of ten partitions at least: FACTOR)
-                "compact_every_commits": r.choice([2, 5, 100])}
+                "compact_every_commits": r.choice([2, 5, 100]),
+                # (a ledger pruned with the run log: the two must agree, ``observed``)
+                **({"dropped_entries": r.choice(["keys", "rows"])} if self.ledger else {})}
 
     def next(self) -> dict:
         r = self.rng
@@ -184,6 +189,9 @@ def observed(state: dict) -> tuple[dict, str | None]:
     if not state["topic"]:
         return {"topic": False}, None
     problem = position_problem((row[5], row[4]) for row in state["entries"])
+    ledger, dropped = state.get("ledger") or (0, 0)
+    if ledger != dropped:       # R16: a ledger row per duplicate the run log counts, committed together
+        problem = f"the ledger holds {ledger} dropped entries where the run log counts {dropped} duplicates"
     return {"topic": True, "entries": sorted(tuple(row[:4]) for row in state["entries"]),
             "marks": state["marks"], "enabled": state["enabled"]}, problem
 
@@ -263,7 +271,7 @@ class Fuzz:
         self.server: subprocess.Popen | None = None
         name = f"home-{generation}" if engine == "spark" else f"fuzz-{generation}.duckdb"
         self.database = str(workdir / name)
-        self.planner = Planner(rng)
+        self.planner = Planner(rng, ledger=engine == "duckdb")     # (Spark writes no ledger yet)
         self.operations: list[dict] = []
         self.tied: dict[str, str] = {}   # payloads written in a tie's place -> the tie's first (``ties``)
         self.model = Model()

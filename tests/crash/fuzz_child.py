@@ -52,9 +52,14 @@ def state(session) -> dict:
         return {"topic": False}
     entries = session.sql(f"SELECT _producer, _sequence_id, _highest_sequence_id, payload, _position, _commit "
                           f"FROM {TOPIC}")
+    applied = session.topic(TOPIC).applied
+    ledger = None
+    if applied.dropped_entries in ("keys", "rows"):     # its rows, and the duplicates the run log counts (R16)
+        ledger = session.sql("SELECT (SELECT count(*) FROM seqdedup_dropped), "
+                             "(SELECT coalesce(sum(duplicates), 0) FROM seqdedup_statements)").rows[0]
     return {"topic": True, "entries": [list(row) for row in entries.rows],
             "marks": {p: s for p, s, _ in session.producer_state(TOPIC).rows},
-            "enabled": session.topic(TOPIC).applied.deduplication_enabled}
+            "enabled": applied.deduplication_enabled, "ledger": ledger}
 
 
 def stage(session, entries: list[list]) -> None:

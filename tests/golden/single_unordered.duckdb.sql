@@ -63,6 +63,40 @@ GROUP BY
 HAVING
   COUNT(*) > 1;
 
+-- rows plan: a ledger of dropped entries: the rows at or below their mark and the repeats
+INSERT INTO seqdedup_dropped (
+  topic,
+  commit_id,
+  statement_id,
+  producer,
+  sequence_id,
+  highest_sequence_id,
+  reason,
+  dropped_at,
+  entry,
+  attempt
+)
+SELECT
+  $__sd_topic AS topic,
+  7 AS commit_id,
+  $__sd_statement_id AS statement_id,
+  r.__sd_producer AS producer,
+  r.__sd_sequence_id AS sequence_id,
+  r.__sd_highest AS highest_sequence_id,
+  CASE
+    WHEN NOT r.__sd_sequence_id > COALESCE(r.__sd_mark, -1)
+    THEN CASE WHEN r.__sd_highest > r.__sd_mark THEN 'straddles_mark' ELSE 'retry' END
+    ELSE 'repeat'
+  END AS reason,
+  '2026-01-01' AS dropped_at,
+  CAST(NULL AS TEXT) AS entry,
+  CAST($__sd_attempt AS TEXT) AS attempt
+FROM __sd_rows AS r
+LEFT JOIN __sd_repeats AS x
+  ON x.__sd_producer = r.__sd_producer AND x.__sd_sequence_id = r.__sd_sequence_id
+WHERE
+  NOT r.__sd_sequence_id > COALESCE(r.__sd_mark, -1) OR r.rowid <> x.__sd_keep;
+
 -- rows plan: the repeats removed
 DELETE FROM __sd_rows USING   __sd_repeats AS x
 WHERE
@@ -250,6 +284,65 @@ UNION ALL
 SELECT
   *
 FROM __sd_rounds;
+
+-- rows plan: a ledger of dropped entries: the rows at or below their mark and the rejected
+INSERT INTO seqdedup_dropped (
+  topic,
+  commit_id,
+  statement_id,
+  producer,
+  sequence_id,
+  highest_sequence_id,
+  reason,
+  dropped_at,
+  entry,
+  attempt
+)
+SELECT
+  $__sd_topic AS topic,
+  7 AS commit_id,
+  $__sd_statement_id AS statement_id,
+  r.__sd_producer AS producer,
+  r.__sd_sequence_id AS sequence_id,
+  r.__sd_highest AS highest_sequence_id,
+  CASE
+    WHEN NOT r.__sd_sequence_id > COALESCE(r.__sd_mark, -1)
+    THEN CASE WHEN r.__sd_highest > r.__sd_mark THEN 'straddles_mark' ELSE 'retry' END
+    WHEN k.__sd_producer IS NOT NULL
+    THEN 'repeat'
+    ELSE 'late'
+  END AS reason,
+  '2026-01-01' AS dropped_at,
+  CAST(NULL AS TEXT) AS entry,
+  CAST($__sd_attempt AS TEXT) AS attempt
+FROM __sd_rows AS r
+LEFT JOIN (
+  SELECT
+    __sd_row
+  FROM __sd_decisions AS d
+  WHERE
+    NOT d.__sd_accepted
+) AS x
+  ON x.__sd_row = r.rowid
+LEFT JOIN (
+  SELECT DISTINCT
+    w.__sd_producer,
+    w.__sd_sequence_id
+  FROM __sd_rows AS w
+  ANTI JOIN (
+    SELECT
+      __sd_row
+    FROM __sd_decisions AS d
+    WHERE
+      NOT d.__sd_accepted
+  ) AS x
+    ON x.__sd_row = w.rowid
+  WHERE
+    w.__sd_sequence_id > COALESCE(w.__sd_mark, -1)
+) AS k
+  ON k.__sd_producer = r.__sd_producer AND k.__sd_sequence_id = r.__sd_sequence_id
+WHERE
+  NOT r.__sd_sequence_id > COALESCE(r.__sd_mark, -1) OR x.__sd_row IS NOT NULL;
 
 -- rows plan: the rejected removed
 DELETE FROM __sd_rows

@@ -1,0 +1,27 @@
+"""``seqdedup dropped TOPIC``: the ledger of the entries a topic's statements dropped, and why (R16)."""
+from __future__ import annotations
+
+import datetime as dt
+
+from seqdedup.core.results import text_table
+from seqdedup.errors import SeqdedupError
+
+from .output import emit
+from .target import open_session
+
+
+def since(text: str) -> dt.datetime:
+    """``--since``: an ISO date or time (2026-11-30, 2026-11-30T09:00), in the catalog's time (its clock's)."""
+    try:
+        return dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise SeqdedupError(f"--since {text!r} is not a date or time: give it as 2026-11-30 or 2026-11-30T09:00")
+
+
+def cmd_dropped(args) -> None:
+    with open_session(args) as s:
+        rows = s.dropped(args.topic, producer=args.producer, since=since(args.since) if args.since else None,
+                         reason=args.reason, limit=args.limit)
+    text = text_table(rows.columns, rows.rows) if rows.rows else (
+        "no dropped entry in the ledger (a topic keeps one where its dropped_entries policy is keys or rows)")
+    emit(args, rows.to_dict(), text)
