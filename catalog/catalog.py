@@ -350,13 +350,14 @@ class Catalog:
         return exp.select(exp.alias_(_highest("commit_id"), "written")).from_(self._catalog_rows(ref).subquery("n"))
 
     def _catalog_rows(self, ref: TopicRef) -> exp.Expression:
-        """(commit_id, snapshot_id) of every catalog row of ``ref``: its snapshots', its run log's, its ledger's and
-        its consumers' (snapshot_id NULL on the last three)."""
+        """(commit_id, snapshot_id) of every catalog row of ``ref``: its snapshots', its run log's, its ledger's, its
+        holes' and its consumers' (snapshot_id NULL on all but the first)."""
         where = exp.column("topic").eq(literal(ref.key))
         return exp.union(
             exp.select("commit_id", "snapshot_id").from_(catalog_table("producer_sequences")).where(where.copy()),
             *[exp.select("commit_id", exp.cast(exp.null(), "bigint").as_("snapshot_id")).from_(catalog_table(name))
-              .where(where.copy()) for name in ("seqdedup_statements", "seqdedup_dropped", "seqdedup_consumers")],
+              .where(where.copy()) for name in ("seqdedup_statements", "seqdedup_dropped", "seqdedup_gaps",
+                                                "seqdedup_consumers")],
             distinct=False)
 
     def run_log(self, ref: TopicRef) -> exp.Select:
@@ -443,6 +444,16 @@ class Catalog:
         """Remove the topic's ledger rows of entries dropped before ``before``."""
         self.executor.storage.delete_rows(catalog_table("seqdedup_dropped"), exp.and_(
             exp.column("topic").eq(literal(ref.key)), exp.column("dropped_at") < literal(before)))
+
+    def prune_gaps(self, ref: TopicRef, before: dt.datetime) -> None:
+        """Remove the topic's rows of holes found before ``before``."""
+        self.executor.storage.delete_rows(catalog_table("seqdedup_gaps"), exp.and_(
+            exp.column("topic").eq(literal(ref.key)), exp.column("found_at") < literal(before)))
+
+    def gaps(self, ref: TopicRef) -> exp.Select:
+        """The topic's rows of holes ``seqdedup_gaps`` (R17), of published commits only."""
+        return exp.select("*").from_(catalog_table("seqdedup_gaps")).where(
+            exp.and_(exp.column("topic").eq(literal(ref.key)), self.executor.storage.visible_commits(ref)))
 
     def _next_snapshot_id(self, ref: TopicRef) -> int:
         """For a topic's first snapshot: above any id an interrupted earlier attempt may have left."""

@@ -56,6 +56,8 @@ def _or_unlimited(words: tuple[str, ...], minimum: int, maximum: int) -> Callabl
 
 #: What a statement keeps of the entries it drops (R16), least first.
 DROPPED_ENTRIES = ("nothing", "counts", "keys", "rows")
+#: What a statement does with an id that leaves a hole after its producer's mark (R17).
+GAP_POLICIES = ("allow", "record", "refuse")
 
 
 def _one_of(words: tuple[str, ...]) -> Callable[[str], str]:
@@ -111,6 +113,9 @@ DEFINITIONS = {
         PolicyDefinition("dropped_retention_minutes", _or_unlimited(("never",), 1, MAX_MINUTES),
                          f"a whole number of minutes from 1 to {MAX_MINUTES}, or never to keep the ledger of dropped "
                          "entries for ever", none="never"),
+        PolicyDefinition("gap_policy", _one_of(GAP_POLICIES),
+                         "allow (any id above the mark, as Pulsar), record (each hole in seqdedup_gaps) or refuse "
+                         "(a statement that leaves a hole writes nothing, as Kafka and Fluss)"),
         # at least 3: its holder renews it every third of it, with two metastore calls (about 0.3 s)
         PolicyDefinition("producer_lease_seconds", _whole(3, MAX_LEASE_SECONDS),
                          f"a whole number of seconds from 3 to {MAX_LEASE_SECONDS} (a day)"),

@@ -80,6 +80,16 @@ DROPPED = _types(
     attempt="text",               # see PRODUCER_SEQUENCES
 )
 
+#: The holes statements left after their producers' marks (R17), where the topic's ``gap_policy`` is ``record``: one
+#: row per hole, the ids ``after_id + 1`` to ``before_id - 1`` never sent; written in the statement's commit.
+GAPS = _types(
+    topic="text", commit_id="bigint", statement_id="text", producer="text",
+    after_id="bigint",            # the producer's mark before the entry
+    before_id="bigint",           # the id of the entry written after the hole
+    found_at="timestamp",         # the statement's time
+    attempt="text",               # see PRODUCER_SEQUENCES
+)
+
 #: Facts about the catalog itself (its layout version).
 META = _types(key="text", value="text")
 
@@ -112,6 +122,7 @@ CATALOG_TABLES = {
     "seqdedup_consumers": CONSUMERS,
     "seqdedup_commits": COMMITS,
     "seqdedup_dropped": DROPPED,
+    "seqdedup_gaps": GAPS,
 }
 
 #: Producer leases: which driver holds a producer name on a topic, where several Spark drivers share a metastore
@@ -127,7 +138,7 @@ LEASE_PARTITIONS = _types(
 
 #: Tables added to the version-2 layout after catalogs of that version were first written: a catalog without them
 #: is still version 2, and ``Catalog.create()`` adds them when a writable session opens it.
-ADDED_TABLES = frozenset({"seqdedup_consumers", "seqdedup_commits", "seqdedup_dropped"})
+ADDED_TABLES = frozenset({"seqdedup_consumers", "seqdedup_commits", "seqdedup_dropped", "seqdedup_gaps"})
 #: Columns added to the version-2 layout in the same way, by table: ``Catalog.create()`` adds them (NULL in old rows).
 ADDED_COLUMNS = {"seqdedup_statements": ("out_of_order", "attempt"), "producer_sequences": ("parent_id", "attempt"),
                  "seqdedup_consumers": ("attempt",)}

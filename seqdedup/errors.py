@@ -14,6 +14,11 @@ class InvalidEntryError(SeqdedupError):
     """An entry's producer or ids are invalid (NULL, negative, highest below lowest); nothing was written."""
 
 
+class SequenceGapError(SeqdedupError):
+    """A statement would write an id that leaves a hole after its producer's mark, and the topic's ``gap_policy`` is
+    ``refuse`` (R17); nothing was written."""
+
+
 class RewriteError(SeqdedupError):
     """User SQL cannot be rewritten: is_not_dup in a place it cannot mean anything, wrong arity, no INSERT target."""
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 from sqlglot import exp
 
 from seqdedup.catalog.catalog import Topic, TopicRef
-from seqdedup.catalog.schema import DROPPED
+from seqdedup.catalog.schema import DROPPED, GAPS
 from seqdedup.catalog.state import literal
 from seqdedup.errors import PolicyError, SeqdedupError, TopicError
 from seqdedup.extensions.base import EngineAdapter
@@ -279,6 +279,16 @@ class Session:
         if limit is not None:
             query = query.limit(limit)
         table = self.adapter.fetch_arrow(query.select(*DROPPED, append=False))
+        return QueryResult(table.column_names, [tuple(r.values()) for r in table.to_pylist()])
+
+    def gaps(self, topic: str, *, producer: str | None = None) -> QueryResult:
+        """The holes the topic's statements left after their producers' marks (R17; ``seqdedup gaps TOPIC``), oldest
+        first: recorded where its ``gap_policy`` was ``record`` when they ran. Narrowed to one ``producer``."""
+        query = self.broker.catalog.gaps(self.ref(topic))
+        if producer is not None:
+            query = query.where(exp.column("producer").eq(literal(producer)))
+        table = self.adapter.fetch_arrow(query.select(*GAPS, append=False).order_by("found_at", "commit_id",
+                                                                                    "producer", "after_id"))
         return QueryResult(table.column_names, [tuple(r.values()) for r in table.to_pylist()])
 
     def quarantine_foreign_rows(self, topic: str) -> dict:

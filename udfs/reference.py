@@ -18,7 +18,7 @@ import enum
 import numbers
 from dataclasses import dataclass, field, replace
 
-from seqdedup.errors import InvalidEntryError
+from seqdedup.errors import InvalidEntryError, SequenceGapError
 
 MIN_ID, MAX_ID = -(2**63), 2**63 - 1   # ids are Java longs (R4)
 
@@ -74,6 +74,9 @@ class Policies:
     # gives every dropped entry its reason (StatementResult.reasons) whatever is kept.
     dropped_entries: str = "counts"
     dropped_retention_minutes: int | None = 10080
+    # A hole an entry leaves after its producer's mark (R17): allowed (Pulsar), recorded in seqdedup_gaps, or the
+    # statement refused (Kafka and Fluss demand the next id).
+    gap_policy: str = "allow"
 
 
 #: Why an entry was dropped (R16), in the ledger's ``reason`` column: at or below the producer's mark when the
@@ -118,6 +121,21 @@ class StatementResult:
     snapshot: Snapshot | None      # the snapshot taken at the end of the statement, if one was due
     reasons: list[str | None] = field(default_factory=list)   # per input entry: why it was dropped (REASONS), or
                                                                # None for one written
+    gaps: list[tuple[str, int, int]] = field(default_factory=list)  # R17: (producer, after, before) of each hole a
+                                                                     # written entry left after its producer's mark
+
+
+def gap_refusal(producer: str, after: int, before: int) -> str:
+    """Why a statement that leaves a hole is refused (R17, ``gap_policy`` refuse), naming its first hole.
+
+    Example:
+        >>> gap_refusal("p1", 4, 6)
+        "producer 'p1' would skip id 5 (its mark is 4, the next id it sent 6), and the topic's gap_policy is refuse: send the missing ids first, or set gap_policy to record or allow. Nothing was written"
+    """
+    ids = f"id {after + 1}" if before - after == 2 else f"ids {after + 1} to {before - 1}"
+    return (f"producer {producer!r} would skip {ids} (its mark is {after}, the next id it sent {before}), and the "
+            "topic's gap_policy is refuse: send the missing ids first, or set gap_policy to record or allow. Nothing "
+            "was written")
 
 
 def _reason(entry: Entry, mark: int | None, written: set[tuple[str, int]]) -> str:
@@ -289,6 +307,9 @@ class SequenceTracker:
         positions: list[int | None] = [None] * len(entries)
         statuses = [DupStatus.NOT_DUP] * len(entries)
         began = dict(self.persisted) if self.enabled else {}      # the marks the statement began with
+        before = (len(self.log), dict(self.persisted), dict(self.pushed), dict(self.last_publish),
+                  self.entries_since_snapshot)                 # (a refused statement leaves all as it was)
+        gaps: list[tuple[str, int, int]] = []
         for i in order:
             entry = entries[i]
             p = entry.producer
@@ -297,14 +318,21 @@ class SequenceTracker:
                 statuses[i] = DupStatus.DUP
                 duplicates[p] = duplicates.get(p, 0) + 1
                 continue
+            if mark is not None and entry.sequence_id > mark + 1:     # R17: ids mark+1 .. s-1 never sent
+                gaps.append((p, mark, entry.sequence_id))
             if self.enabled:
                 self.pushed[p] = max(self.pushed.get(p, entry.highest), entry.highest)
             positions[i] = self._append(entry, now)
             written[p] = written.get(p, 0) + 1
+        if gaps and self.policies.gap_policy == "refuse":
+            del self.log[before[0]:]
+            self.persisted, self.pushed, self.last_publish, self.entries_since_snapshot = before[1:]
+            raise SequenceGapError(gap_refusal(*min(gaps)))
         ids = {(e.producer, e.sequence_id) for e, at in zip(entries, positions) if at is not None}
         reasons = [None if at is not None else _reason(e, began.get(e.producer), ids)
                    for e, at in zip(entries, positions)]
-        return StatementResult(written, duplicates, positions, statuses, self._snapshot_if_due(now), reasons)
+        return StatementResult(written, duplicates, positions, statuses, self._snapshot_if_due(now), reasons,
+                               sorted(gaps))
 
     def _snapshot_if_due(self, now: float) -> Snapshot | None:
         """R8 at a statement's commit: every N entries, or after the interval when anything was written since."""

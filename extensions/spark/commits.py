@@ -95,8 +95,8 @@ class Commits(Collaborator):
         tagged = exp.union(*[exp.select("commit_id").from_(catalog_table(name)).where(
             exp.and_(key.copy(), exp.column("attempt").is_(exp.not_(exp.null())),
                      exp.not_(exp.In(this=exp.column("commit_id"), query=logged.subquery()))))
-            for name in ("producer_sequences", "seqdedup_statements", "seqdedup_dropped", "seqdedup_consumers")],
-            distinct=True)
+            for name in ("producer_sequences", "seqdedup_statements", "seqdedup_dropped", "seqdedup_gaps",
+                         "seqdedup_consumers")], distinct=True)
         wanted = {number for (number,) in self.adapter.fetchall(tagged)
                   if number in published and number not in described}
         if wanted:

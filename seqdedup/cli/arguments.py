@@ -12,7 +12,7 @@ from seqdedup.udfs import REASONS, Policies
 
 from .catalog import cmd_global, cmd_init, cmd_namespace, cmd_topic
 from .demo import cmd_demo
-from .dropped import cmd_dropped
+from .dropped import cmd_dropped, cmd_gaps
 from .server import SERVER_PORT, cmd_connect_server
 from .statements import cmd_ingest, cmd_sql
 from .target import METASTORE_VARIABLE, REMOTE_VARIABLE
@@ -142,6 +142,12 @@ def parser() -> argparse.ArgumentParser:
     dropped.add_argument("--reason", choices=REASONS, help="only entries dropped for this reason")
     dropped.add_argument("--limit", type=int, metavar="N", help="at most N rows, the oldest first")
     dropped.set_defaults(func=cmd_dropped)
+
+    gaps = sub.add_parser("gaps", parents=[common], help="the holes a topic's statements left after their producers' "
+                          "marks (recorded where its gap_policy is record)")
+    gaps.add_argument("topic", help="the topic: NAME, or NAMESPACE.NAME")
+    gaps.add_argument("--producer", help="only this producer's holes (its name exactly, case included)")
+    gaps.set_defaults(func=cmd_gaps)
 
     compact = sub.add_parser("compact", parents=[common], help="merge a topic's commits into fewer partitions "
                                                                "(Spark: one per commit until compacted)")

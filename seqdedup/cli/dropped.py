@@ -1,4 +1,5 @@
-"""``seqdedup dropped TOPIC``: the ledger of the entries a topic's statements dropped, and why (R16)."""
+"""``seqdedup dropped TOPIC``: the ledger of the entries a topic's statements dropped, and why (R16); ``seqdedup gaps
+TOPIC``: the holes they left after their producers' marks (R17)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -24,4 +25,12 @@ def cmd_dropped(args) -> None:
                          reason=args.reason, limit=args.limit)
     text = text_table(rows.columns, rows.rows) if rows.rows else (
         "no dropped entry in the ledger (a topic keeps one where its dropped_entries policy is keys or rows)")
+    emit(args, rows.to_dict(), text)
+
+
+def cmd_gaps(args) -> None:
+    with open_session(args) as s:
+        rows = s.gaps(args.topic, producer=args.producer)
+    text = text_table(rows.columns, rows.rows) if rows.rows else (
+        "no hole recorded (a topic records them where its gap_policy is record)")
     emit(args, rows.to_dict(), text)

@@ -1,6 +1,6 @@
 """Dropping a topic on purpose (``seqdedup topic drop NAME --yes``): its table with every entry, its registry row, its
-policies, its snapshots (``producer_sequences``), its run log, its ledger of dropped entries and the consumer positions
-on it, for good.
+policies, its snapshots (``producer_sequences``), its run log, its ledger of dropped entries, its holes and the consumer
+positions on it, for good.
 
 The registry row goes first: from then on the topic is unknown to every statement. On DuckDB one transaction holds
 the whole drop. On Spark each table changes in one metastore operation of its own, so a drop cut short leaves rows
@@ -20,6 +20,7 @@ OWNED = {
     "producer_sequences": lambda key: exp.column("topic").eq(literal(key)),
     "seqdedup_statements": lambda key: exp.column("topic").eq(literal(key)),
     "seqdedup_dropped": lambda key: exp.column("topic").eq(literal(key)),
+    "seqdedup_gaps": lambda key: exp.column("topic").eq(literal(key)),
     "seqdedup_policies": lambda key: exp.and_(exp.column("scope").eq(literal("topic")),
                                               exp.column("target").eq(literal(key))),
     # a consumer's position in the topic (source) would skip the entries of a topic created again under its name

@@ -11,8 +11,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from seqdedup.errors import EngineError
+from seqdedup.errors import EngineError, SequenceGapError
 from seqdedup.sql import plan
+from seqdedup.udfs.reference import gap_refusal
 
 from . import ranges as spread
 from .checks import described, refuse_invalid
@@ -139,8 +140,31 @@ def ledger_by_difference(run, state: TopicState) -> bool:
     return state.enabled and run.adapter.PLAN != "rows" and state.topic.applied.dropped_entries in ("keys", "rows")
 
 
+def began_marks(state: TopicState, scratch: Scratch) -> exp.Expression | None:
+    """The marks the statement began with, as a relation (None: no producer had one): what the Spark ledger's reasons
+    and the holes are judged against, after the write."""
+    return scratch.relation("__sd_began", state.marks.table) if state.marks.num_rows else None
+
+
+def judge_holes(run, state: TopicState, marks: exp.Expression | None) -> None:
+    """R17, where the topic's ``gap_policy`` is ``record`` (each hole the commit's entries leave, into
+    ``seqdedup_gaps``) or ``refuse`` (a statement that leaves one writes nothing, and the error names the first)."""
+    adapter, ref = run.adapter, run.ref
+    found = plan.gaps.holes(adapter.storage.staged_rows(ref), marks)
+    try:
+        if state.topic.applied.gap_policy == "record":
+            adapter.execute(plan.gaps.record(found, NOW, COMMIT))
+            return
+        first = adapter.fetchall(found.order_by("producer", "after_id").limit(1))
+    except EngineError as error:
+        raise Unsettled(error) from error
+    if first:
+        adapter.storage.discard_commit_rows(ref)
+        raise SequenceGapError(gap_refusal(*first[0]))
+
+
 def write_ledger(run, state: TopicState, outcome: Outcome, targets: list[str], values: list[str],
-                 scratch: Scratch) -> None:
+                 marks: exp.Expression | None) -> None:
     """The ledger of a plan without numbered rows: the statement's rows as read once, less the rows its commit
     staged (``sql.plan.ledger.dropped_by_difference``), in the commit."""
     adapter, ref = run.adapter, run.ref
@@ -149,7 +173,6 @@ def write_ledger(run, state: TopicState, outcome: Outcome, targets: list[str], v
         types = {name.lower(): kind for name, kind in state.topic.user_columns}
         columns = [(target, value, exp.DataType.build(types[target.lower()], dialect=adapter.DIALECT))
                    for target, value in zip(targets, values)]
-    marks = scratch.relation("__sd_ledger_marks", state.marks.table) if state.marks.num_rows else None
     try:
         adapter.execute(plan.ledger.dropped_by_difference(outcome.values, adapter.storage.staged_rows(ref), marks,
                                                           columns, NOW, COMMIT))

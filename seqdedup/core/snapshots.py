@@ -37,7 +37,8 @@ def take_snapshot(broker: Broker, state: TopicState, commit: Commit, *, kind: st
     producers (so a chain never holds much more than twice the state), or with ``max_producers_in_snapshot`` set
     (the cap is on a whole snapshot, as Pulsar's). A full snapshot makes the older ones unneeded: they are removed
     with the commit (``snapshot_retention_minutes`` after they were taken), and so are the run log older than
-    ``run_log_retention_minutes`` and the ledger of dropped entries older than ``dropped_retention_minutes``."""
+    ``run_log_retention_minutes`` (and the holes recorded as long ago), and the ledger of dropped entries older than
+    ``dropped_retention_minutes``."""
     policies, header = state.topic.applied, state.header
     increment = state.increment() if kind in ("snapshot", "purge") and not empty else None
     full = (increment is None or policies.max_producers_in_snapshot is not None
@@ -82,7 +83,9 @@ def prune(broker: Broker, ref, header: SnapshotHeader, policies, now: dt.datetim
                                    # (only where the topic keeps one: on Spark a removal rewrites the table)
                                    ("the ledger of dropped entries", policies.dropped_retention_minutes
                                     if policies.dropped_entries in ("keys", "rows") else None,
-                                    broker.catalog.prune_dropped)):
+                                    broker.catalog.prune_dropped),
+                                   ("the holes", policies.run_log_retention_minutes
+                                    if policies.gap_policy == "record" else None, broker.catalog.prune_gaps)):
         # at most once per tenth of the retention: the log then holds at most 1.1 times it, and an engine whose
         # delete rewrites the table (Spark) does not rewrite it at every full snapshot
         last = pruned.get((ref.key, log), dt.datetime.min)

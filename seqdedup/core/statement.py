@@ -103,8 +103,13 @@ class Run:
                         if outcome is None:
                             outcome = (plans.rows if adapter.PLAN == "rows" else plans.exceptions)(
                                 self, state, commit, targets, values, scratch)
-                        if plans.ledger_by_difference(self, state):     # R16, where the plan did not write it
-                            plans.write_ledger(self, state, outcome, targets, values, scratch)
+                        holes = state.enabled and state.topic.applied.gap_policy != "allow"
+                        ledger = plans.ledger_by_difference(self, state)     # R16, where the plan did not write it
+                        marks = plans.began_marks(state, scratch) if holes or ledger else None
+                        if ledger:
+                            plans.write_ledger(self, state, outcome, targets, values, marks)
+                        if holes:       # R17
+                            plans.judge_holes(self, state, marks)
                         # R14: no entry under a name a live producer holds (its next ids would fall on them)
                         leases.refuse_held_names(adapter, state.topic, outcome.producers.column("producer").to_pylist())
                         failpoint("after_topic_rows")

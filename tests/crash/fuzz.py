@@ -18,8 +18,8 @@ committed. A violation is any of:
 - the recovered database is neither the model without the operation that was in flight at the kill, nor the model
   with it: an acknowledged entry missing or there twice, an entry of a statement that did not commit, part of a
   statement, positions that are not unique or do not increase in commit order, or recovered marks (last snapshot + replay) that differ from the marks
-  the model computes from the whole history; on DuckDB, where the topic keeps a ledger of dropped entries (R16), a
-  ledger whose rows are not the run log's duplicates;
+  the model computes from the whole history; where the topic keeps a ledger of dropped entries (R16), a ledger
+  whose rows are not the run log's duplicates;
 - an acknowledged operation whose answer (entries written and dropped per producer, or the error) differs from
   the model's;
 - a writer that fails in a way the plan did not ask for.
@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from seqdedup.errors import InvalidEntryError
+from seqdedup.errors import InvalidEntryError, SequenceGapError
 from seqdedup.failpoints import NAMES, STATEMENT
 from seqdedup.udfs import Entry, Policies, SequenceTracker
 from seqdedup.udfs.reference import validate
@@ -72,9 +72,8 @@ PER_CHILD = {"duckdb": 6, "spark": 4}
 class Planner:
     """Random operations with the shapes that break deduplication, from one seed."""
 
-    def __init__(self, rng: random.Random, *, ledger: bool = False):
+    def __init__(self, rng: random.Random):
         self.rng = rng
-        self.ledger = ledger                           # the topic may keep a ledger of dropped entries (R16)
         self.at = 0.0                                  # the clock of the next operation, seconds
         self.sent: dict[str, int] = {}                 # producer -> highest id it has used
         self.count = 0
@@ -91,8 +90,10 @@ class Planner:
                 "dropped_retention_minutes": retention,
                 # compactions inside statements too (of ten partitions at least: FACTOR)
                 "compact_every_commits": r.choice([2, 5, 100]),
-                # (a ledger pruned with the run log: the two must agree, ``observed``)
-                **({"dropped_entries": r.choice(["keys", "rows"])} if self.ledger else {})}
+                # a ledger of dropped entries (R16), pruned with the run log: the two must agree (``observed``)
+                "dropped_entries": r.choice(["keys", "rows"]),
+                # holes recorded or refused (R17): a refused statement must change nothing
+                "gap_policy": r.choice(["allow", "record", "refuse"])}
 
     def next(self) -> dict:
         r = self.rng
@@ -160,10 +161,15 @@ class Model:
                     validate(entry, index)
             except InvalidEntryError as error:
                 return {"error": type(error).__name__}
+            before = copy.deepcopy(tracker)     # (a statement refused for a hole changes nothing: its purge neither)
             if tracker.enabled:                  # a statement purges idle producers first (R11, by the log too)
                 tracker.purge_inactive(at, by_log=True)
-            result = tracker.apply_statement(entries, now=at,
-                                             order=list(range(len(entries))) if operation["ordered"] else None)
+            try:
+                result = tracker.apply_statement(entries, now=at,
+                                                 order=list(range(len(entries))) if operation["ordered"] else None)
+            except SequenceGapError as error:
+                self.tracker = before
+                return {"error": type(error).__name__}
             producers = set(result.written) | set(result.duplicates)
             return {"counts": {p: [result.written.get(p, 0), result.duplicates.get(p, 0)] for p in producers}}
         if kind == "snapshot" and tracker.enabled:
@@ -271,7 +277,7 @@ class Fuzz:
         self.server: subprocess.Popen | None = None
         name = f"home-{generation}" if engine == "spark" else f"fuzz-{generation}.duckdb"
         self.database = str(workdir / name)
-        self.planner = Planner(rng, ledger=engine == "duckdb")     # (Spark writes no ledger yet)
+        self.planner = Planner(rng)
         self.operations: list[dict] = []
         self.tied: dict[str, str] = {}   # payloads written in a tie's place -> the tie's first (``ties``)
         self.model = Model()
