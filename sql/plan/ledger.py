@@ -84,17 +84,29 @@ def dropped_repeats(rows: exp.Table, repeats: exp.Table, entry: exp.Expression |
 def dropped_rejected(rows: exp.Table, decisions: exp.Expression, entry: exp.Expression | None,
                      now: exp.Expression, commit: exp.Expression) -> exp.Insert:
     """With ORDER BY or batch entries: the rows at or below their mark, and the candidates the windowed decision
-    rejects (a repeat when a candidate left was written with the same id, else late), into the ledger."""
-    rejected = exp.select(ROW).from_(source(decisions, "d")).where(exp.not_(_col(ACCEPTED, "d")))
-    written = (exp.select(_col(PRODUCER, "w"), _col(SEQUENCE_ID, "w")).from_(rows.as_("w"))
-               .join(rejected.subquery("x"), join_type="anti", on=_col(ROW, "x").eq(_col(ROW_ID, "w")))
-               .where(_candidate("w")).distinct())
+    rejects, into the ledger. A rejected candidate is a repeat when a candidate with its id was not rejected (it was
+    written), else late: told apart by counting, per id of a rejected candidate, the candidates and the rejected
+    ones (the rejected are few: every table built here is theirs, the statement's rows are only probed)."""
+    d = lambda name: _col(name, "d")        # noqa: E731
+    rejected = exp.select(ROW, PRODUCER, SEQUENCE_ID).from_(source(decisions, "d")).where(exp.not_(d(ACCEPTED)))
+    per_id = (exp.select(PRODUCER, SEQUENCE_ID, exp.alias_(exp.Count(this=exp.Star()), "__sd_rejected"))
+              .from_(rejected.subquery("j")).group_by(PRODUCER, SEQUENCE_ID))
+    candidates = (exp.select(_col(PRODUCER, "w"), _col(SEQUENCE_ID, "w"),
+                             exp.alias_(exp.Count(this=exp.Star()), "__sd_candidates"))
+                  .from_(rows.as_("w")).join(per_id.subquery("i"), join_type="semi", on=exp.and_(
+                      *[_col(c, "i").eq(_col(c, "w")) for c in (PRODUCER, SEQUENCE_ID)]))
+                  .where(_candidate("w")).group_by(_col(PRODUCER, "w"), _col(SEQUENCE_ID, "w")))
+    repeated = (exp.select(_col(PRODUCER, "i"), _col(SEQUENCE_ID, "i")).from_(per_id.subquery("i"))
+                .join(candidates.subquery("c"), on=exp.and_(*[_col(c, "c").eq(_col(c, "i"))
+                                                              for c in (PRODUCER, SEQUENCE_ID)]))
+                .where(_col("__sd_candidates", "c") > _col("__sd_rejected", "i")))
     reason = exp.Case(ifs=[exp.If(this=exp.not_(_candidate()), true=_at_or_below_mark()),
                            exp.If(this=_col(PRODUCER, "k").is_(exp.not_(exp.null())),
                                   true=exp.Literal.string("repeat"))],
                       default=exp.Literal.string("late"))
-    return _insert(rows, reason, [(rejected.subquery("x"), _col(ROW, "x").eq(_col(ROW_ID))),
-                                  (written.subquery("k"), _same_key("k"))],
+    return _insert(rows, reason, [(exp.select(ROW).from_(rejected.subquery("j")).subquery("x"),
+                                   _col(ROW, "x").eq(_col(ROW_ID))),
+                                  (repeated.subquery("k"), _same_key("k"))],
                    exp.or_(exp.not_(_candidate()), _col(ROW, "x").is_(exp.not_(exp.null()))), entry, now, commit)
 
 

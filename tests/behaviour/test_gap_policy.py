@@ -16,7 +16,7 @@ from seqdedup.udfs import Entry, Policies, SequenceTracker
 
 from .test_matches_reference import fresh, statement
 
-EXAMPLES = {"duckdb": 40, "spark": 1, "connect": 1}
+EXAMPLES = {"duckdb": 25, "spark": 1, "connect": 1}
 
 
 def recorded(harness, result) -> collections.Counter:

@@ -319,26 +319,73 @@ FROM __sd_rows AS r
 LEFT JOIN (
   SELECT
     __sd_row
-  FROM __sd_decisions AS d
-  WHERE
-    NOT d.__sd_accepted
-) AS x
-  ON x.__sd_row = r.rowid
-LEFT JOIN (
-  SELECT DISTINCT
-    w.__sd_producer,
-    w.__sd_sequence_id
-  FROM __sd_rows AS w
-  ANTI JOIN (
+  FROM (
     SELECT
-      __sd_row
+      __sd_row,
+      __sd_producer,
+      __sd_sequence_id
     FROM __sd_decisions AS d
     WHERE
       NOT d.__sd_accepted
-  ) AS x
-    ON x.__sd_row = w.rowid
+  ) AS j
+) AS x
+  ON x.__sd_row = r.rowid
+LEFT JOIN (
+  SELECT
+    i.__sd_producer,
+    i.__sd_sequence_id
+  FROM (
+    SELECT
+      __sd_producer,
+      __sd_sequence_id,
+      COUNT(*) AS __sd_rejected
+    FROM (
+      SELECT
+        __sd_row,
+        __sd_producer,
+        __sd_sequence_id
+      FROM __sd_decisions AS d
+      WHERE
+        NOT d.__sd_accepted
+    ) AS j
+    GROUP BY
+      __sd_producer,
+      __sd_sequence_id
+  ) AS i
+  JOIN (
+    SELECT
+      w.__sd_producer,
+      w.__sd_sequence_id,
+      COUNT(*) AS __sd_candidates
+    FROM __sd_rows AS w
+    SEMI JOIN (
+      SELECT
+        __sd_producer,
+        __sd_sequence_id,
+        COUNT(*) AS __sd_rejected
+      FROM (
+        SELECT
+          __sd_row,
+          __sd_producer,
+          __sd_sequence_id
+        FROM __sd_decisions AS d
+        WHERE
+          NOT d.__sd_accepted
+      ) AS j
+      GROUP BY
+        __sd_producer,
+        __sd_sequence_id
+    ) AS i
+      ON i.__sd_producer = w.__sd_producer AND i.__sd_sequence_id = w.__sd_sequence_id
+    WHERE
+      w.__sd_sequence_id > COALESCE(w.__sd_mark, -1)
+    GROUP BY
+      w.__sd_producer,
+      w.__sd_sequence_id
+  ) AS c
+    ON c.__sd_producer = i.__sd_producer AND c.__sd_sequence_id = i.__sd_sequence_id
   WHERE
-    w.__sd_sequence_id > COALESCE(w.__sd_mark, -1)
+    c.__sd_candidates > i.__sd_rejected
 ) AS k
   ON k.__sd_producer = r.__sd_producer AND k.__sd_sequence_id = r.__sd_sequence_id
 WHERE
