@@ -1,6 +1,8 @@
 """Shared pieces of the benchmarks: the standard workload, timing, and ratio reporting."""
 from __future__ import annotations
 
+import argparse
+
 import functools
 import os
 import pathlib
@@ -28,6 +30,15 @@ def make_workload(out: pathlib.Path, rows: int, producers: int, topic_rows: int)
                               text=True).stdout
         marker.write_text(text)
     return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", marker.read_text())}
+
+
+def workload_arguments(ap: argparse.ArgumentParser, *, runs: int) -> None:
+    """The standard workload's options (make_workload), and how many runs."""
+    ap.add_argument("--rows", type=int, default=5_000_000)
+    ap.add_argument("--producers", type=int, default=10_000)
+    ap.add_argument("--topic-rows", type=int, default=1_000_000)
+    ap.add_argument("--runs", type=int, default=runs)
+    ap.add_argument("--data", type=pathlib.Path, default=pathlib.Path("bench-data"))
 
 
 def timed(function, *args, **kwargs) -> tuple[float, object]:

@@ -29,7 +29,7 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from common import make_workload, timed_cpu  # noqa: E402
+from common import make_workload, timed_cpu, workload_arguments  # noqa: E402
 
 import seqdedup  # noqa: E402
 from seqdedup.catalog.state import literal  # noqa: E402
@@ -93,11 +93,7 @@ class Engine:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=5_000_000)
-    ap.add_argument("--producers", type=int, default=10_000)
-    ap.add_argument("--topic-rows", type=int, default=1_000_000)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--data", type=pathlib.Path, default=pathlib.Path("bench-data"))
+    workload_arguments(ap, runs=3)
     ap.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb")
     args = ap.parse_args()
     expected = make_workload(args.data, args.rows, args.producers, args.topic_rows)

@@ -21,7 +21,7 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from common import make_workload, timed_cpu  # noqa: E402
+from common import make_workload, timed_cpu, workload_arguments  # noqa: E402
 from dedup_vs_plain_insert import STATEMENTS, Engine  # noqa: E402
 
 TARGET = 1.15
@@ -30,11 +30,7 @@ POLICIES = ("counts", "keys", "rows")
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=5_000_000)
-    ap.add_argument("--producers", type=int, default=10_000)
-    ap.add_argument("--topic-rows", type=int, default=1_000_000)
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--data", type=pathlib.Path, default=pathlib.Path("bench-data"))
+    workload_arguments(ap, runs=3)
     ap.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb")
     ap.add_argument("--ordered", action="store_true", help="the statement with ORDER BY arrival")
     args = ap.parse_args()

@@ -17,7 +17,7 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from common import make_workload, timed_cpu  # noqa: E402
+from common import make_workload, timed_cpu, workload_arguments  # noqa: E402
 from dedup_vs_plain_insert import PLAIN, STATEMENTS, Engine  # noqa: E402
 
 from seqdedup.extensions.duckdb import DuckDBAdapter  # noqa: E402
@@ -50,11 +50,7 @@ class Traced:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=5_000_000)
-    ap.add_argument("--producers", type=int, default=10_000)
-    ap.add_argument("--topic-rows", type=int, default=1_000_000)
-    ap.add_argument("--runs", type=int, default=2)
-    ap.add_argument("--data", type=pathlib.Path, default=pathlib.Path("bench-data"))
+    workload_arguments(ap, runs=2)
     args = ap.parse_args()
     make_workload(args.data, args.rows, args.producers, args.topic_rows)
     print(f"engine=duckdb cores={os.cpu_count()} load_average={os.getloadavg()[0]:.2f} rows={args.rows} "

@@ -19,6 +19,22 @@ EXAMPLES = {"duckdb": 40, "spark": 1, "connect": 1}
 EXPLICIT_ONLY = (Phase.explicit,)
 
 
+#: Statements (entries in arrival order, ordered?) with restarts between them.
+SENDS_AND_RESTARTS = st.lists(st.one_of(statement.map(lambda s: ("send", s)), st.just(("restart", None))),
+                              min_size=1, max_size=5)
+
+
+def statements(harness, model: SequenceTracker, steps):
+    """(rows, ordered, model) of each statement of ``steps``, the engine and the model restarted where asked (the
+    model as recovered from then on)."""
+    for kind, arg in steps:
+        if kind == "restart":
+            harness.restart()
+            model = model.recover()
+        else:
+            yield (*arg, model)
+
+
 def ledger(harness, result) -> collections.Counter:
     """The statement's ledger rows: (producer, id, highest, reason), counted."""
     frame = result.dropped
@@ -39,8 +55,7 @@ def test_every_dropped_entry_has_a_ledger_row_with_the_models_reason(engine, tmp
     # ones run on DuckDB, where the same rule is decided by the same reference model)
     @settings(max_examples=EXAMPLES[engine.name], deadline=None, suppress_health_check=[HealthCheck.too_slow],
               phases=EXPLICIT_ONLY if engine.family == "spark" else tuple(Phase))
-    @given(steps=st.lists(st.one_of(statement.map(lambda s: ("send", s)), st.just(("restart", None))),
-                          min_size=1, max_size=5))
+    @given(steps=SENDS_AND_RESTARTS)
     # every reason, and a batch entry dropped after one that raised the mark in the same statement (Spark's one pass
     # leaves the entries after it undecided: its exceptions plan decides them)
     @example(steps=[("send", ([("a", 1, None), ("a", 1, None), ("b", 3, 5), ("c", 0, 5), ("c", 3, 8), ("c", 6, None)],
@@ -52,12 +67,7 @@ def test_every_dropped_entry_has_a_ledger_row_with_the_models_reason(engine, tmp
             harness.topic(dropped_entries="keys")
             model = SequenceTracker(Policies(), now=0.0)
             sent = 0
-            for kind, arg in steps:
-                if kind == "restart":
-                    harness.restart()
-                    model = model.recover()
-                    continue
-                rows, ordered = arg
+            for rows, ordered, model in statements(harness, model, steps):
                 result = harness.send(rows, ordered=ordered)
                 reasons = expected(model, rows, ordered)
                 assert ledger(harness, result) == reasons, (rows, ordered)

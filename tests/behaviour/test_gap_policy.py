@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import collections
 
-import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 
 from seqdedup import SequenceGapError
 from seqdedup.udfs import Entry, Policies, SequenceTracker
 
-from .test_matches_reference import fresh, statement
+from .test_dropped_ledger import SENDS_AND_RESTARTS, statements
+from .test_matches_reference import fresh
 
 EXAMPLES = {"duckdb": 25, "spark": 1, "connect": 1}
 EXPLICIT_ONLY = (Phase.explicit,)
@@ -32,8 +32,7 @@ def test_holes_are_recorded_or_refused_as_the_model_says(engine, tmp_path_factor
     # ones run on DuckDB, where the same rule is decided by the same reference model)
     @settings(max_examples=EXAMPLES[engine.name], deadline=None, suppress_health_check=[HealthCheck.too_slow],
               phases=EXPLICIT_ONLY if engine.family == "spark" else tuple(Phase))
-    @given(steps=st.lists(st.one_of(statement.map(lambda s: ("send", s)), st.just(("restart", None))),
-                          min_size=1, max_size=5))
+    @given(steps=SENDS_AND_RESTARTS)
     # holes after a mark, after a batch entry, none for a producer's first id, a repeat and a late entry between
     @example(steps=[("send", ([("a", 1, None), ("b", 5, None)], True)),
                     ("restart", None),
@@ -43,12 +42,7 @@ def test_holes_are_recorded_or_refused_as_the_model_says(engine, tmp_path_factor
         with fresh(engine, tmp_path_factory) as harness:
             harness.topic(gap_policy=policy)
             model = SequenceTracker(Policies(gap_policy=policy), now=0.0)
-            for kind, arg in steps:
-                if kind == "restart":
-                    harness.restart()
-                    model = model.recover()
-                    continue
-                rows, ordered = arg
+            for rows, ordered, model in statements(harness, model, steps):
                 entries = [Entry(p, s, h) for p, s, h in rows]
                 order = list(range(len(rows))) if ordered else None
                 try:
