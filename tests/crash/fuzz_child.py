@@ -27,7 +27,7 @@ import sys
 from sqlglot import exp
 
 import seqdedup
-from seqdedup import InvalidEntryError, SequenceGapError
+from seqdedup import InvalidEntryError
 from seqdedup.catalog.state import literal
 
 TOPIC = "events"
@@ -87,7 +87,7 @@ def run(session, operation: dict) -> dict:
         try:
             result = session.sql(f"INSERT INTO {TOPIC} SELECT payload FROM staging "
                                  f"WHERE is_not_dup(producer, seq, highest){order}")
-        except (InvalidEntryError, SequenceGapError) as error:
+        except InvalidEntryError as error:
             return {"error": type(error).__name__}
         return {"counts": {p.producer: [p.written, p.duplicates] for p in result.producers}}
     elif kind == "snapshot":
