@@ -29,6 +29,7 @@ from seqdedup.udfs.guards import check_probe
 from .clients.frames import register, registered
 from .core import compaction, creation, guards, policy_changes, snapshots, statement
 from .core.broker import Broker
+from .core.drops import COMMITS, DropReport, catalog_read, gather
 from .core.policy_changes import forgetting
 from .core.results import Done, QueryResult, StatementResult
 from .core.stats import stats
@@ -270,26 +271,40 @@ class Session:
         if reason is not None and reason not in REASONS:
             raise PolicyError(f"unknown reason {reason!r}; the reasons are: {', '.join(REASONS)}")
         query = self.broker.catalog.dropped(self.ref(topic))
-        for column, value in (("producer", producer), ("reason", reason)):
-            if value is not None:
-                query = query.where(exp.column(column).eq(literal(value)))
+        if reason is not None:
+            query = query.where(exp.column("reason").eq(literal(reason)))
         if since is not None:
             query = query.where(exp.column("dropped_at") >= literal(since))
-        query = query.order_by("dropped_at", "commit_id", "producer", "sequence_id")
-        if limit is not None:
-            query = query.limit(limit)
-        table = self.adapter.fetch_arrow(query.select(*DROPPED, append=False))
-        return QueryResult(table.column_names, [tuple(r.values()) for r in table.to_pylist()])
+        return self._log_rows("seqdedup_dropped", query, DROPPED, producer,
+                              ("dropped_at", "commit_id", "producer", "sequence_id"), limit)
 
     def gaps(self, topic: str, *, producer: str | None = None) -> QueryResult:
         """The holes the topic's statements left after their producers' marks (R17; ``seqdedup gaps TOPIC``), oldest
         first: recorded where its ``gap_policy`` was ``record`` when they ran. Narrowed to one ``producer``."""
-        query = self.broker.catalog.gaps(self.ref(topic))
+        return self._log_rows("seqdedup_gaps", self.broker.catalog.gaps(self.ref(topic)), GAPS, producer,
+                              ("found_at", "commit_id", "producer", "after_id"))
+
+    def _log_rows(self, name: str, query: exp.Select, columns, producer: str | None, order: tuple[str, ...],
+                  limit: int | None = None) -> QueryResult:
+        """The rows of one of a topic's logs (``query`` of the catalog table ``name``: the ledger, the holes),
+        narrowed to one producer, oldest first, as a result."""
         if producer is not None:
             query = query.where(exp.column("producer").eq(literal(producer)))
-        table = self.adapter.fetch_arrow(query.select(*GAPS, append=False).order_by("found_at", "commit_id",
-                                                                                    "producer", "after_id"))
+        query = query.select(*columns, append=False).order_by(*order)
+        if limit is not None:
+            query = query.limit(limit)
+        table = catalog_read(self.adapter, name, query)
+        if table is None:
+            return QueryResult(list(columns), [])
         return QueryResult(table.column_names, [tuple(r.values()) for r in table.to_pylist()])
+
+    def report(self, topic: str, *, since: dt.datetime | None = None, commits: int = COMMITS) -> DropReport:
+        """What the topic's statements dropped and why, per commit and per producer (``seqdedup report TOPIC``;
+        ``.html()`` draws it as a page): the latest ``commits`` commits, from ``since`` on, summed by the engine from
+        the run log, the ledger of dropped entries and the holes."""
+        if isinstance(commits, bool) or not isinstance(commits, int) or commits < 1:
+            raise TopicError(f"commits={commits!r}: give the number of latest commits to report on, 1 or more")
+        return gather(self.broker, self.ref(topic), since, commits)
 
     def quarantine_foreign_rows(self, topic: str) -> dict:
         """Move the rows of a topic that seqdedup did not write (inserted around it) into ``<topic>_foreign``

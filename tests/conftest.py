@@ -100,6 +100,7 @@ MODULE_SECONDS = {
     "tests/test_cli_remote.py": 60,
     "tests/dbt/test_duckdb_processes.py": 58,
     "tests/spark/test_streaming.py": 53,
+    "tests/behaviour/test_report.py": 60,
     "tests/behaviour/test_rewrite_fuzz.py": 51,
     "tests/behaviour/test_functions.py": 46,
 }

@@ -78,6 +78,11 @@ class Policies:
     # statement refused (Kafka and Fluss demand the next id).
     gap_policy: str = "allow"
 
+    @property
+    def ledger(self) -> str | None:
+        """What the topic's ledger of dropped entries keeps of each (R16): "keys", "rows", or None: no ledger."""
+        return self.dropped_entries if self.dropped_entries in ("keys", "rows") else None
+
 
 #: Why an entry was dropped (R16), in the ledger's ``reason`` column: at or below the producer's mark when the
 #: statement began (a retry); a batch entry dropped whole though some of its ids were above that mark (R2); sent

@@ -8,11 +8,12 @@ import textwrap
 from seqdedup import __version__
 from seqdedup.catalog.policies import DEFINITIONS, spelled
 from seqdedup.core.compaction import FACTOR
+from seqdedup.core.drops import COMMITS
 from seqdedup.udfs import REASONS, Policies
 
 from .catalog import cmd_global, cmd_init, cmd_namespace, cmd_topic
 from .demo import cmd_demo
-from .dropped import cmd_dropped, cmd_gaps
+from .dropped import cmd_dropped, cmd_gaps, cmd_report
 from .server import SERVER_PORT, cmd_connect_server
 from .statements import cmd_ingest, cmd_sql
 from .target import METASTORE_VARIABLE, REMOTE_VARIABLE
@@ -148,6 +149,17 @@ def parser() -> argparse.ArgumentParser:
     gaps.add_argument("topic", help="the topic: NAME, or NAMESPACE.NAME")
     gaps.add_argument("--producer", help="only this producer's holes (its name exactly, case included)")
     gaps.set_defaults(func=cmd_gaps)
+
+    report = sub.add_parser("report", parents=[common], help="a page of charts of what a topic's statements dropped "
+                            "and why, per commit and per producer (one HTML file)")
+    report.add_argument("topic", help="the topic: NAME, or NAMESPACE.NAME")
+    report.add_argument("--since", metavar="TIME", help="only commits of statements run at this time or later "
+                                                        "(2026-11-30, 2026-11-30T09:00)")
+    report.add_argument("--commits", type=int, default=COMMITS, metavar="N",
+                        help=f"the latest N commits at most (default {COMMITS})")
+    report.add_argument("--out", metavar="FILE", help="the page to write (default TOPIC-report.html, TOPIC the "
+                                                      "topic's NAMESPACE.NAME)")
+    report.set_defaults(func=cmd_report)
 
     compact = sub.add_parser("compact", parents=[common], help="merge a topic's commits into fewer partitions "
                                                                "(Spark: one per commit until compacted)")

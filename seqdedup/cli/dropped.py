@@ -1,8 +1,10 @@
 """``seqdedup dropped TOPIC``: the ledger of the entries a topic's statements dropped, and why (R16); ``seqdedup gaps
-TOPIC``: the holes they left after their producers' marks (R17)."""
+TOPIC``: the holes they left after their producers' marks (R17); ``seqdedup report TOPIC``: both, with the run log,
+drawn as a page."""
 from __future__ import annotations
 
 import datetime as dt
+from pathlib import Path
 
 from seqdedup.core.results import text_table
 from seqdedup.errors import SeqdedupError
@@ -34,3 +36,14 @@ def cmd_gaps(args) -> None:
     text = text_table(rows.columns, rows.rows) if rows.rows else (
         "no hole recorded (a topic records them where its gap_policy is record)")
     emit(args, rows.to_dict(), text)
+
+
+def cmd_report(args) -> None:
+    with open_session(args) as s:
+        report = s.report(args.topic, since=since(args.since) if args.since else None, commits=args.commits)
+    out = Path(args.out or f"{report.topic}-report.html")
+    out.write_text(report.html(), encoding="utf-8")
+    totals = report.totals()
+    emit(args, {"out": str(out.resolve()), **report.to_dict()},
+         f"{out}: {report.topic}, {len(report.commits)} commits: wrote {totals['written']}, dropped "
+         f"{totals['dropped']}, {totals['holes']} holes")

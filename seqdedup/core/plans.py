@@ -137,7 +137,7 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
 def ledger_by_difference(run, state: TopicState) -> bool:
     """Whether the statement keeps a ledger of dropped entries (R16) that its plan does not write as it decides: the
     row plan writes it from its numbered rows; the others (Spark's) leave it to ``write_ledger``."""
-    return state.enabled and run.adapter.PLAN != "rows" and state.topic.applied.dropped_entries in ("keys", "rows")
+    return state.enabled and run.adapter.PLAN != "rows" and state.topic.applied.ledger is not None
 
 
 def began_marks(state: TopicState, scratch: Scratch) -> exp.Expression | None:
@@ -270,8 +270,7 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
     adapter, kept, steps = run.adapter, run.kept, plan.PLANS["rows"]
     marked = state.marks.num_rows if state.enabled else 0
     large = adapter.SEMI_JOIN_ABOVE is not None and marked > adapter.SEMI_JOIN_ABOVE
-    kept_of_drops = state.topic.applied.dropped_entries       # R16: a ledger row per dropped entry, or none
-    ledger = kept_of_drops if kept_of_drops in ("keys", "rows") else None
+    ledger = state.topic.applied.ledger       # R16: a ledger row per dropped entry, or none
     i = inputs(run, targets, values, read_once=large, checked=state.enabled, ledger=ledger)
     try:
         if large:       # the marks of the producers the rows carry, read from the rows (a semi-join)

@@ -82,7 +82,7 @@ def prune(broker: Broker, ref, header: SnapshotHeader, policies, now: dt.datetim
     for log, retention, remove in (("the run log", policies.run_log_retention_minutes, broker.catalog.prune_run_log),
                                    # (only where the topic keeps one: on Spark a removal rewrites the table)
                                    ("the ledger of dropped entries", policies.dropped_retention_minutes
-                                    if policies.dropped_entries in ("keys", "rows") else None,
+                                    if policies.ledger else None,
                                     broker.catalog.prune_dropped),
                                    ("the holes", policies.run_log_retention_minutes
                                     if policies.gap_policy == "record" else None, broker.catalog.prune_gaps)):

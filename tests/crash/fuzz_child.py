@@ -54,7 +54,7 @@ def state(session) -> dict:
                           f"FROM {TOPIC}")
     applied = session.topic(TOPIC).applied
     ledger = None
-    if applied.dropped_entries in ("keys", "rows"):     # its rows, and the duplicates the run log counts (R16)
+    if applied.ledger:     # its rows, and the duplicates the run log counts (R16)
         ledger = session.sql("SELECT (SELECT count(*) FROM seqdedup_dropped), "
                              "(SELECT coalesce(sum(duplicates), 0) FROM seqdedup_statements)").rows[0]
     return {"topic": True, "entries": [list(row) for row in entries.rows],

@@ -44,3 +44,17 @@ def test_a_read_only_session_refuses_every_write_and_loses_nothing(dedup):
     assert dump(dedup.session) == before
     assert dedup.send([("p", 1), ("p", 2), ("q", 7)]).written == 1
     assert dedup.entries() == [("p", 0, 0), ("p", 1, 1), ("q", 7, 7), ("p", 2, 2)]
+
+
+def test_a_read_only_session_reads_the_logs_an_older_catalog_lacks_as_empty(dedup):
+    """A catalog from before the ledger of dropped entries and the holes (R16, R17) lacks their tables, and only a
+    writable session adds them: a read-only one reads no rows there, not the engine's "table not found"."""
+    dedup.topic(dropped_entries="keys", gap_policy="record")
+    dedup.send([("p", 0), ("p", 0), ("p", 5)])
+    for table in ("seqdedup_dropped", "seqdedup_gaps"):
+        dedup.around(f"DROP TABLE {table}")
+    dedup.session.close()
+    dedup.session = dedup.connect(read_only=True)
+    dropped, gaps = dedup.session.dropped("events", producer="p", limit=5), dedup.session.gaps("events")
+    assert (dropped.rows, gaps.rows) == ([], [])
+    assert dropped.columns[:3] == ["topic", "commit_id", "statement_id"] and "after_id" in gaps.columns
