@@ -108,6 +108,28 @@ def _producers_chart(report: DropReport) -> str:
     return _svg(figure)
 
 
+def _producers_over_commits_chart(report: DropReport) -> str:
+    """A row per drawn producer: its drops per commit by reason, and what it wrote (a line)."""
+    plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
+    rows = report.producers_over_commits.to_pylist()
+    drawn = {row["producer"] for row in rows}
+    names = [name for name in report.producers.column("producer").to_pylist() if name in drawn]   # (most first)
+    figure, grid = plt.subplots(len(names), 1, figsize=(10, 1.6 * len(names) + 0.8), sharex=True, squeeze=False)
+    for axes, name in zip(grid[:, 0], names):
+        mine = [row for row in rows if row["producer"] == name]
+        commits = [row["commit_id"] for row in mine]
+        _stacked(axes, commits, {key: [row[key] for row in mine] for key in DROPS}, DROPS)
+        axes.plot(commits, [row["written"] for row in mine], color=SERIES["written"][1], marker=".",
+                  label=SERIES["written"][0])
+        axes.set_ylabel(name, rotation=0, ha="right", va="center")
+        axes.yaxis.set_major_locator(MaxNLocator(integer=True))
+        axes.grid(axis="y", alpha=0.3)
+    _commit_axis(grid[-1, 0])
+    return _svg(figure)
+
+
 def _holes_chart(report: DropReport) -> str:
     plt = _pyplot()
     columns = report.commits.to_pydict()
@@ -153,6 +175,10 @@ def page(report: DropReport) -> str:
         parts += ["<h2>Entries per commit</h2>", f"<figure>{_commits_chart(report)}</figure>",
                   "<h2>The producers with most drops</h2>", f"<figure>{_producers_chart(report)}</figure>",
                   _table(data["producers"], ["producer", *DropReport.FIGURES])]
+        if data["producers_over_commits"]:
+            parts += ["<h2>Their drops per commit</h2>",
+                      '<p class="note">Bars: entries dropped, by reason (colours as above); line: entries written.</p>',
+                      f"<figure>{_producers_over_commits_chart(report)}</figure>"]
         if totals["holes"]:
             parts += ["<h2>Holes after the producers' marks</h2>", f"<figure>{_holes_chart(report)}</figure>"]
     # (JSON in a script element of its own type: not run; "</" escaped so that no value ends the element)

@@ -59,8 +59,8 @@ def test_the_report_page_opens_in_a_real_browser_with_its_charts_and_no_error(tm
             assert page.title() == "seqdedup report: main.events"
             assert page.locator("h1").inner_text() == "What main.events dropped, and why"
             charts = page.locator("figure svg")
-            assert charts.count() == 3                  # per commit, per producer, the holes
-            assert all(charts.nth(i).bounding_box()["height"] > 100 for i in range(3))
+            assert charts.count() == 4              # per commit, per producer, producers per commit, the holes
+            assert all(charts.nth(i).bounding_box()["height"] > 100 for i in range(4))
             page.screenshot(path=str(tmp_path / "page.png"), full_page=True)
         finally:
             browser.close()

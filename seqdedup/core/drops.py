@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 
 #: The commits a report covers at most, the latest: a page of charts, not an export (``seqdedup dropped`` is one).
 COMMITS = 1000
-#: The producers a report names, those with most drops first.
+#: The producers a report names, those with most drops first, and those of them it draws commit by commit.
 PRODUCERS = 20
+DRAWN = 6
 
 
 def catalog_read(executor, name: str, query: exp.Expression) -> pa.Table | None:
@@ -40,15 +41,17 @@ def catalog_read(executor, name: str, query: exp.Expression) -> pa.Table | None:
 
 @dataclass(frozen=True)
 class DropReport:
-    """A topic's drops over its latest commits (``since`` on): ``commits`` and ``producers`` are tables with the
-    columns ``FIGURES`` (and ``commit_id`` with ``executed_at``, or ``producer``), the most dropping producers
-    first; ``policies``, what the topic keeps now (its ledger, its holes)."""
+    """A topic's drops over its latest commits (``since`` on): ``commits``, ``producers`` and
+    ``producers_over_commits`` are tables with the columns ``FIGURES`` (and ``commit_id`` with ``executed_at``,
+    ``producer``, or both), the most dropping producers first; ``policies``, what the topic keeps now (its ledger,
+    its holes)."""
 
     topic: str
     since: dt.datetime | None
     policies: Policies
     commits: pa.Table
     producers: pa.Table
+    producers_over_commits: pa.Table      # (producer, commit_id, FIGURES) of the first DRAWN producers that dropped
 
     #: Per commit or producer: written and dropped (the run log), dropped for each reason (the ledger: 0 where it
     #: kept no row), dropped with no ledger row (statements that ran while the topic kept none), the holes (R17) and
@@ -66,7 +69,8 @@ class DropReport:
 
         return {"topic": self.topic, "since": self.since.isoformat() if self.since else None,
                 "dropped_entries": self.policies.dropped_entries, "gap_policy": self.policies.gap_policy,
-                "totals": self.totals(), "commits": rows(self.commits), "producers": rows(self.producers)}
+                "totals": self.totals(), "commits": rows(self.commits), "producers": rows(self.producers),
+                "producers_over_commits": rows(self.producers_over_commits)}
 
     def html(self) -> str:
         """The report as one self-contained HTML page, with its charts (needs matplotlib: seqdedup[report])."""
@@ -114,30 +118,37 @@ def gather(broker: Broker, ref: TopicRef, since: dt.datetime | None = None, comm
                   _sum(exp.column("before_id") - exp.column("after_id") - exp.convert(1), "skipped_ids")]),
     }
 
-    def summed(by: str) -> pa.Table:
-        """The three sources summed by ``by`` (commit_id or producer), joined on it."""
+    def summed(*by: str, producers: list[str] | None = None) -> pa.Table:
+        """The three sources summed by ``by`` (commit_id, producer, or both), joined on it; only ``producers``'
+        rows where given."""
         joined = None
         for name, (source, table, time, figures) in sums.items():
-            if by == "producer" and name == "log":
+            if "commit_id" not in by and name == "log":
                 figures = figures[:2]           # (written, dropped: a time is a commit's, not a producer's)
-            query = _narrowed(exp.select(by, *figures).from_(source.subquery(name)), time, since, first).group_by(by)
-            read = catalog_read(executor, table, query)
+            query = _narrowed(exp.select(*by, *figures).from_(source.subquery(name)), time, since, first)
+            if producers is not None:
+                query = query.where(exp.column("producer").isin(*map(literal, producers)))
+            read = catalog_read(executor, table, query.group_by(*by))
             if read is None:        # (a catalog from before the table: none of its figures)
-                read = pa.table({by: pa.array([], pa.string() if by == "producer" else pa.int64()),
-                                 **{f.alias: pa.array([], pa.int64()) for f in figures}})
-            joined = read if joined is None else joined.join(read, by, join_type="full outer")
+                read = pa.table({**{key: pa.array([], pa.string() if key == "producer" else pa.int64())
+                                    for key in by}, **{f.alias: pa.array([], pa.int64()) for f in figures}})
+            joined = read if joined is None else joined.join(read, list(by), join_type="full outer")
         zeros = {name: joined.column(name).fill_null(0).cast(pa.int64())
                  for name in ("written", "dropped", *REASONS, "holes", "skipped_ids")}
         explained = functools.reduce(pc.add, [zeros[reason] for reason in REASONS])
         figures = {**zeros, "unexplained": pc.max_element_wise(pc.subtract(zeros["dropped"], explained), 0)}
-        columns = {by: joined.column(by)}
-        if by == "commit_id":
+        columns = {key: joined.column(key) for key in by}
+        if by == ("commit_id",):
             columns["executed_at"] = joined.column("executed_at")
         return pa.table({**columns, **{name: figures[name] for name in DropReport.FIGURES}})
 
     by_commit = summed("commit_id").sort_by("commit_id")
     by_producer = summed("producer").sort_by([("dropped", "descending"), ("producer", "ascending")])
-    return DropReport(ref.key, since, policies, by_commit, by_producer.slice(0, PRODUCERS))
-
+    by_producer = by_producer.slice(0, PRODUCERS)
+    drawn = [p for p, dropped in zip(by_producer.column("producer").to_pylist(),
+                                     by_producer.column("dropped").to_pylist()) if dropped][:DRAWN]
+    over_commits = (summed("producer", "commit_id", producers=drawn) if drawn else by_producer.slice(0, 0).append_column(
+        "commit_id", pa.array([], pa.int64()))).sort_by([("producer", "ascending"), ("commit_id", "ascending")])
+    return DropReport(ref.key, since, policies, by_commit, by_producer, over_commits)
 
 __all__ = ["COMMITS", "DropReport", "catalog_read", "gather"]

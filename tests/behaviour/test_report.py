@@ -61,6 +61,13 @@ def test_the_report_sums_the_run_log_the_ledger_and_the_holes(dedup):
     assert totals["holes"] == len(holes.rows) == 3
     assert [row["producer"] for row in report.producers.to_pylist()][0] == "p"       # the most dropping first
     assert [row["dropped"] for row in report.commits.to_pylist()] == [r.duplicates for r in results]
+    over_commits = collections.Counter()
+    for row in report.producers_over_commits.to_pylist():
+        for figure in DropReport.FIGURES:
+            over_commits[(row["producer"], figure)] += row[figure]
+    assert over_commits == collections.Counter({(row["producer"], figure): row[figure]
+                                                for row in report.producers.to_pylist()
+                                                for figure in DropReport.FIGURES if row[figure]})
 
     assert page_data(report) == json.loads(json.dumps(report.to_dict()))
     last = dedup.session.report("events", commits=1)
