@@ -140,10 +140,14 @@ def ledger_by_difference(run, state: TopicState) -> bool:
     return state.enabled and run.adapter.PLAN != "rows" and state.topic.applied.ledger is not None
 
 
-def began_marks(state: TopicState, scratch: Scratch) -> exp.Expression | None:
-    """The marks the statement began with, as a relation (None: no producer had one): what the Spark ledger's reasons
-    and the holes are judged against, after the write."""
-    return scratch.relation("__sd_began", state.marks.table) if state.marks.num_rows else None
+def began_marks(state: TopicState, outcome: Outcome, scratch: Scratch) -> exp.Expression | None:
+    """The marks the statement's producers began with, as a relation (None: none of them had one): what the Spark
+    ledger's reasons and the holes are judged against, after the write. Only theirs: a state of a million producers
+    is not uploaded again for a statement of ten."""
+    if not state.marks.num_rows:
+        return None
+    began = state.marks.lookup(outcome.producers.column("producer").cast(pa.string()))
+    return scratch.relation("__sd_began", began) if began.num_rows else None
 
 
 def judge_holes(run, state: TopicState, marks: exp.Expression | None) -> None:

@@ -105,7 +105,7 @@ class Run:
                                 self, state, commit, targets, values, scratch)
                         holes = state.enabled and state.topic.applied.gap_policy != "allow"
                         ledger = plans.ledger_by_difference(self, state)     # R16, where the plan did not write it
-                        marks = plans.began_marks(state, scratch) if holes or ledger else None
+                        marks = plans.began_marks(state, outcome, scratch) if holes or ledger else None
                         if ledger:
                             plans.write_ledger(self, state, outcome, targets, values, marks)
                         if holes:       # R17
