@@ -120,10 +120,15 @@ def dropped_by_difference(values: exp.Expression, written: exp.Expression, marks
                           commit: exp.Expression) -> exp.Insert:
     """An engine whose plan decides without numbered rows (Spark's window and exceptions plans): the dropped entries
     are the statement's rows, as read once (``values``), less the rows its commit wrote (``written``, the topic's
-    columns), counted as multisets (EXCEPT ALL) on the keys, and with ``columns`` ((topic column, value column,
-    the topic column's type), the ledger's ``rows``) on the entry's values too, cast as the write cast them. The
-    reasons as ``dropped_repeats`` gives them, from the producers' ``marks`` (producer, sequence_id) when the
-    statement began and the ids written.
+    columns), counted as multisets on the keys, and with ``columns`` ((topic column, value column, the topic
+    column's type), the ledger's ``rows``) on the entry's values too, cast as the write cast them. The reasons as
+    ``dropped_repeats`` gives them, from the producers' ``marks`` (producer, sequence_id) when the statement began
+    and the ids written.
+
+    The difference is counted, not taken (EXCEPT ALL): the statement's rows are counted per key, each key joined to
+    the entry written with its id (at most one: a producer's id is written once), and a key's copies less the one
+    written are its dropped rows. One aggregation and one join, where EXCEPT ALL reads the written rows again for the
+    reasons and aggregates both sides (4.6 to 5.4 s against the statement's 3.5 s, 1M rows on Spark ``local[2]``).
 
     Example (p's mark 0; sent 1, 1, 0, 3, 2; written 1 and 3):
         >>> import duckdb
@@ -144,29 +149,40 @@ def dropped_by_difference(values: exp.Expression, written: exp.Expression, marks
     kept = [("_producer", "p"), ("_sequence_id", "s"), ("_highest_sequence_id", "h")]
     sent_select = exp.select(*[exp.alias_(exp.column(c), a) for c, a in sent])
     kept_select = exp.select(*[exp.alias_(exp.column(c), a) for c, a in kept])
+    keys = ["p", "s", "h"]
     if columns:
         sent_select = sent_select.select(exp.alias_(_struct_json(
             [(name, exp.cast(exp.column(value), kind)) for name, value, kind in columns]), "e"))
         kept_select = kept_select.select(exp.alias_(_struct_json(
             [(name, exp.column(name)) for name, _, _ in columns]), "e"))
-    difference = exp.except_(sent_select.from_(source(values, "v")), kept_select.from_(source(written, "w")),
-                             distinct=False)
-    ids = exp.select("p", "s").from_("__sd_kept").distinct()
+        keys.append("e")
+    g = lambda name: exp.column(name, table="g")       # noqa: E731
+    k = lambda name: exp.column(name, table="k")       # noqa: E731
+    counted = (exp.select(*keys, exp.alias_(exp.Count(this=exp.Star()), "n"))
+               .from_(sent_select.from_(source(values, "v")).subquery("c")).group_by(*keys))
+    # the written entry of the key's id, if any: the key's copy it wrote is one of them (same key, same values)
+    wrote_this = exp.and_(*[exp.NullSafeEQ(this=k(c), expression=g(c)) for c in keys[2:]])
+    copies = exp.Sub(this=g("n"), expression=exp.Case(ifs=[exp.If(this=wrote_this, true=exp.convert(1))],
+                                                       default=exp.convert(0)))
+    groups = (exp.select(*[g(c) for c in keys], exp.alias_(copies, "copies"),
+                         exp.alias_(k("p").is_(exp.not_(exp.null())), "id_written"))
+              .from_(counted.subquery("g"))
+              .join(kept_select.from_(source(written, "w")).subquery("k"), join_type="left",
+                    on=exp.and_(k("p").eq(g("p")), k("s").eq(g("s")))))
+    dropped = (exp.select(*keys, "id_written", exp.alias_(exp.Explode(this=exp.GenerateSeries(
+        start=exp.convert(1), end=exp.column("copies"))), "copy")).from_(groups.subquery("x"))
+               .where(exp.column("copies") > 0))
     mark = exp.column("sequence_id", table="m") if marks is not None else exp.cast(exp.null(), "bigint")
     d = lambda name: exp.column(name, table="d")       # noqa: E731
     reason = exp.Case(ifs=[exp.If(this=d("s") <= mark, true=exp.Case(
         ifs=[exp.If(this=d("h") > mark.copy(), true=exp.Literal.string("straddles_mark"))],
         default=exp.Literal.string("retry"))),
-        exp.If(this=exp.column("p", table="k").is_(exp.not_(exp.null())), true=exp.Literal.string("repeat"))],
+        exp.If(this=d("id_written"), true=exp.Literal.string("repeat"))],
         default=exp.Literal.string("late"))
     row = {"topic": TOPIC.copy(), "commit_id": commit.copy(), "statement_id": STATEMENT_ID.copy(), "producer": d("p"),
            "sequence_id": d("s"), "highest_sequence_id": d("h"), "reason": reason, "dropped_at": now.copy(),
            "entry": d("e") if columns else exp.cast(exp.null(), "string"), "attempt": ATTEMPT.copy()}
-    select = (exp.select(*[exp.alias_(row[c], c) for c in DROPPED]).from_(exp.table_("__sd_dropped").as_("d"))
-              .join(ids.subquery("k"), join_type="left",
-                    on=exp.and_(exp.column("p", table="k").eq(d("p")), exp.column("s", table="k").eq(d("s")))))
+    select = exp.select(*[exp.alias_(row[c], c) for c in DROPPED]).from_(dropped.subquery("d"))
     if marks is not None:
         select = select.join(source(marks, "m"), join_type="left", on=exp.column("producer", table="m").eq(d("p")))
-    select = (select.with_("__sd_kept", kept_select.from_(source(written, "w")))
-              .with_("__sd_dropped", difference.copy()))
     return exp.insert(select, catalog_table("seqdedup_dropped"), columns=[exp.to_identifier(c) for c in DROPPED])
