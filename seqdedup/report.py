@@ -1,4 +1,4 @@
-"""The report page (``seqdedup report TOPIC``, ``Session.report(...).html()``): one self-contained HTML file, the page
+"""The report page (``seqdedup report TOPIC``; ``page(session.report(topic))``): one self-contained HTML file, the page
 a person opens after an incident. Its charts are drawn by matplotlib as SVG inside the page (no script, nothing
 fetched), and its figures are in the page as JSON (``<script type="application/json" id="seqdedup-report">``) for
 tools. The figures: seqdedup/core/drops.py."""
@@ -149,7 +149,7 @@ def _table(rows: list[dict], columns: list[str]) -> str:
 
 
 def page(report: DropReport) -> str:
-    """The report as an HTML page."""
+    """The report as one self-contained HTML page, with its charts (needs matplotlib: ``seqdedup[report]``)."""
     data = report.to_dict()
     totals = data["totals"]
     e = html.escape

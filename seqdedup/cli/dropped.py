@@ -8,6 +8,7 @@ from pathlib import Path
 
 from seqdedup.core.results import text_table
 from seqdedup.errors import SeqdedupError
+from seqdedup.report import page
 
 from .output import emit
 from .target import open_session
@@ -42,7 +43,7 @@ def cmd_report(args) -> None:
     with open_session(args) as s:
         report = s.report(args.topic, since=since(args.since) if args.since else None, commits=args.commits)
     out = Path(args.out or f"{report.topic}-report.html")
-    out.write_text(report.html(), encoding="utf-8")
+    out.write_text(page(report), encoding="utf-8")
     totals = report.totals()
     emit(args, {"out": str(out.resolve()), **report.to_dict()},
          f"{out}: {report.topic}, {len(report.commits)} commits: wrote {totals['written']}, dropped "

@@ -44,7 +44,7 @@ class DropReport:
     """A topic's drops over its latest commits (``since`` on): ``commits``, ``producers`` and
     ``producers_over_commits`` are tables with the columns ``FIGURES`` (and ``commit_id`` with ``executed_at``,
     ``producer``, or both), the most dropping producers first; ``policies``, what the topic keeps now (its ledger,
-    its holes)."""
+    its holes). ``seqdedup.report.page`` draws it as a page."""
 
     topic: str
     since: dt.datetime | None
@@ -71,12 +71,6 @@ class DropReport:
                 "dropped_entries": self.policies.dropped_entries, "gap_policy": self.policies.gap_policy,
                 "totals": self.totals(), "commits": rows(self.commits), "producers": rows(self.producers),
                 "producers_over_commits": rows(self.producers_over_commits)}
-
-    def html(self) -> str:
-        """The report as one self-contained HTML page, with its charts (needs matplotlib: seqdedup[report])."""
-        from seqdedup.report import page
-
-        return page(self)
 
 
 def _sum(expression: exp.Expression, name: str) -> exp.Alias:

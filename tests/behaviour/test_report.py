@@ -11,6 +11,7 @@ import pytest
 
 from seqdedup import TopicError
 from seqdedup.core.drops import DropReport
+from seqdedup.report import page
 from seqdedup.udfs import REASONS
 
 #: Statements with every reason and holes: (producer, seq[, highest]) in arrival order; the second statement runs
@@ -25,7 +26,7 @@ STATEMENTS = [
 
 def page_data(report: DropReport) -> dict:
     """The figures the page carries, as a tool reading it gets them."""
-    found = re.search(r'<script type="application/json" id="seqdedup-report">(.*?)</script>', report.html(), re.S)
+    found = re.search(r'<script type="application/json" id="seqdedup-report">(.*?)</script>', page(report), re.S)
     return json.loads(found.group(1).replace("<\\/", "</"))
 
 
@@ -82,4 +83,4 @@ def test_a_report_of_a_topic_without_statements_is_empty(dedup):
     report = dedup.session.report("events")
     assert report.commits.num_rows == report.producers.num_rows == 0
     assert set(report.totals().values()) == {0}
-    assert "No statement of this topic is in its run log" in report.html()
+    assert "No statement of this topic is in its run log" in page(report)
