@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import hypothesis.strategies as st
+import pytest
 from hypothesis import HealthCheck, given, note, settings
 from sqlglot import exp
 
@@ -422,9 +423,21 @@ def _check_rows(found: list[tuple], model: SequenceTracker, result, entries, tex
     for i, tie in enumerate(ties):
         groups.setdefault(tie, [[], 0])[0].append(statement_entries[i].payload)
         groups[tie][1] += i in written
+    none_left = object()        # (not None: a NULL payload is a payload, written as any other)
     for members, count in sorted(groups.values(), key=lambda g: len(set(g[0]))):
         for _ in range(count):
-            choice = next((p for p in set(members) if payloads[p] > 0), None)
-            assert choice is not None, (text, members, payloads)
+            choice = next((p for p in set(members) if payloads[p] > 0), none_left)
+            assert choice is not none_left, (text, members, payloads)
             payloads[choice] -= 1
     assert not +payloads, (text, payloads)
+
+
+def test_the_row_check_takes_a_null_payload_for_a_payload():
+    """``_check_rows`` once took a written NULL payload for "none left to match" (a generated statement writing
+    ``CAST(seq AS STRING)`` of a NULL ``seq`` failed it on DuckDB, 2026-11-30)."""
+    from types import SimpleNamespace as Of
+
+    entry = Of(producer="a", sequence_id=3, highest=3, payload=None)
+    _check_rows([("a", 3, 3, None)], Of(log=[entry]), Of(positions=[1]), ([entry], [0]), "a NULL payload")
+    with pytest.raises(AssertionError):         # and a payload the statement did not write still fails it
+        _check_rows([("a", 3, 3, "other")], Of(log=[entry]), Of(positions=[1]), ([entry], [0]), "another payload")
