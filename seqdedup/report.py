@@ -10,6 +10,7 @@ import io
 import json
 
 from seqdedup.errors import SeqdedupError
+from seqdedup.udfs import REASONS
 
 from .core.drops import DropReport
 
@@ -22,7 +23,7 @@ SERIES = {
     "late": ("late (after a higher id)", "#c53a32"),
     "unexplained": ("dropped, no ledger row kept", "#9a9a9a"),
 }
-DROPS = ("retry", "straddles_mark", "repeat", "late", "unexplained")
+DROPS = (*REASONS, "unexplained")     # (each drawn dropped figure of DropReport.FIGURES)
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; padding: 0 1.5em; max-width: 70em; color: #222; }

@@ -300,8 +300,8 @@ class Session:
 
     def report(self, topic: str, *, since: dt.datetime | None = None, commits: int = COMMITS) -> DropReport:
         """What the topic's statements dropped and why, per commit and per producer (``seqdedup report TOPIC``;
-        ``seqdedup.report.page`` draws it as a page): the latest ``commits`` commits, from ``since`` on, summed by the engine from
-        the run log, the ledger of dropped entries and the holes."""
+        ``seqdedup.report.page`` draws it as a page): the latest ``commits`` commits, from ``since`` on, summed by the
+        engine from the run log, the ledger of dropped entries and the holes."""
         if isinstance(commits, bool) or not isinstance(commits, int) or commits < 1:
             raise TopicError(f"commits={commits!r}: give the number of latest commits to report on, 1 or more")
         return gather(self.broker, self.ref(topic), since, commits)

@@ -121,14 +121,15 @@ def gather(broker: Broker, ref: TopicRef, since: dt.datetime | None = None, comm
                 figures = figures[:2]           # (written, dropped: a time is a commit's, not a producer's)
             query = _narrowed(exp.select(*by, *figures).from_(source.subquery(name)), time, since, first)
             if producers is not None:
-                query = query.where(exp.column("producer").isin(*map(literal, producers)))
+                query = query.where(exp.column("producer").isin(*map(literal, producers)) if producers
+                                    else exp.false())
             read = catalog_read(executor, table, query.group_by(*by))
             if read is None:        # (a catalog from before the table: none of its figures)
                 read = pa.table({**{key: pa.array([], pa.string() if key == "producer" else pa.int64())
                                     for key in by}, **{f.alias: pa.array([], pa.int64()) for f in figures}})
             joined = read if joined is None else joined.join(read, list(by), join_type="full outer")
         zeros = {name: joined.column(name).fill_null(0).cast(pa.int64())
-                 for name in ("written", "dropped", *REASONS, "holes", "skipped_ids")}
+                 for name in DropReport.FIGURES if name != "unexplained"}
         explained = functools.reduce(pc.add, [zeros[reason] for reason in REASONS])
         figures = {**zeros, "unexplained": pc.max_element_wise(pc.subtract(zeros["dropped"], explained), 0)}
         columns = {key: joined.column(key) for key in by}
@@ -141,8 +142,8 @@ def gather(broker: Broker, ref: TopicRef, since: dt.datetime | None = None, comm
     by_producer = by_producer.slice(0, PRODUCERS)
     drawn = [p for p, dropped in zip(by_producer.column("producer").to_pylist(),
                                      by_producer.column("dropped").to_pylist()) if dropped][:DRAWN]
-    over_commits = (summed("producer", "commit_id", producers=drawn) if drawn else by_producer.slice(0, 0).append_column(
-        "commit_id", pa.array([], pa.int64()))).sort_by([("producer", "ascending"), ("commit_id", "ascending")])
+    over_commits = summed("producer", "commit_id", producers=drawn).sort_by([("producer", "ascending"),
+                                                                            ("commit_id", "ascending")])
     return DropReport(ref.key, since, policies, by_commit, by_producer, over_commits)
 
 __all__ = ["COMMITS", "DropReport", "catalog_read", "gather"]
