@@ -123,6 +123,11 @@ class TransactionalStorage:
         adapter has open). With transactions every row a reader can see is published."""
         return exp.true()
 
+    def beside_winners(self, topic, read: Callable[[], object]):
+        """``read()``, a read whose rows count as ``visible_commits`` says: where those depend on a read of their
+        own (several drivers, Spark), the two side by side (``Commits.beside_winners``). Here, simply ``read()``."""
+        return read()
+
     def own_rows(self, topic) -> exp.Expression:
         """A condition that keeps the rows of ``topic`` seqdedup wrote (``catalog.schema.written_by_seqdedup``): in
         none of its foreign partitions, with every system column set."""

@@ -24,7 +24,7 @@ from .commits import Commits
 from .compaction import Compaction
 from .errors import engine_error
 from .files import TableFiles
-from .frames import functions_of, is_remote, to_arrow
+from .frames import command_rows, functions_of, is_remote, to_arrow
 from .jvm import estimated_bytes, java, optimized
 from .partitions import Partitions
 from .quarantine import Quarantine
@@ -162,7 +162,9 @@ class SparkAdapter(EngineAdapter):
 
     def fetchall(self, query: exp.Expression | str, *, committed: bool = False) -> list[tuple]:
         with self.errors():
-            return [tuple(row) for row in self.query(query).collect()]
+            frame = self.query(query)
+            rows = command_rows(frame) if self.remote else None      # (a command's rows came with its reply)
+            return [tuple(row) for row in frame.collect()] if rows is None else rows
 
     def fetch_arrow(self, query: exp.Expression | str, *, committed: bool = False):
         with self.errors():

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import threading
 import uuid
 from dataclasses import dataclass, field
+from typing import Callable, TypeVar
 
 import pyarrow as pa
 from sqlglot import exp
@@ -21,6 +23,8 @@ from .collaborator import Collaborator
 from .errors import causes
 from .frames import Observed
 from .layout import local_path, remove_directory, staging_name
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -45,6 +49,8 @@ class Commits(Collaborator):
         super().__init__(adapter)
         self._open: dict[str, _OpenCommit] = {}     # topic key -> its commit in progress
         self._winners: dict[str, _Winners] = {}     # topic key -> its commits' winners (several drivers)
+        # (thread, topic key) -> the winners a read inside ``beside_winners`` assumes, until they are read
+        self._assumed: dict[tuple[int, str], dict[int, str]] = {}
 
     def published(self, topic) -> set[int]:
         """The commits seqdedup published: the partitions of the topic whose directory it staged (``staged``), and
@@ -89,7 +95,16 @@ class Commits(Collaborator):
         known = self._winners.get(topic.key)
         if known is not None and known.published == published:
             return known.described
+        assumed = self._assumed.get((threading.get_ident(), topic.key))
+        if assumed is not None:
+            return assumed
         described = dict(known.described) if known else {}
+        self._winners[topic.key] = _Winners(published, self._read_winners(
+            topic, self._unlogged(topic, published, described), described))
+        return described
+
+    def _unlogged(self, topic, published: frozenset[int], described: dict[int, str]) -> set[int]:
+        """The published commits, none of ``described``, whose attempt wrote catalog rows but no COMMITS row."""
         key = exp.column("topic").eq(exp.Literal.string(topic.key))
         logged = exp.select("commit_id").from_(catalog_table("seqdedup_commits")).where(key.copy())
         tagged = exp.union(*[exp.select("commit_id").from_(catalog_table(name)).where(
@@ -97,15 +112,41 @@ class Commits(Collaborator):
                      exp.not_(exp.In(this=exp.column("commit_id"), query=logged.subquery()))))
             for name in ("producer_sequences", "seqdedup_statements", "seqdedup_dropped", "seqdedup_gaps",
                          "seqdedup_consumers")], distinct=True)
-        wanted = {number for (number,) in self.adapter.fetchall(tagged)
-                  if number in published and number not in described}
+        return {number for (number,) in self.adapter.fetchall(tagged)
+                if number in published and number not in described}
+
+    def _read_winners(self, topic, wanted: set[int], described: dict[int, str]) -> dict[int, str]:
+        """``described`` with the winners of the commits ``wanted``, read from their partitions' directories."""
         if wanted:
             locations = {int(value): location for value, location in self.adapter.partitions.listing(topic.table)
                          if value.isdigit() and int(value) in wanted}
             for number in wanted & set(locations):   # (a compaction logs its commits' winners before it merges)
                 described[number] = self._partition_attempt(topic, number, locations.get(number))
-        self._winners[topic.key] = _Winners(published, described)
         return described
+
+    def beside_winners(self, topic, read: Callable[[], T]) -> T:
+        """``read()``, a read whose rows count as ``visible`` says, where the winners it needs are not known yet
+        (a process new to the topic, where several drivers write): run with the winners known before (none, in a
+        new process) alongside the read of them (``alongside``), rather than after it, a job each on Spark Connect.
+        Where that read finds a winner more (a commit whose winner died, or is now, between registering its
+        partition and logging its win: rare), ``read()`` runs again, with it. Either way, what it gives is what it
+        would give after the read of the winners."""
+        published = frozenset(self.published(topic))
+        known = self._winners.get(topic.key)
+        if self.adapter.exclusive or not self.adapter.READS_ALONGSIDE or (
+                known is not None and known.published == published):
+            return read()
+        described = dict(known.described) if known else {}
+        unlogged = self.adapter.alongside(lambda: self._unlogged(topic, published, described))
+        key = (threading.get_ident(), topic.key)
+        self._assumed[key] = described
+        try:
+            assumed = read()
+        finally:
+            del self._assumed[key]
+        found = self._read_winners(topic, unlogged.result(), dict(described))
+        self._winners[topic.key] = _Winners(published, found)
+        return assumed if found == described else read()
 
     def _partition_attempt(self, topic, number: int, location: str | None) -> str:
         """The attempt whose staging directory (``<commit>-<attempt>-<n>``) the partition of commit ``number`` is;
@@ -118,6 +159,8 @@ class Commits(Collaborator):
     def open(self, topic, commit: int) -> None:
         self.adapter.check_writable(None, f"a commit of {topic.key}")     # refused before the statement does any work
         self._open[topic.key] = _OpenCommit(commit, None)
+        if self.adapter.remote:     # the tables a commit appends to, where the statement's job runs meanwhile
+            self.adapter.files.read_ahead([catalog_table("seqdedup_statements"), catalog_table("seqdedup_commits")])
 
     def write(self, topic, insert: exp.Insert, *, counted: bool = True) -> int | None:
         """Stage the rows ``insert`` writes as the open commit's; their count when ``counted`` (else None)."""

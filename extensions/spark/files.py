@@ -36,6 +36,7 @@ class TableFiles(Collaborator):
         # (the writer lock orders the sessions' writes)
         self._locations: dict[str, str] = _LOCATIONS.setdefault((adapter.identity, adapter.DEFAULT_NAMESPACE), {})
         self._table_columns: dict[str, list[tuple[str, str]]] = {}   # topic key -> its table's columns
+        self._reading: dict[str, object] = {}      # table -> the future of its directory, being read (``read_ahead``)
         self._scripts = True                        # the server runs SQL scripts (``_refresh_in_one``)
 
     def append_rows(self, table: exp.Table, rows) -> None:
@@ -132,8 +133,18 @@ class TableFiles(Collaborator):
         """A table's directory, read once (``delete_rows`` and dropping a topic forget it)."""
         key = self.adapter.sql(table)
         if key not in self._locations:
-            self._locations[key] = self.table_location(table)
+            reading = self._reading.pop(key, None)
+            self._locations[key] = reading.result() if reading is not None else self.table_location(table)
         return self._locations[key]
+
+    def read_ahead(self, tables: list[exp.Table]) -> None:
+        """Start reading the directories of ``tables`` this process does not know yet, alongside the caller's next
+        calls (``alongside``; a commit's statement, a job): on Spark Connect each is a DESCRIBE, a round trip the
+        commit would wait for when it appends to the table."""
+        for table in tables:
+            key = self.adapter.sql(table)
+            if key not in self._locations and key not in self._reading:
+                self._reading[key] = self.adapter.alongside(lambda table=table: self.table_location(table))
 
     def table_location(self, table: exp.Table) -> str:
         """From the session's catalog in the JVM, one call; where it is out of reach (Spark Connect), a DESCRIBE
@@ -167,6 +178,7 @@ class TableFiles(Collaborator):
         self.adapter.execute(exp.Alter(this=table.copy(), kind="TABLE",
                                actions=[exp.AlterSet(location=exp.Literal.string(directory))]))
         self._locations.pop(name, None)
+        self._reading.pop(name, None)
         with self.adapter.errors():
             self.spark.catalog.refreshTable(name)
             self.delete(old, directory=True)

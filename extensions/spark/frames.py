@@ -70,6 +70,22 @@ def to_arrow(frame):
     return table.cast(to_arrow_schema(schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC"))
 
 
+def command_rows(frame) -> list[tuple] | None:
+    """The rows of a command's result (SHOW PARTITIONS, DESCRIBE) as a Spark Connect server sends them with its
+    reply to ``spark.sql``, in the frame's plan: read here, where ``collect`` sends them back to the server to have
+    them again (a round trip). None where the plan holds no such rows (a query; a result the server keeps and
+    refers to), or holds other columns than strings (read as ``collect`` would convert them)."""
+    plan = getattr(frame, "_plan", None)
+    relation = getattr(plan, "_plan", None)
+    if not is_remote(frame) or type(plan).__name__ != "CachedRelation" or not hasattr(relation, "HasField") or \
+            not relation.HasField("local_relation") or not relation.local_relation.HasField("data"):
+        return None
+    table = pa.ipc.open_stream(relation.local_relation.data).read_all()
+    if not all(pa.types.is_string(kind) or pa.types.is_large_string(kind) for kind in table.schema.types):
+        return None
+    return list(zip(*[column.to_pylist() for column in table.columns]))
+
+
 def schema_of(arrow_schema):
     """Spark's schema for an Arrow table's, as a classic ``createDataFrame`` of it infers (a timestamp without a
     time zone is a TIMESTAMP, not a TIMESTAMP_NTZ)."""

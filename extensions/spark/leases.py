@@ -64,14 +64,14 @@ class HiveLeases:
     def __init__(self, adapter):
         self.adapter = adapter
         self.table = in_catalog(exp.table_(LEASES_TABLE))
-        self._seen = False          # the table was seen to exist (``latest``)
+        self._seen = False          # the table was seen to exist, or made (``latest``, ``_made``)
 
     @functools.cached_property
     def application(self) -> str:
         return self.adapter.spark.conf.get("spark.app.id")
 
     def epochs(self, key: str) -> list[int]:
-        self._location     # (the table made first, if missing)
+        self._made     # (the table made first, if missing)
         # sqlglot has no SHOW PARTITIONS node: the command's text is the generated table and partition after it
         spec = f"PARTITIONS {self.adapter.sql(self.table)} {self.adapter.sql(self._partition(key))}"
         rows = self.adapter.fetchall(exp.Command(this="SHOW", expression=exp.Literal.string(spec)))
@@ -137,8 +137,15 @@ class HiveLeases:
 
     @functools.cached_property
     def _location(self) -> str:
-        """The table's directory, the table created first if it is missing (as a Hive table: Spark sets a
-        partition's storage properties only on those)."""
+        """The table's directory (the table made first, if missing): read only where a lease is registered, where a
+        look-up needs only the table (on Spark Connect a DESCRIBE is a round trip)."""
+        self._made
+        return self.adapter.files.table_location(self.table)
+
+    @functools.cached_property
+    def _made(self) -> bool:
+        """The table, created first if it is missing (as a Hive table: Spark sets a partition's storage properties
+        only on those)."""
         if not self.adapter.columns(self.table):
             create = create_table(self.table, {**LEASE_COLUMNS, **LEASE_PARTITIONS})
             create.set("properties", exp.Properties(expressions=[
@@ -151,7 +158,8 @@ class HiveLeases:
             except EngineError as error:      # another driver created it at the same moment
                 if not already_exists(error):
                     raise
-        return self.adapter.files.table_location(self.table)
+        self._seen = True
+        return True
 
     @staticmethod
     def _partition(key: str, epoch: int | None = None) -> exp.Partition:

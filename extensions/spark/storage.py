@@ -35,6 +35,7 @@ class SparkStorage:
     published_commits = by("adapter.commits", Commits.published)
     last_published_commit = by("adapter.commits", Commits.last_published)
     visible_commits = by("adapter.commits", Commits.visible)
+    beside_winners = by("adapter.commits", Commits.beside_winners)
     partition_ranges = by("adapter.compaction", Compaction.ranges)
     drop_merged = by("adapter.compaction", Compaction.drop_merged)
     merge_partitions = by("adapter.compaction", Compaction.merge)

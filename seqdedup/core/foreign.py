@@ -62,15 +62,20 @@ seqdedup's. Every read and statement of seqdedup leaves them out; move them asid
                 f"{self.topic}{SUFFIX} with `seqdedup topic quarantine {self.topic}` (Session.quarantine_foreign_rows)")
 
 
-def find(reads, ref: TopicRef) -> ForeignRows:
+def find(reads, ref: TopicRef, *, alongside: bool = False):
     """Count the topic's foreign rows and its own in one pass, through ``reads`` (an adapter, or its committed
-    reads)."""
+    reads). ``alongside``: the count is started ``alongside`` the caller's next reads (its query built now, from
+    the topic's partitions as this thread lists them), and its future returned."""
     partitions = reads.storage.foreign_partitions(ref)
     foreign = exp.not_(written_by_seqdedup(foreign_commits(partitions)))
-    entries, rows = reads.fetchall(exp.select(
+    query = exp.select(
         exp.func("coalesce", exp.func("count_if", reads.storage.own_rows(ref)), exp.convert(0)),
-        exp.func("coalesce", exp.func("count_if", foreign), exp.convert(0))).from_(ref.table.copy()))[0]
-    return ForeignRows(ref.key, rows, partitions, entries)
+        exp.func("coalesce", exp.func("count_if", foreign), exp.convert(0))).from_(ref.table.copy())
+
+    def count() -> ForeignRows:
+        entries, rows = reads.fetchall(query)[0]
+        return ForeignRows(ref.key, rows, partitions, entries)
+    return reads.alongside(count) if alongside else count()
 
 
 def side_table(ref: TopicRef) -> TopicRef:

@@ -15,14 +15,21 @@ def stats(broker: Broker, ref: TopicRef) -> dict:
     with broker.adapter.storage.listed_once(ref):     # one listing of its partitions for the state and every read below
         state = broker.state(ref)
         catalog = broker.reads()
+        executor = catalog.executor
+        # (no ORDER BY: on Spark a sort is a job more, to sample the keys; the producers are sorted here)
         log = (exp.select("producer", exp.alias_(exp.func("sum", exp.column("written")), "written"),
                           exp.alias_(exp.func("sum", exp.column("duplicates")), "duplicates"),
                           exp.alias_(exp.func("coalesce", exp.func("sum", exp.column("out_of_order")),
                                               exp.convert(0)), "out_of_order"))
-               .from_(catalog.run_log(ref).subquery("log")).group_by("producer").order_by("producer"))
-        rows = catalog.executor.fetchall(log)
-        foreign = find_foreign(catalog.executor, ref)      # the entries seqdedup wrote, and the others
+               .from_(catalog.run_log(ref).subquery("log")).group_by("producer"))
+        # The three reads below depend on each other in nothing: side by side where the engine runs queries at once
+        # (on Spark Connect each is a job, mostly waited for). Their queries are built here, from the listing this
+        # thread holds.
+        summed = executor.alongside(lambda: executor.fetchall(log))
+        foreign = find_foreign(executor, ref, alongside=True)      # the entries seqdedup wrote, and the others
         size = catalog.size(ref)
+        rows = sorted(summed.result(), key=lambda row: (row[0] is None, row[0]))
+        foreign = foreign.result()
     header = state.header
     figures = {
         "topic": ref.key,

@@ -301,7 +301,8 @@ def _load(catalog: Catalog, adapter, ref: TopicRef, topic) -> TopicState:
     # job, mostly waited for), and so is the log's end alongside the replay below.
     looked_up = adapter.alongside(lambda: catalog.topic(ref)) if adapter.contended else None
     try:
-        header = catalog.last_snapshot(ref)
+        # (beside the read of the commits' winners, which the snapshots' visibility depends on, where it is needed)
+        header = adapter.storage.beside_winners(ref, lambda: catalog.last_snapshot(ref))
     finally:
         if looked_up is not None:       # (its error first, as when it ran first: an unknown topic is named)
             topic = looked_up.result()

@@ -221,7 +221,7 @@ STATEMENTS = {
                                           r"CREATE VIEW on topic \S+\.events is refused"),
     "unique-index-on-a-topic": ("CREATE UNIQUE INDEX one_payload ON events (payload)", RewriteError,
                                 r"CREATE INDEX on topic \S+\.events is refused"),
-    "insert-or-replace": (f"INSERT OR REPLACE INTO events SELECT payload FROM staging WHERE is_not_dup(producer, seq)",
+    "insert-or-replace": ("INSERT OR REPLACE INTO events SELECT payload FROM staging WHERE is_not_dup(producer, seq)",
                           RewriteError, "cannot parse|OR ... "),
     # a transaction around statements: each is one commit of its own
     "begin": ("BEGIN TRANSACTION", RewriteError, "BEGIN through a seqdedup session is refused: each statement is one commit"),
