@@ -270,6 +270,8 @@ class Session:
 
         if reason is not None and reason not in REASONS:
             raise PolicyError(f"unknown reason {reason!r}; the reasons are: {', '.join(REASONS)}")
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+            raise TopicError(f"limit={limit!r}: give the number of rows to return, 0 or more (None: all of them)")
         query = self.broker.catalog.dropped(self.ref(topic))
         if reason is not None:
             query = query.where(exp.column("reason").eq(literal(reason)))

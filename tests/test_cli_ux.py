@@ -174,3 +174,22 @@ def test_recover_explains_a_state_whose_snapshots_were_deleted_and_repair_rebuil
     assert [row[:2] for row in json.loads(run("state", "events", "--json")[1])["rows"]] == [["p", 1], ["q", 5]]
     status, out, _ = run("recover", "events")
     assert status == 0 and "checked against a replay of the whole log: matches" in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (("ingest", "events", "e.jsonl", "--producer-column", "producer", "--sequence-column", "seq", "--batch-rows", "0"),
+     "argument --batch-rows: 1 or more, not 0"),
+    (("dropped", "events", "--limit", "-1"), "argument --limit: 0 or more, not -1"),
+    (("report", "events", "--commits", "0"), "argument --commits: 1 or more, not 0"),
+    (("compact", "events", "--factor", "1"), "argument --factor: 2 or more, not 1"),
+    (("demo", "--producers", "0"), "argument --producers: 1 or more, not 0"),
+    (("demo", "--messages", "-5"), "argument --messages: 1 or more, not -5"),
+    (("connect-server", "--port", "70000"), "argument --port: 0 to 65535, not 70000"),
+    (("report", "events", "--commits", "ten"), "argument --commits: a whole number, not 'ten'"),
+])
+def test_a_number_out_of_range_is_refused_naming_its_option_and_nothing_runs(run, tmp_path, args, message):
+    """(``--batch-rows 0`` was taken for the default and wrote; ``--limit -1`` was DuckDB's binder error.)"""
+    (tmp_path / "e.jsonl").write_text('{"producer": "a", "seq": 1, "payload": "x"}\n')
+    status, out, err = run(*args)
+    assert status == 2 and message in err and not out, err
+    assert not list(tmp_path.glob("*.duckdb")), "the command opened a database"

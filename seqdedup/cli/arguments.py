@@ -20,6 +20,21 @@ from .target import METASTORE_VARIABLE, REMOTE_VARIABLE
 from .upkeep import cmd_compact, cmd_recover, cmd_snapshot, cmd_state, cmd_stats
 
 
+def _at_least(least: int, most: int | None = None):
+    """An argparse type: a whole number from ``least`` (to ``most``). A value out of range is refused by the
+    parser, naming the option (``argument --commits: 1 or more, not 0``), before the command opens a session."""
+    def whole(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"a whole number, not {text!r}") from None
+        if value < least or (most is not None and value > most):
+            wanted = f"{least} or more" if most is None else f"{least} to {most}"
+            raise argparse.ArgumentTypeError(f"{wanted}, not {value}")
+        return value
+    return whole
+
+
 def _policy_list() -> str:
     """Every policy the code knows (catalog/policies.py), with the values it takes and its default: the epilog of
     the commands that set policies."""
@@ -117,7 +132,7 @@ def parser() -> argparse.ArgumentParser:
     ingest.add_argument("--order-by", metavar="COLUMN",
                         help="the column that gives the rows' arrival order (default: the order of the input)")
     ingest.add_argument("--format", choices=["json", "csv", "parquet"], help="default: from the file name")
-    ingest.add_argument("--batch-rows", type=int, metavar="N", help="rows per statement (default 1,000,000)")
+    ingest.add_argument("--batch-rows", type=_at_least(1), metavar="N", help="rows per statement (default 1,000,000)")
     ingest.add_argument("--one-commit", action="store_true",
                         help="the whole input as one statement: all of it is written, or nothing")
     ingest.add_argument("--no-progress", action="store_true", help="no progress bar (none is shown with --json)")
@@ -141,7 +156,7 @@ def parser() -> argparse.ArgumentParser:
     dropped.add_argument("--since", metavar="TIME", help="only entries dropped at this time or later (2026-11-30, "
                                                          "2026-11-30T09:00)")
     dropped.add_argument("--reason", choices=REASONS, help="only entries dropped for this reason")
-    dropped.add_argument("--limit", type=int, metavar="N", help="at most N rows, the oldest first")
+    dropped.add_argument("--limit", type=_at_least(0), metavar="N", help="at most N rows, the oldest first")
     dropped.set_defaults(func=cmd_dropped)
 
     gaps = sub.add_parser("gaps", parents=[common], help="the holes a topic's statements left after their producers' "
@@ -155,7 +170,7 @@ def parser() -> argparse.ArgumentParser:
     report.add_argument("topic", help="the topic: NAME, or NAMESPACE.NAME")
     report.add_argument("--since", metavar="TIME", help="only commits of statements run at this time or later "
                                                         "(2026-11-30, 2026-11-30T09:00)")
-    report.add_argument("--commits", type=int, default=COMMITS, metavar="N",
+    report.add_argument("--commits", type=_at_least(1), default=COMMITS, metavar="N",
                         help=f"the latest N commits at most (default {COMMITS})")
     report.add_argument("--out", metavar="FILE", help="the page to write (default TOPIC-report.html, TOPIC the "
                                                       "topic's NAMESPACE.NAME)")
@@ -164,20 +179,20 @@ def parser() -> argparse.ArgumentParser:
     compact = sub.add_parser("compact", parents=[common], help="merge a topic's commits into fewer partitions "
                                                                "(Spark: one per commit until compacted)")
     compact.add_argument("topic", help="the topic: NAME, or NAMESPACE.NAME")
-    compact.add_argument("--factor", type=int, default=FACTOR,
+    compact.add_argument("--factor", type=_at_least(2), default=FACTOR,
                          help=f"partitions of one tier merged into one of the next (default {FACTOR})")
     compact.set_defaults(func=cmd_compact)
 
     demo = sub.add_parser("demo", parents=[common],
                           help="producers that retry, crash and restart; each message lands once")
-    demo.add_argument("--producers", type=int, default=4, help="how many producers write (default 4)")
-    demo.add_argument("--messages", type=int, default=1000, help="messages per producer (default 1000)")
+    demo.add_argument("--producers", type=_at_least(1), default=4, help="how many producers write (default 4)")
+    demo.add_argument("--messages", type=_at_least(1), default=1000, help="messages per producer (default 1000)")
     demo.add_argument("--seed", type=int, default=7, help="the seed of the crashes and retries (default 7)")
     demo.set_defaults(func=cmd_demo)
 
     server = sub.add_parser("connect-server", parents=[home, output], help="run a Spark Connect server with "
                             "seqdedup's settings, its catalog in the Spark home, for --remote (until Ctrl-C)")
-    server.add_argument("--port", type=int, default=SERVER_PORT,
+    server.add_argument("--port", type=_at_least(0, 65535), default=SERVER_PORT,
                         help=f"the port it listens on, on 127.0.0.1 (default {SERVER_PORT}; 0: any free port)")
     server.set_defaults(func=cmd_connect_server, engine="spark")
     return top

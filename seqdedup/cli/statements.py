@@ -40,7 +40,7 @@ def cmd_ingest(args) -> None:
             warnings.simplefilter("ignore", SeqdedupWarning)    # said below, once, in the result's own words
             result = ingest(s, args.topic, paths, producer=args.producer_column, sequence_id=args.sequence_column,
                             highest_sequence_id=args.highest_column, order_by=args.order_by, fmt=args.format,
-                            batch_rows=args.batch_rows or 1_000_000, one_commit=args.one_commit,
+                            batch_rows=1_000_000 if args.batch_rows is None else args.batch_rows, one_commit=args.one_commit,
                             progress=not args.json and not args.no_progress)
         late = f" ({result['out_of_order']} of them out of order)" if result["out_of_order"] else ""
         emit(args, result, f"{args.topic}: wrote {result['written']}, dropped {result['duplicates']} duplicates"

@@ -10,7 +10,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 
-from seqdedup import PolicyError
+from seqdedup import PolicyError, TopicError
 from seqdedup.udfs import Entry, Policies, SequenceTracker
 
 from .test_matches_reference import fresh, statement
@@ -123,3 +123,14 @@ def test_the_ledger_keeps_its_retention_and_goes_with_its_topic(dedup):
 def test_a_ledger_policy_takes_only_the_words_it_knows(dedup):
     with pytest.raises(PolicyError, match="dropped_entries: expected one of nothing, counts, keys, rows"):
         dedup.topic(dropped_entries="everything")
+
+
+def test_the_ledger_is_read_with_a_reason_and_a_limit_it_knows(dedup):
+    dedup.topic(dropped_entries="keys")
+    dedup.send([("p", 1), ("p", 1), ("p", 2), ("p", 2)])
+    assert len(dedup.session.dropped("events", limit=1).rows) == 1
+    assert dedup.session.dropped("events", limit=0).rows == []
+    with pytest.raises(PolicyError, match="unknown reason 'retried'; the reasons are: retry, "):
+        dedup.session.dropped("events", reason="retried")
+    with pytest.raises(TopicError, match=r"limit=-1: give the number of rows to return, 0 or more"):
+        dedup.session.dropped("events", limit=-1)        # (the engine's own error before: DuckDB's binder, Spark's)
