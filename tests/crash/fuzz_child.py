@@ -55,8 +55,14 @@ def state(session) -> dict:
     applied = session.topic(TOPIC).applied
     ledger = None
     if applied.ledger:     # its rows, and the duplicates the run log counts (R16)
-        ledger = session.sql("SELECT (SELECT count(*) FROM seqdedup_dropped), "
-                             "(SELECT coalesce(sum(duplicates), 0) FROM seqdedup_statements)").rows[0]
+        # Of published commits only, as a reader sees them: on Spark a commit killed before it was published leaves
+        # the rows it appended (its ledger rows, not yet its run log row) in the catalog tables, where no reader
+        # counts them, and the next commit takes a number above theirs.
+        catalog, ref = session.broker.catalog, session.ref(TOPIC)
+        ledger = session.run(exp.select(
+            exp.select(exp.func("count", exp.Star())).from_(catalog.dropped(ref).subquery("ledger")).subquery(),
+            exp.select(exp.func("coalesce", exp.func("sum", exp.column("duplicates")), exp.convert(0)))
+            .from_(catalog.run_log(ref).subquery("log")).subquery())).rows[0]
     return {"topic": True, "entries": [list(row) for row in entries.rows],
             "marks": {p: s for p, s, _ in session.producer_state(TOPIC).rows},
             "enabled": applied.deduplication_enabled, "ledger": ledger}
