@@ -272,7 +272,8 @@ class Session:
             raise PolicyError(f"unknown reason {reason!r}; the reasons are: {', '.join(REASONS)}")
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
             raise TopicError(f"limit={limit!r}: give the number of rows to return, 0 or more (None: all of them)")
-        query = self.broker.catalog.dropped(self.ref(topic))
+        ref = self._log_of(topic, producer)
+        query = self.broker.catalog.dropped(ref)
         if reason is not None:
             query = query.where(exp.column("reason").eq(literal(reason)))
         if since is not None:
@@ -283,8 +284,19 @@ class Session:
     def gaps(self, topic: str, *, producer: str | None = None) -> QueryResult:
         """The holes the topic's statements left after their producers' marks (R17; ``seqdedup gaps TOPIC``), oldest
         first: recorded where its ``gap_policy`` was ``record`` when they ran. Narrowed to one ``producer``."""
-        return self._log_rows("seqdedup_gaps", self.broker.catalog.gaps(self.ref(topic)), GAPS, producer,
+        ref = self._log_of(topic, producer)
+        return self._log_rows("seqdedup_gaps", self.broker.catalog.gaps(ref), GAPS, producer,
                               ("found_at", "commit_id", "producer", "after_id"))
+
+    def _log_of(self, topic: str, producer: object) -> TopicRef:
+        """The topic whose log (the ledger, the holes) is read for ``producer``: an unknown topic is named (a
+        misspelt name would read as a topic that dropped nothing), and a producer that is not a name refused."""
+        if producer is not None and not isinstance(producer, str):
+            raise TopicError(f"producer={producer!r}: a producer's name is text; give it as a string "
+                             f"({str(producer)!r})")
+        ref = self.ref(topic)
+        self.topic(ref)
+        return ref
 
     def _log_rows(self, name: str, query: exp.Select, columns, producer: str | None, order: tuple[str, ...],
                   limit: int | None = None) -> QueryResult:

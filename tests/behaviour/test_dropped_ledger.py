@@ -125,7 +125,7 @@ def test_a_ledger_policy_takes_only_the_words_it_knows(dedup):
         dedup.topic(dropped_entries="everything")
 
 
-def test_the_ledger_is_read_with_a_reason_and_a_limit_it_knows(dedup):
+def test_the_ledger_is_read_with_a_topic_a_producer_a_reason_and_a_limit_it_knows(dedup):
     dedup.topic(dropped_entries="keys")
     dedup.send([("p", 1), ("p", 1), ("p", 2), ("p", 2)])
     assert len(dedup.session.dropped("events", limit=1).rows) == 1
@@ -134,3 +134,8 @@ def test_the_ledger_is_read_with_a_reason_and_a_limit_it_knows(dedup):
         dedup.session.dropped("events", reason="retried")
     with pytest.raises(TopicError, match=r"limit=-1: give the number of rows to return, 0 or more"):
         dedup.session.dropped("events", limit=-1)        # (the engine's own error before: DuckDB's binder, Spark's)
+    with pytest.raises(TopicError, match=r"producer=1: a producer's name is text; give it as a string \('1'\)"):
+        dedup.session.dropped("events", producer=1)      # (the engine's conversion error before)
+    for read in (dedup.session.dropped, dedup.session.gaps):     # (a misspelt topic read as one that dropped nothing)
+        with pytest.raises(TopicError, match="unknown topic .*evnets; create it first"):
+            read("evnets")
