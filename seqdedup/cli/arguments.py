@@ -7,6 +7,7 @@ import textwrap
 
 from seqdedup import __version__
 from seqdedup.catalog.policies import DEFINITIONS, spelled
+from seqdedup.clients.ingest import BATCH_ROWS
 from seqdedup.core.compaction import FACTOR
 from seqdedup.core.drops import COMMITS
 from seqdedup.udfs import REASONS, Policies
@@ -132,7 +133,8 @@ def parser() -> argparse.ArgumentParser:
     ingest.add_argument("--order-by", metavar="COLUMN",
                         help="the column that gives the rows' arrival order (default: the order of the input)")
     ingest.add_argument("--format", choices=["json", "csv", "parquet"], help="default: from the file name")
-    ingest.add_argument("--batch-rows", type=_at_least(1), metavar="N", help="rows per statement (default 1,000,000)")
+    ingest.add_argument("--batch-rows", type=_at_least(1), metavar="N",
+                        help=f"rows per statement (default {BATCH_ROWS:,})")
     ingest.add_argument("--one-commit", action="store_true",
                         help="the whole input as one statement: all of it is written, or nothing")
     ingest.add_argument("--no-progress", action="store_true", help="no progress bar (none is shown with --json)")

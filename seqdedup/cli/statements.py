@@ -27,7 +27,7 @@ def cmd_sql(args) -> None:
 
 
 def cmd_ingest(args) -> None:
-    from seqdedup.clients.ingest import ingest
+    from seqdedup.clients.ingest import BATCH_ROWS, ingest
 
     if args.one_commit and args.batch_rows is not None:
         raise SeqdedupError("--one-commit writes the whole input as one statement; leave out --batch-rows")
@@ -40,7 +40,8 @@ def cmd_ingest(args) -> None:
             warnings.simplefilter("ignore", SeqdedupWarning)    # said below, once, in the result's own words
             result = ingest(s, args.topic, paths, producer=args.producer_column, sequence_id=args.sequence_column,
                             highest_sequence_id=args.highest_column, order_by=args.order_by, fmt=args.format,
-                            batch_rows=1_000_000 if args.batch_rows is None else args.batch_rows, one_commit=args.one_commit,
+                            batch_rows=BATCH_ROWS if args.batch_rows is None else args.batch_rows,
+                            one_commit=args.one_commit,
                             progress=not args.json and not args.no_progress)
         late = f" ({result['out_of_order']} of them out of order)" if result["out_of_order"] else ""
         emit(args, result, f"{args.topic}: wrote {result['written']}, dropped {result['duplicates']} duplicates"

@@ -54,9 +54,13 @@ def files(paths: str | list[str]) -> list[str]:
     return found
 
 
+#: Rows per statement where the caller gives no number (``--batch-rows``).
+BATCH_ROWS = 1_000_000
+
+
 def ingest(session, topic: str, paths: str | list[str], *, producer: str, sequence_id: str,
            highest_sequence_id: str | None = None, order_by: str | None = None, fmt: str | None = None,
-           batch_rows: int = 1_000_000, one_commit: bool = False, progress: bool = False) -> dict:
+           batch_rows: int = BATCH_ROWS, one_commit: bool = False, progress: bool = False) -> dict:
     inputs = files(paths)
     formats = [fmt or FORMATS.get(Path(path).suffix.lower()) for path in inputs]
     for path, known in zip(inputs, formats):
