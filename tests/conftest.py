@@ -12,7 +12,7 @@ import duckdb
 import pytest
 import sqlglot
 
-from . import jvm
+from . import engines, jvm
 from .engines import ENGINES, Harness
 
 #: Spark Connect ("connect") runs the behaviour suite (tests/behaviour) whole when SEQDEDUP_CONNECT=all (about
@@ -147,6 +147,26 @@ def pytest_xdist_make_scheduler(config, log):
             return "the modules on Spark Connect" if module in self._connect else module
 
     return Scheduling(config, log)
+
+
+#: Set in each worker where the modules with tests on Spark Connect run in a row on one worker (``Scheduling``).
+CONNECT_GROUPED = "seqdedup_connect_grouped"
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    node.workerinput[CONNECT_GROUPED] = node.config.getoption("dist") == "loadfile" and not CONNECT_ALL
+
+
+@pytest.hookimpl(trylast=True)       # after the module's fixtures are torn down (their sessions closed)
+def pytest_runtest_teardown(item, nextitem):
+    """Where the modules with tests on Spark Connect run in a row (``pytest_xdist_make_scheduler``), stop the
+    server once the next module has none, rather than leave it idle beside the other tests till the worker ends.
+    (Elsewhere they are spread among the others, and the server stays up.)"""
+    if (engines.connect_started() and nextitem is not None and nextitem.path != item.path
+            and getattr(item.config, "workerinput", {}).get(CONNECT_GROUPED)
+            and not any("[connect" in other.nodeid for other in item.session.items if other.path == nextitem.path)):
+        engines.stop_connect()
 
 
 _STARTED = time.monotonic()

@@ -30,6 +30,7 @@ ENGINES = [EngineUnderTest("duckdb", "duckdb"), EngineUnderTest("spark", "spark"
            EngineUnderTest("connect", "spark")]
 _spark = None
 _connect = None
+_connect_server = None
 _databases = iter(range(1, 10**9))
 
 
@@ -57,15 +58,32 @@ def spark_session(home: str):
 def connect_session(home: str):
     """One Spark Connect session per test process, on a server of its own with a Hive catalog beside ``home`` (a
     home of its own: the server is another process, and embedded Derby admits one)."""
-    global _connect
+    global _connect, _connect_server
     if _connect is None:
         from seqdedup.extensions.spark.connect_server import start_local_server
 
-        server = start_local_server(f"{home}-connect")
-        _connect = server.session()
-        atexit.register(_connect.stop)     # before the server stops (atexit runs last in, first out)
+        _connect_server = start_local_server(f"{home}-connect")
+        _connect = _connect_server.session()
+        atexit.register(stop_connect)
         _connect.conf.set("spark.sql.shuffle.partitions", "1")
     return _connect
+
+
+def connect_started() -> bool:
+    return _connect is not None
+
+
+def stop_connect() -> None:
+    """Stop the test process's Spark Connect session and its server, if started: once its tests are done, an idle
+    server still takes about 2 s of CPU a minute (a JVM's housekeeping) from the tests beside it, on 2 cores. A
+    later test on Spark Connect starts another."""
+    global _connect, _connect_server
+    if _connect is not None:
+        _connect.stop()
+        _connect = None
+    if _connect_server is not None:
+        _connect_server.stop()
+        _connect_server = None
 
 
 def engine_session(engine: EngineUnderTest, home: str):
