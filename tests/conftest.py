@@ -130,12 +130,22 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: order.get(item.nodeid.split("::")[0], len(order)))   # (stable: in a module, as written)
 
 
+def _on_connect(nodeid: str) -> bool:
+    """Whether a test runs on Spark Connect (the ``engine`` fixture's ``connect``)."""
+    return "[connect" in nodeid
+
+
+def _connect_grouped(config) -> bool:
+    """Whether the modules with tests on Spark Connect run in a row on one worker (``Scheduling``): under
+    ``--dist loadfile``, unless SEQDEDUP_CONNECT=all (then that would be the whole behaviour suite)."""
+    return config.getoption("dist") == "loadfile" and not CONNECT_ALL
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile``, but the modules with tests on Spark Connect go to one worker: each worker that runs one
-    starts a Connect server of its own (``tests/engines.py``), 20 s and more of its JVM warming up on a busy machine.
-    (With SEQDEDUP_CONNECT=all, that would be the whole behaviour suite on one worker.)"""
-    if config.getoption("dist") != "loadfile" or CONNECT_ALL:
+    starts a Connect server of its own (``tests/engines.py``), 20 s and more of its JVM warming up on a busy machine."""
+    if not _connect_grouped(config):
         return None
     from xdist.scheduler import LoadFileScheduling
 
@@ -143,7 +153,7 @@ def pytest_xdist_make_scheduler(config, log):
         def _split_scope(self, nodeid: str) -> str:
             module = super()._split_scope(nodeid)
             if not hasattr(self, "_connect"):       # (the collection is known from the first call on)
-                self._connect = {super(Scheduling, self)._split_scope(n) for n in self.collection if "[connect" in n}
+                self._connect = {super(Scheduling, self)._split_scope(n) for n in self.collection if _on_connect(n)}
             return "the modules on Spark Connect" if module in self._connect else module
 
     return Scheduling(config, log)
@@ -155,7 +165,7 @@ CONNECT_GROUPED = "seqdedup_connect_grouped"
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node):
-    node.workerinput[CONNECT_GROUPED] = node.config.getoption("dist") == "loadfile" and not CONNECT_ALL
+    node.workerinput[CONNECT_GROUPED] = _connect_grouped(node.config)
 
 
 @pytest.hookimpl(trylast=True)       # after the module's fixtures are torn down (their sessions closed)
@@ -165,7 +175,7 @@ def pytest_runtest_teardown(item, nextitem):
     (Elsewhere they are spread among the others, and the server stays up.)"""
     if (engines.connect_started() and nextitem is not None and nextitem.path != item.path
             and getattr(item.config, "workerinput", {}).get(CONNECT_GROUPED)
-            and not any("[connect" in other.nodeid for other in item.session.items if other.path == nextitem.path)):
+            and not any(_on_connect(other.nodeid) for other in item.session.items if other.path == nextitem.path)):
         engines.stop_connect()
 
 
