@@ -72,7 +72,7 @@ class TransactionalStorage:
 
     def write_decided(self, topic, decided: exp.Select, keep: str, insert_for: Callable[[exp.Expression], exp.Insert],
                       metrics: dict[str, exp.Expression], outcome: list[exp.Expression], last: str,
-                      proceed: Callable[[dict], bool], name: str) -> Decided:
+                      proceed: Callable[[dict], bool], name: str, split: str | None = None) -> Decided:
         """The window plan's write: the rows of ``decided`` whose column ``keep`` is true, through the INSERT that
         ``insert_for`` makes of them; the ``metrics`` (aggregates over every row of ``decided``) and the
         ``outcome`` columns of its ``last`` rows (one per producer). ``name``: a temporary name free for the decided
@@ -94,6 +94,16 @@ class TransactionalStorage:
             return Decided(got, rows)
         finally:
             self.adapter.drop_temp_table(table.name)
+
+    def stages_apart(self, topic) -> bool:
+        """Whether ``write_decided`` can write the entries dropped apart from the topic's rows, in the same pass
+        (``split``: a column of the decided rows, true for a dropped entry). Here it cannot: it is never asked."""
+        return False
+
+    def dropped_rows(self, topic) -> exp.Expression | None:
+        """The entries the open commit's ``write_decided`` wrote apart (``split``), as a relation of the topic's
+        columns, each with its producer's mark when the statement began as its ``_position``; None for none."""
+        return None
 
     def discard_commit_rows(self, topic) -> None:
         """Forget the topic rows the open commit wrote (they were never published); the commit goes on."""

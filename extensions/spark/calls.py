@@ -50,6 +50,10 @@ SETTINGS = {
     # seqdedup reads and writes Spark SQL in ANSI mode (sql/dialects.py): a bad cast or an overflow fails, as on
     # DuckDB, rather than giving NULL.
     "spark.sql.ansi.enabled": "true",
+    # A statement that keeps a ledger writes its dropped entries beside its written ones, partitioned by their fate
+    # (extensions/spark/commits.py): with a writer per value open in each task, Spark does not sort each task's rows
+    # by the value first (5M rows on local[2]: 2.6 s against 3.7 s).
+    "spark.sql.maxConcurrentOutputFileWriters": "2",
 }
 
 

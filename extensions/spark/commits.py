@@ -33,6 +33,8 @@ class _OpenCommit:
     published: set[int] | None      # the topic's published commits when it opened, once asked (one writer: they
                                     # stay so)
     directory: str | None = None    # where its topic rows were staged, once they were
+    apart: str | None = None        # where a split write staged them (``write_decided``), removed with the commit
+    dropped: str | None = None      # its folder of the entries dropped, where it wrote any
     attempt: str = field(default_factory=lambda: uuid.uuid4().hex)    # names its staging directory
 
 
@@ -162,16 +164,51 @@ class Commits(Collaborator):
         if self.adapter.remote:     # the tables a commit appends to, where the statement's job runs meanwhile
             self.adapter.files.read_ahead([catalog_table("seqdedup_statements"), catalog_table("seqdedup_commits")])
 
-    def write(self, topic, insert: exp.Insert, *, counted: bool = True) -> int | None:
-        """Stage the rows ``insert`` writes as the open commit's; their count when ``counted`` (else None)."""
+    def write(self, topic, insert: exp.Insert, *, counted: bool = True, split: str | None = None) -> int | None:
+        """Stage the rows ``insert`` writes as the open commit's; their count when ``counted`` (else None). With
+        ``split``, the rows of ``insert``'s last column true are staged apart (``_apart``)."""
         current = self._open[topic.key]
         names = [column.name for column in insert.this.expressions]
-        current.directory, written = self.stage(topic, insert.expression, names, current.number, counted=counted)
+        current.directory, written = self.stage(topic, insert.expression, names, current.number, counted=counted,
+                                                split=split)
+        if split:
+            self._apart(topic, split)
         return written
 
-    def write_decided(self, topic, decided, keep, insert_for, metrics, outcome, last, proceed, name):
+    def stages_apart(self, topic) -> bool:
+        """Whether ``write_decided`` can stage the dropped entries apart (``split``): where the topic's directory is
+        on the local disk, whose folders it moves."""
+        return local_path(self.adapter.files.location(topic)) is not None
+
+    def _apart(self, topic, split: str) -> None:
+        """After a split write into the open commit's directory: its folder of written rows (``split`` false) is
+        moved to a staging directory of its own, the commit's (none where no row was written), and the directory
+        written is kept aside with the dropped rows' folder (``dropped_rows``) until the commit ends (``close``,
+        ``discard``). Spark writes a table's partitions in one job so, where two jobs would read the decided rows
+        twice."""
+        current = self._open[topic.key]
+        current.apart = current.directory
+        root = local_path(current.apart)
+        kept = f"{root}/{split}=false"
+        current.directory = None
+        if os.path.isdir(kept):
+            current.directory = self.staging_directory(topic, current.number)
+            os.rename(kept, local_path(current.directory))
+        current.dropped = f"{current.apart}/{split}=true" if os.path.isdir(f"{root}/{split}=true") else None
+
+    def dropped_rows(self, topic) -> exp.Expression | None:
+        """The entries the open commit's split write staged apart (``write_decided``), as a relation of the topic's
+        columns; None where it staged none."""
+        dropped = self._open[topic.key].dropped
+        return None if dropped is None else exp.Table(this=exp.to_identifier(dropped, quoted=True),
+                                                      db=exp.to_identifier("parquet"))
+
+    def write_decided(self, topic, decided, keep, insert_for, metrics, outcome, last, proceed, name, split=None):
         """One job: the decided rows are observed (the metrics, and the outcome of each producer's last row, as a
-        list) on their way to the commit's directory, whatever the metrics say (the caller discards them)."""
+        list) on their way to the commit's directory, whatever the metrics say (the caller discards them). With
+        ``split`` (the name of a column of ``decided``, true for an entry dropped, where ``stages_apart``), the
+        dropped entries are written by the same job, apart (``dropped_rows``); ``insert_for`` then gives the column
+        last."""
         F = self.F
 
         named = exp.func("named_struct", *[part for e in outcome
@@ -181,17 +218,19 @@ class Commits(Collaborator):
             observed = Observed(self.adapter.frame(decided),
                                 **{k: F.expr(self.adapter.sql(e)) for k, e in metrics.items()},
                                  __sd_outcome=F.expr(self.adapter.sql(rows)))
-            kept = observed.frame.where(F.col(keep))
+            kept = observed.frame.where(F.col(keep) | F.col(split) if split else F.col(keep))
             if self.adapter.remote:     # a Connect client reads an observation only from the very plan it sent
                 insert = insert_for(exp.table_(name))
                 current = self._open[topic.key]
                 current.directory = self.stage(topic, insert.expression, [c.name for c in insert.this.expressions],
-                                                current.number, counted=False, frame=kept)[0]
+                                                current.number, counted=False, frame=kept, split=split)[0]
+                if split:
+                    self._apart(topic, split)
                 got = observed.values()
             else:
                 kept.createOrReplaceTempView(name)     # (a view and SQL over it: cheaper than two selectExpr)
                 try:
-                    self.write(topic, insert_for(exp.table_(name)), counted=False)    # counted above
+                    self.write(topic, insert_for(exp.table_(name)), counted=False, split=split)    # counted above
                     got = observed.values()
                 finally:
                     self.spark.catalog.dropTempView(name)
@@ -208,9 +247,10 @@ class Commits(Collaborator):
 
     def discard(self, topic) -> None:
         current = self._open[topic.key]
-        if current.directory:
-            remove_directory(current.directory)
-        current.directory = None
+        for directory in (current.directory, current.apart):
+            if directory:
+                remove_directory(directory)
+        current.directory = current.apart = current.dropped = None
 
     def publish(self, topic) -> None:
         current = self._open[topic.key]
@@ -234,15 +274,18 @@ class Commits(Collaborator):
                   "published_at": dt.datetime.now()}], schema=arrow_schema(COMMITS)))
 
     def close(self, topic) -> None:
-        self._open.pop(topic.key, None)
+        current = self._open.pop(topic.key, None)
+        if current is not None and current.apart:
+            remove_directory(current.apart)
 
     def stage(self, topic, rows: exp.Select, names: list[str], commit: int, *, counted: bool = True,
-               frame=None) -> tuple[str, int | None]:
+              frame=None, split: str | None = None) -> tuple[str, int | None]:
         """Write ``rows``, whose columns are ``names``, to a new directory as the topic's Parquet files, every
         column cast to the table's type (``_commit`` left out: it is the partition's value); returns the path and,
         when ``counted``, the number of rows written (observed on the way: no second job; an observation costs
         some 40 ms, paid only where the count is used). With a ``frame``, ``rows`` are its projections (their FROM
-        is not read): the write stays one plan with the frame's."""
+        is not read): the write stays one plan with the frame's. With ``split`` (a column of ``rows``), the rows
+        are written partitioned by it, a folder each (``_apart``)."""
         F = self.F
 
         inner = rows.copy()
@@ -253,6 +296,8 @@ class Commits(Collaborator):
                                 exp.DataType.build(kind, dialect=self.adapter.DIALECT)), name)
             for name, kind in self.adapter.files.columns_of(topic) if name != "_commit"
         ]).from_(inner.subquery("r"))
+        if split:
+            typed.select(exp.alias_(exp.column(f"_c{where[split.lower()]}"), split), copy=False)
         directory = self.staging_directory(topic, commit)
         self.adapter.check_writable(exp.insert(typed, topic.table.copy()))     # the topic rows, written below
         with self.adapter.errors():
@@ -261,11 +306,19 @@ class Commits(Collaborator):
             else:
                 frame = self._projected(self._projected(frame, inner.expressions), typed.expressions)
             if not counted:
-                frame.write.mode("error").parquet(directory)
+                self._writer(frame, split).parquet(directory)
                 return directory, None
             observed = Observed(frame, rows=F.count(F.lit(1)))
-            observed.frame.write.mode("error").parquet(directory)
+            self._writer(observed.frame, split).parquet(directory)
             return directory, observed.values()["rows"]
+
+    @staticmethod
+    def _writer(frame, split: str | None):
+        """A frame's writer into a new directory, partitioned by ``split`` where given: each task writes a file per
+        value as its rows come (``spark.sql.maxConcurrentOutputFileWriters``, held by seqdedup's calls), where
+        Spark would otherwise sort each task's rows by the value first."""
+        writer = frame.write.mode("error")
+        return writer.partitionBy(split) if split else writer
 
     def _projected(self, frame, expressions: list[exp.Expression]):
         """``SELECT expressions FROM frame`` as DataFrame operations, the parameters bound now given as columns of

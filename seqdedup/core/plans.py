@@ -54,6 +54,7 @@ class Outcome:
     rounds: int
     table: exp.Table | None = None      # the outcome as an engine table, when the plan made one
     values: exp.Expression | None = None    # the statement's rows as read once, when the plan read them so
+    apart: bool = False                 # its write staged the entries it dropped apart (``dropped_rows``)
 
 
 def inputs(run, targets: list[str], values: list[str], **given) -> plan.Inputs:
@@ -77,7 +78,11 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
                                 base=adapter.constant(BASE) if gather else BASE)
     # (a producer with more than a task's share of the entries: spread over ranges of its ids, see sql/plan/spread.py)
     given = dataclasses.replace(given, ranges=spread.ranges(run, given))
-    if ledger_by_difference(run, state):    # (the ledger is the rows read once, less those written: one reading)
+    # R16: the ledger reads the dropped entries the write stages apart, where the storage can (``split``); else the
+    # statement's rows read once, less those written (one reading either way)
+    split = ledger_after_plan(run, state) and adapter.storage.stages_apart(run.ref)
+    given = dataclasses.replace(given, split=split)
+    if ledger_after_plan(run, state) and not split:
         try:
             given = dataclasses.replace(given, read_once=True).having(values=scratch.table(
                 "__sd_values", steps["values"].build(given)))
@@ -86,15 +91,17 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
     spread_key = given.ranges.sql() if given.ranges is not None else ""
 
     def decide_and_write(i: plan.Inputs):
-        decided = run.kept(f"window {not i.read_once} {gather} {marks is MARKS} {spread_key}",
+        decided = run.kept(f"window {not i.read_once} {gather} {marks is MARKS} {spread_key} {split}",
                            lambda: steps["decide"].build(dataclasses.replace(i, number=adapter.row_number())))
         # (the engine reads the metrics and the outcome off its own table of the decided rows: their columns only)
         metrics = run.kept(f"metrics {seen}", lambda: steps["metrics"].build(i)).expressions
         outcome = run.kept(f"outcome {checked}", lambda: steps["outcome"].build(i)).expressions
+        write = steps["split write" if split else "write"]
         return adapter.storage.write_decided(run.ref, decided, plan.ACCEPTED,
-                                             lambda rows: steps["write"].build(i.having(accepted=rows)),
+                                             lambda rows: write.build(i.having(accepted=rows)),
                                              {m.alias: m.this for m in metrics}, outcome, plan.LAST,
-                                             proceed=settled, name=scratch.name("__sd_decided"))
+                                             proceed=settled, name=scratch.name("__sd_decided"),
+                                             split=plan.DROPPED_ENTRY if split else None)
 
     written = None
     try:
@@ -131,10 +138,10 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
     if given.ranges is not None:        # (a row per range of each producer)
         producers = outcome_table(spread.summed(producers))
     end = max(state.end, metrics["end"] or 0)
-    return Outcome(producers, end, 1, values=given.tables.get("values"))
+    return Outcome(producers, end, 1, values=given.tables.get("values"), apart=split)
 
 
-def ledger_by_difference(run, state: TopicState) -> bool:
+def ledger_after_plan(run, state: TopicState) -> bool:
     """Whether the statement keeps a ledger of dropped entries (R16) that its plan does not write as it decides: the
     row plan writes it from its numbered rows; the others (Spark's) leave it to ``write_ledger``."""
     return state.enabled and run.adapter.PLAN != "rows" and state.topic.applied.ledger is not None
@@ -169,9 +176,22 @@ def judge_holes(run, state: TopicState, marks: exp.Expression | None) -> None:
 
 def write_ledger(run, state: TopicState, outcome: Outcome, targets: list[str], values: list[str],
                  marks: exp.Expression | None) -> None:
-    """The ledger of a plan without numbered rows: the statement's rows as read once, less the rows its commit
-    staged (``sql.plan.ledger.dropped_by_difference``), in the commit."""
+    """The ledger of a plan without numbered rows, in the commit: the entries its write staged apart
+    (``sql.plan.ledger.dropped_apart``), or else the statement's rows as read once, less the rows its commit staged
+    (``sql.plan.ledger.dropped_by_difference``)."""
     adapter, ref = run.adapter, run.ref
+    if outcome.apart:
+        dropped = adapter.storage.dropped_rows(ref)
+        if dropped is None:     # (it dropped none)
+            return
+        keeps = targets if state.topic.applied.dropped_entries == "rows" else None
+        late = run.statement.ordered or run.statement.batched
+        try:
+            adapter.execute(plan.ledger.dropped_apart(dropped, adapter.storage.staged_rows(ref), late, keeps, NOW,
+                                                      COMMIT))
+        except EngineError as error:
+            raise Unsettled(error) from error
+        return
     columns = None
     if state.topic.applied.dropped_entries == "rows":      # (the values as the write cast them: the topic's types)
         types = {name.lower(): kind for name, kind in state.topic.user_columns}

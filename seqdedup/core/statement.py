@@ -104,7 +104,7 @@ class Run:
                             outcome = (plans.rows if adapter.PLAN == "rows" else plans.exceptions)(
                                 self, state, commit, targets, values, scratch)
                         holes = state.enabled and state.topic.applied.gap_policy != "allow"
-                        ledger = plans.ledger_by_difference(self, state)     # R16, where the plan did not write it
+                        ledger = plans.ledger_after_plan(self, state)     # R16, where the plan did not write it
                         marks = plans.began_marks(state, outcome, scratch) if holes or ledger else None
                         if ledger:
                             plans.write_ledger(self, state, outcome, targets, values, marks)

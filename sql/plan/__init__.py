@@ -56,7 +56,7 @@ too sparse for that, so an entry's position follows from its own id.
 """
 from __future__ import annotations
 
-from .common import (ACCEPTED, INVALID, LAST, MAX_ID, OUTCOME, POSITION, REFUSED, UNSEEN, carried_producers,
+from .common import (ACCEPTED, DROPPED_ENTRY, INVALID, LAST, MAX_ID, OUTCOME, POSITION, REFUSED, UNSEEN, carried_producers,
                      insert_rows, invalid, refusal)
 from .describe import PLANS, describe
 from .exceptions import (candidates, decided_counts, decided_exceptions, kept_once, outcome, producer_sums, producers,
@@ -69,7 +69,7 @@ from .rows import (FIRST, FIRST_ROW, LATE, ROW, drop_rejected, drop_repeats, dro
 from .window import marks_lookup, window_decisions, window_metrics, window_outcome
 from . import gaps, ledger, spread
 
-__all__ = ["ACCEPTED", "CARRIED", "FIRST", "FIRST_ROW", "INVALID", "LAST", "LATE", "MAX_ID", "OUTCOME", "PLANS",
+__all__ = ["ACCEPTED", "CARRIED", "DROPPED_ENTRY", "FIRST", "FIRST_ROW", "INVALID", "LAST", "LATE", "MAX_ID", "OUTCOME", "PLANS",
            "POSITION", "REFUSED", "ROW", "UNSEEN", "Inputs", "Step", "candidates", "carried_producers", "count_rows",
            "decided_counts", "decided_exceptions", "decision_round", "describe", "drop_rejected", "drop_repeats",
            "dropped_rejected", "dropped_repeats", "first_round", "insert_rows", "invalid", "kept_once", "late_ids",

@@ -21,6 +21,9 @@ UNSEEN = "__sd_unseen"          # entries of a producer that is not among the ma
 SEEN = "__sd_seen"              # the entry's producer is among the marks' (when they are the carried producers')
 IDS = "__sd_ids"                # the producer's distinct lowest ids above its mark, in the whole statement
 SENT, WRITTEN = "__sd_sent", "__sd_written"
+#: The window plan's split write (``sql.plan.window.fates``): TRUE for an entry it dropped, staged apart from the
+#: written ones in the same job for the ledger (R16) to read, where the engine's storage can (``stages_apart``).
+DROPPED_ENTRY = "__sd_dropped"
 FIRST_POSITION, LAST_POSITION, TOP = "__sd_first_position", "__sd_last_position", "__sd_top"
 #: The per-producer outcome of a statement, in the order the run log and results take it. ``out_of_order`` counts
 #: the duplicates that were no repeat: the distinct lowest ids, above the mark the statement began with, that no
@@ -88,9 +91,11 @@ def invalid(p: exp.Expression, s: exp.Expression, h: exp.Expression) -> exp.Expr
 
 
 def insert_rows(topic: exp.Table, user_columns: list[str], value_columns: list[str], rows: exp.Query,
-                publish_time: exp.Expression, commit: int) -> exp.Insert:
-    """``INSERT INTO topic (user columns, system columns) SELECT ...`` of rows with keys and positions."""
-    body = exp.select(*value_columns, PRODUCER, SEQUENCE_ID, HIGHEST, POSITION, publish_time.copy(),
+                publish_time: exp.Expression, commit: int, position: exp.Expression | None = None) -> exp.Insert:
+    """``INSERT INTO topic (user columns, system columns) SELECT ...`` of rows with keys and positions (the column
+    ``POSITION``, or the expression ``position``)."""
+    position = exp.column(POSITION) if position is None else position
+    body = exp.select(*value_columns, PRODUCER, SEQUENCE_ID, HIGHEST, position, publish_time.copy(),
                       exp.convert(commit)).from_(source(rows, "w"))
     return exp.insert(body, topic.copy(), columns=[exp.to_identifier(c, quoted=True) for c in [*user_columns, *SYSTEM]])
 

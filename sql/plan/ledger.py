@@ -110,6 +110,56 @@ def dropped_rejected(rows: exp.Table, decisions: exp.Expression, entry: exp.Expr
                    exp.or_(exp.not_(_candidate()), _col(ROW, "x").is_(exp.not_(exp.null()))), entry, now, commit)
 
 
+def dropped_apart(dropped: exp.Expression, written: exp.Expression, late: bool, columns: list[str] | None,
+                  now: exp.Expression, commit: exp.Expression) -> exp.Insert:
+    """A plan that staged the entries it dropped apart from those it wrote, in the same job (Spark's window plan:
+    ``window.split_write``): ``dropped`` holds them in the topic's columns, each with its producer's mark when the
+    statement began in ``_position``; ``written``, the rows its commit wrote. Their reasons as ``dropped_repeats``
+    gives them. Without ORDER BY or batch entries, an entry above its mark is dropped only for an earlier entry of
+    its id, which was written: a repeat. With them (``late``), it is a repeat where an entry with its id was
+    written, else late: told by the written rows' keys, semi-joined to those of the dropped (few) first.
+    ``columns``: the topic's user columns, for a ledger that keeps the entries (``rows``).
+
+    Example (p's mark 0; sent 1, 1, 0, 3, 2 in that order; written 1 and 3):
+        >>> import duckdb
+        >>> con = duckdb.connect()
+        >>> _ = con.execute("CREATE TABLE d AS SELECT * FROM (VALUES ('p', 1, 1, 0), ('p', 0, 0, 0), ('p', 2, 2, 0)) "
+        ...                 "t(_producer, _sequence_id, _highest_sequence_id, _position)")
+        >>> _ = con.execute("CREATE TABLE w AS SELECT * FROM (VALUES ('p', 1, 1), ('p', 3, 3)) "
+        ...                 "t(_producer, _sequence_id, _highest_sequence_id)")
+        >>> insert = dropped_apart(exp.table_("d"), exp.table_("w"), True, None, exp.null(), exp.convert(7))
+        >>> rows = con.execute(insert.expression.sql("duckdb"),
+        ...                    {"__sd_topic": "t", "__sd_statement_id": "s", "__sd_attempt": None}).fetchall()
+        >>> sorted((r[4], r[6]) for r in rows)
+        [(0, 'retry'), (1, 'repeat'), (2, 'late')]
+    """
+    d = lambda name: exp.column(name, table="d")       # noqa: E731
+    mark = d("_position")
+    below = d("_sequence_id") <= mark
+    reasons = [exp.If(this=below, true=exp.Case(
+        ifs=[exp.If(this=d("_highest_sequence_id") > mark.copy(), true=exp.Literal.string("straddles_mark"))],
+        default=exp.Literal.string("retry")))]
+    keys = ("_producer", "_sequence_id")
+    if late:
+        above = exp.select(*keys).from_(source(dropped, "a")).where(exp.or_(
+            exp.column("_position").is_(exp.null()), exp.column("_sequence_id") > exp.column("_position")))
+        ids = (exp.select(*[exp.column(k, table="w") for k in keys]).from_(source(written, "w"))
+               .join(above.subquery("a"), join_type="semi", on=exp.and_(
+                   *[exp.column(k, table="a").eq(exp.column(k, table="w")) for k in keys])).distinct())
+        reasons.append(exp.If(this=exp.column("_producer", table="k").is_(exp.null()),
+                              true=exp.Literal.string("late")))
+    row = {"topic": TOPIC.copy(), "commit_id": commit.copy(), "statement_id": STATEMENT_ID.copy(),
+           "producer": d("_producer"), "sequence_id": d("_sequence_id"), "highest_sequence_id": d("_highest_sequence_id"),
+           "reason": exp.Case(ifs=reasons, default=exp.Literal.string("repeat")), "dropped_at": now.copy(),
+           "entry": _struct_json([(name, d(name)) for name in columns]) if columns else exp.cast(exp.null(), "string"),
+           "attempt": ATTEMPT.copy()}
+    select = exp.select(*[exp.alias_(row[c], c) for c in DROPPED]).from_(source(dropped, "d"))
+    if late:
+        select = select.join(ids.subquery("k"), join_type="left", on=exp.and_(
+            *[exp.column(k, table="k").eq(d(k)) for k in keys]))
+    return exp.insert(select, catalog_table("seqdedup_dropped"), columns=[exp.to_identifier(c) for c in DROPPED])
+
+
 def _struct_json(fields: list[tuple[str, exp.Expression]]) -> exp.Expression:
     return exp.func("to_json", exp.Struct(expressions=[
         exp.PropertyEQ(this=exp.to_identifier(name, quoted=True), expression=value) for name, value in fields]))

@@ -40,6 +40,7 @@ class Inputs:
     windowed: bool = True           # the exceptions plan's write numbers rows by window (see ``write_rows``)
     read_once: bool = False         # the plan reads the statement's rows from the table of one reading
     ledger: str | None = None       # the row plan's ledger of dropped entries: "keys", "rows" (with values) or None
+    split: bool = False             # the window plan stages its dropped entries apart, for the ledger (``fates``)
     tables: dict[str, exp.Expression] = field(default_factory=dict)
 
     def table(self, key: str) -> exp.Expression:

@@ -8,8 +8,8 @@ from sqlglot import exp
 
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
-from .common import (ACCEPTED, FIRST_POSITION, IDS, INVALID, LAST, LAST_POSITION, MARK, POSITION, SEEN, SENT,
-                     TOP, WRITTEN, insert_rows, invalid, ordered, source)
+from .common import (ACCEPTED, DROPPED_ENTRY, FIRST_POSITION, IDS, INVALID, LAST, LAST_POSITION, MARK, POSITION, SEEN,
+                     SENT, TOP, WRITTEN, insert_rows, invalid, ordered, source)
 from .spread import FIRST_LOOK, LARGEST, RANGE, REACH, first_look, largest_producers, spread_rows
 from .steps import CARRIED, VALUES, Step, plan_of
 
@@ -193,6 +193,32 @@ def window_metrics(seen: bool = False) -> dict[str, exp.Expression]:
     }
 
 
+def fates(decided: exp.Select, ranges: bool) -> exp.Select:
+    """``window_decisions``' rows with their fate, for a write that stages the dropped entries apart from the
+    written ones (``DROPPED_ENTRY``): every entry not written, but a range's copy of an earlier entry (``ranges``), which
+    is no entry of its own. (An undecided entry is neither: such a statement's rows are discarded.)"""
+    dropped = exp.not_(exp.column(ACCEPTED))
+    if ranges:
+        dropped = exp.and_(dropped, exp.column(REACH).eq(0))
+    return exp.select("*", exp.alias_(dropped, DROPPED_ENTRY)).from_(decided.subquery("f"))
+
+
+def split_write(i) -> exp.Insert:
+    """The write of the written and the dropped entries at once, each row with its fate (``DROPPED_ENTRY``) last, for an
+    engine that stages them apart. A dropped entry is never a topic row, and has no position: its ``_position``
+    carries its producer's mark when the statement began instead, the one thing the ledger's reason needs beyond
+    the entry (R16). Every expression reads a column of the decided rows: an engine may apply them to those rows
+    as they are (Spark Connect's write of an observed frame)."""
+    position = exp.Case(ifs=[exp.If(this=exp.column(ACCEPTED), true=exp.column(POSITION))],
+                        default=exp.column(MARK))
+    rows = i.tables["accepted"] if "accepted" in i.tables else exp.select("*").from_(i.table("decided")).where(
+        exp.or_(exp.column(ACCEPTED), exp.column(DROPPED_ENTRY)))
+    insert = insert_rows(i.topic, i.targets, i.values, rows, i.publish_time, i.commit, position=position)
+    insert.expression.select(DROPPED_ENTRY, copy=False)
+    insert.this.expressions.append(exp.to_identifier(DROPPED_ENTRY))
+    return insert
+
+
 #: The window plan's steps (see ``steps``). The engine reads the metrics and the outcome off the decided rows as it
 #: writes them (Spark observes them in the same job), and writes only when the metrics allow.
 STEPS = plan_of(
@@ -203,16 +229,22 @@ STEPS = plan_of(
          lambda i: first_look(i.read.keys, FIRST_LOOK)),
     Step("largest producers", "where one may: the largest producers' ids (such a producer's entries are spread "
                               "over ranges of its ids)", lambda i: largest_producers(i.read.keys, LARGEST)),
-    Step("decide", "decide, number and count, in one pass", lambda i: window_decisions(
-        i.read.values, i.marks, i.statement.order, base=i.base, partitions=i.partitions, number=i.number,
-        checked=i.checked, late=i.checked and i.statement.ordered, seen=i.seen, gather=i.gather, refuse=i.refuse,
-        ranges=i.ranges)),
+    Step("decide", "decide, number and count, in one pass (where the ledger reads them: with each entry's fate)",
+         lambda i: _fated(i, window_decisions(
+             i.read.values, i.marks, i.statement.order, base=i.base, partitions=i.partitions, number=i.number,
+             checked=i.checked, late=i.checked and i.statement.ordered, seen=i.seen, gather=i.gather,
+             refuse=i.refuse, ranges=i.ranges))),
     Step("metrics", "metrics, checked before publishing", lambda i: exp.select(
         *[exp.alias_(e, k) for k, e in window_metrics(i.seen).items()]).from_(i.table("decided"))),
     Step("outcome", "outcome per producer (its last row)", lambda i: exp.select(
         *window_outcome(i.checked and i.statement.ordered)).from_(i.table("decided")).where(exp.column(LAST))),
     Step("write", "write", lambda i: insert_rows(i.topic, i.targets, i.values, _accepted(i), i.publish_time, i.commit)),
+    Step("split write", "where the ledger reads them: write, the dropped entries staged apart", split_write),
 )
+
+
+def _fated(i, decided: exp.Select) -> exp.Select:
+    return fates(decided, i.ranges is not None) if i.split else decided
 
 
 def _accepted(i) -> exp.Expression:

@@ -83,7 +83,7 @@ ORDER BY
   entries DESC
 LIMIT 16;
 
--- window plan: decide, number and count, in one pass
+-- window plan: decide, number and count, in one pass (where the ledger reads them: with each entry's fate)
 SELECT
   *,
   COUNT_IF(__sd_accepted) OVER (
@@ -231,7 +231,35 @@ FROM (
     __sd_accepted
 ) AS w;
 
--- window plan, a small statement: decide, number and count, in one pass
+-- window plan: where the ledger reads them: write, the dropped entries staged apart
+INSERT INTO main.events (
+  `payload`,
+  `_producer`,
+  `_sequence_id`,
+  `_highest_sequence_id`,
+  `_position`,
+  `_publish_time`,
+  `_commit`,
+  __sd_dropped
+)
+SELECT
+  __sd_v0,
+  __sd_producer,
+  __sd_sequence_id,
+  __sd_highest,
+  CASE WHEN __sd_accepted THEN __sd_position ELSE __sd_mark END,
+  '2026-01-01',
+  7,
+  __sd_dropped
+FROM (
+  SELECT
+    *
+  FROM __sd_decided
+  WHERE
+    __sd_accepted OR __sd_dropped
+) AS w;
+
+-- window plan, a small statement: decide, number and count, in one pass (where the ledger reads them: with each entry's fate)
 SELECT
   *,
   COUNT_IF(__sd_accepted) OVER (
