@@ -58,6 +58,7 @@ def _or_unlimited(words: tuple[str, ...], minimum: int, maximum: int) -> Callabl
 DROPPED_ENTRIES = ("nothing", "counts", "keys", "rows")
 #: What a statement does with an id that leaves a hole after its producer's mark (R17).
 GAP_POLICIES = ("allow", "record", "refuse")
+PAYLOAD_CONFLICTS = ("ignore", "record", "refuse")
 
 
 def _one_of(words: tuple[str, ...]) -> Callable[[str], str]:
@@ -116,6 +117,13 @@ DEFINITIONS = {
         PolicyDefinition("gap_policy", _one_of(GAP_POLICIES),
                          "allow (any id above the mark, as Pulsar), record (each hole in seqdedup_gaps) or refuse "
                          "(a statement that leaves a hole writes nothing, as Kafka and Fluss)"),
+        PolicyDefinition("payload_conflicts", _one_of(PAYLOAD_CONFLICTS),
+                         "ignore (ids only, as Pulsar), record (a dropped entry whose id the topic holds with another "
+                         "payload is a conflict in the ledger and the counts) or refuse (a statement that drops one "
+                         "writes nothing)"),
+        PolicyDefinition("conflict_window_minutes", _or_unlimited(("never",), 1, MAX_MINUTES),
+                         f"a whole number of minutes from 1 to {MAX_MINUTES} (entries published longer ago are not "
+                         "compared), or never for no bound", none="never"),
         # at least 3: its holder renews it every third of it, with two metastore calls (about 0.3 s)
         PolicyDefinition("producer_lease_seconds", _whole(3, MAX_LEASE_SECONDS),
                          f"a whole number of seconds from 3 to {MAX_LEASE_SECONDS} (a day)"),

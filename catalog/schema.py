@@ -67,6 +67,7 @@ STATEMENTS = _types(
     commit_id="bigint",           # the topic commit that wrote the row (see PRODUCER_SEQUENCES)
     out_of_order="bigint",        # of the duplicates, ids that arrived after a higher id (results.ProducerCount)
     attempt="text",               # see PRODUCER_SEQUENCES
+    payload_conflicts="bigint",   # of the duplicates, those whose payload differed from the topic's for their id (R18)
 )
 
 #: The ledger of dropped entries (R16): one row per entry a statement did not write, where the topic's
@@ -140,7 +141,8 @@ LEASE_PARTITIONS = _types(
 #: is still version 2, and ``Catalog.create()`` adds them when a writable session opens it.
 ADDED_TABLES = frozenset({"seqdedup_consumers", "seqdedup_commits", "seqdedup_dropped", "seqdedup_gaps"})
 #: Columns added to the version-2 layout in the same way, by table: ``Catalog.create()`` adds them (NULL in old rows).
-ADDED_COLUMNS = {"seqdedup_statements": ("out_of_order", "attempt"), "producer_sequences": ("parent_id", "attempt"),
+ADDED_COLUMNS = {"seqdedup_statements": ("out_of_order", "attempt", "payload_conflicts"),
+                 "producer_sequences": ("parent_id", "attempt"),
                  "seqdedup_consumers": ("attempt",)}
 
 #: The attempt that writes a catalog row, bound for the length of a commit (``Writer.commit``): NULL where one

@@ -146,6 +146,13 @@ class EngineAdapter:
         """``text`` compared byte for byte, whatever collation it carries (a producer name is its bytes)."""
         return text
 
+    def fingerprint(self, columns: list[tuple[exp.Expression, str]]) -> exp.Expression:
+        """A BIGINT fingerprint of an entry's user columns ((value, its type as the topic stores it), in the topic's
+        order), equal for equal values and, but for one pair in about 2^64, different for different ones (R18): the
+        engine's 64-bit hash of the values, each followed by a flag of whether it is NULL (a NULL must not hash as
+        any value, nor as no value at all)."""
+        raise NotImplementedError
+
     def row_number(self) -> exp.Expression:
         """A number for each row of the window plan's output, unique within the statement, from 1."""
         return exp.Window(this=exp.RowNumber())

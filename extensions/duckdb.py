@@ -194,6 +194,12 @@ class DuckDBAdapter(EngineAdapter):
         except duckdb.Error as error:
             raise _friendly(error, self.path) from error
 
+    def fingerprint(self, columns: list[tuple[exp.Expression, str]]) -> exp.Expression:
+        """``hash`` is a UBIGINT, of which half the values do not fit a BIGINT: moved down by 2^63 (through a
+        HUGEINT: in UBIGINT the subtraction overflows for the other half)."""
+        hashed = exp.func("hash", *[v.copy() for v, _ in columns], *[v.copy().is_(exp.null()) for v, _ in columns])
+        return exp.cast(exp.Sub(this=exp.cast(hashed, "hugeint"), expression=exp.convert(2**63)), "bigint")
+
     def binary(self, text: exp.Expression) -> exp.Expression:
         return exp.Collate(this=exp.cast(text, "text"), expression=exp.to_identifier("binary", quoted=True))
 

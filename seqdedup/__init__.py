@@ -13,7 +13,8 @@ import datetime as _dt
 from typing import TYPE_CHECKING, Any, Callable
 
 from seqdedup.errors import (CatalogError, CommitConflict, EngineError, InvalidEntryError, NotRewrittenError,
-                             PolicyError, RewriteError, SeqdedupError, SequenceGapError, TopicError)
+                             PayloadConflictError, PolicyError, RewriteError, SeqdedupError, SequenceGapError,
+                             TopicError)
 from seqdedup.udfs import DupStatus
 
 __version__ = "0.1.0"
@@ -77,4 +78,5 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["connect", "consume", "consumer_position", "Reader", "Producer", "foreach_batch", "DupStatus", "SeqdedupError", "InvalidEntryError", "RewriteError", "TopicError",
-           "PolicyError", "CatalogError", "EngineError", "CommitConflict", "NotRewrittenError", "SequenceGapError"]
+           "PolicyError", "CatalogError", "EngineError", "CommitConflict", "NotRewrittenError", "SequenceGapError",
+           "PayloadConflictError"]

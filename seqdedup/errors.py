@@ -19,6 +19,11 @@ class SequenceGapError(SeqdedupError):
     ``refuse`` (R17); nothing was written."""
 
 
+class PayloadConflictError(SeqdedupError):
+    """A statement would drop an entry whose (producer, id) the topic holds with a different payload, and the topic's
+    ``payload_conflicts`` policy is ``refuse`` (R18); nothing was written."""
+
+
 class RewriteError(SeqdedupError):
     """User SQL cannot be rewritten: is_not_dup in a place it cannot mean anything, wrong arity, no INSERT target."""
 

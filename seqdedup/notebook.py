@@ -69,6 +69,8 @@ def summary(result: StatementResult) -> str:
     said = f"{result.topic}: wrote {_count(result.written, 'entry')}, dropped {_count(result.duplicates, 'duplicate')}"
     if result.out_of_order:
         said += f" ({result.out_of_order} of them out of order)"
+    if result.payload_conflicts:
+        said += f" ({_count(result.payload_conflicts, 'payload conflict')})"
     return said + (f", took snapshot {result.snapshot_id}" if result.snapshot_id is not None else "")
 
 
@@ -127,9 +129,9 @@ def as_text(result: StatementResult | QueryResult | Done) -> str:
         >>> from seqdedup.core.results import ProducerCount
         >>> print(as_text(StatementResult("main.events", "s1", [ProducerCount("p1", 2, 1, 0, 1)])))
         main.events: wrote 2 entries, dropped 1 duplicate
-        producer  written  duplicates  first_position  last_position  out_of_order
-        --------  -------  ----------  --------------  -------------  ------------
-        p1        2        1           0               1              0
+        producer  written  duplicates  first_position  last_position  out_of_order  payload_conflicts
+        --------  -------  ----------  --------------  -------------  ------------  -----------------
+        p1        2        1           0               1              0             0
     """
     said, columns, rows = shown(result)
     lines = [said] if said else []

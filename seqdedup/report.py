@@ -21,6 +21,7 @@ SERIES = {
     "straddles_mark": ("batch entry straddling the mark", "#ef8636"),
     "repeat": ("repeat within the statement", "#8d69b8"),
     "late": ("late (after a higher id)", "#c53a32"),
+    "conflict": ("payload conflict (its id held with another payload)", "#d4a017"),
     "unexplained": ("dropped, no ledger row kept", "#9a9a9a"),
 }
 DROPS = (*REASONS, "unexplained")     # (each drawn dropped figure of DropReport.FIGURES)

@@ -18,7 +18,7 @@ import enum
 import numbers
 from dataclasses import dataclass, field, replace
 
-from seqdedup.errors import InvalidEntryError, SequenceGapError
+from seqdedup.errors import InvalidEntryError, PayloadConflictError, SequenceGapError
 
 MIN_ID, MAX_ID = -(2**63), 2**63 - 1   # ids are Java longs (R4)
 
@@ -77,6 +77,13 @@ class Policies:
     # A hole an entry leaves after its producer's mark (R17): allowed (Pulsar), recorded in seqdedup_gaps, or the
     # statement refused (Kafka and Fluss demand the next id).
     gap_policy: str = "allow"
+    # A dropped entry whose (producer, sequence id) the topic holds with another payload (R18): ignored (Pulsar
+    # compares ids only), recorded (its ledger reason is "conflict", and the run log counts it), or the statement
+    # refused. Entries are compared with the topic's entries published within the last this many minutes (None: all
+    # of them), the statement's own included: the bound that keeps the look-up cheap, as Kafka bounds its
+    # per-producer cache of batches.
+    payload_conflicts: str = "record"
+    conflict_window_minutes: int | None = 1440
 
     @property
     def ledger(self) -> str | None:
@@ -87,8 +94,9 @@ class Policies:
 #: Why an entry was dropped (R16), in the ledger's ``reason`` column: at or below the producer's mark when the
 #: statement began (a retry); a batch entry dropped whole though some of its ids were above that mark (R2); sent
 #: again within the statement, its id written by an earlier entry (a repeat); or arrived after a higher id of its
-#: producer, its own id never written (late).
-REASONS = ("retry", "straddles_mark", "repeat", "late")
+#: producer, its own id never written (late). Any of these becomes a conflict where the topic holds an entry of its
+#: (producer, sequence id) with another payload within the conflict window (R18), and conflicts are not ignored.
+REASONS = ("retry", "straddles_mark", "repeat", "late", "conflict")
 
 
 @dataclass(frozen=True)
@@ -128,6 +136,8 @@ class StatementResult:
                                                                # None for one written
     gaps: list[tuple[str, int, int]] = field(default_factory=list)  # R17: (producer, after, before) of each hole a
                                                                      # written entry left after its producer's mark
+    conflicts: dict[str, int] = field(default_factory=dict)   # R18: producer -> dropped entries whose payload
+                                                               # differs from the one the topic holds (not ignored)
 
 
 def gap_refusal(producer: str, after: int, before: int) -> str:
@@ -141,6 +151,19 @@ def gap_refusal(producer: str, after: int, before: int) -> str:
     return (f"producer {producer!r} would skip {ids} (its mark is {after}, the next id it sent {before}), and the "
             "topic's gap_policy is refuse: send the missing ids first, or set gap_policy to record or allow. Nothing "
             "was written")
+
+
+def conflict_refusal(producer: str, sequence_id: int, held: object, sent: object) -> str:
+    """Why a statement that drops an entry of another payload is refused (R18, ``payload_conflicts`` refuse), naming
+    the first such entry (by producer, then id) and both fingerprints (the engines'; the model's payloads).
+
+    Example:
+        >>> conflict_refusal("p1", 7, 1234, -99)
+        "producer 'p1' sent id 7 again with another payload (fingerprint -99, where the topic holds 1234), and the topic's payload_conflicts is refuse: send the entry as it was, or give the new payload a new id. Nothing was written"
+    """
+    return (f"producer {producer!r} sent id {sequence_id} again with another payload (fingerprint {sent}, where the "
+            f"topic holds {held}), and the topic's payload_conflicts is refuse: send the entry as it was, or give the "
+            "new payload a new id. Nothing was written")
 
 
 def _reason(entry: Entry, mark: int | None, written: set[tuple[str, int]]) -> str:
@@ -330,14 +353,48 @@ class SequenceTracker:
             positions[i] = self._append(entry, now)
             written[p] = written.get(p, 0) + 1
         if gaps and self.policies.gap_policy == "refuse":
-            del self.log[before[0]:]
-            self.persisted, self.pushed, self.last_publish, self.entries_since_snapshot = before[1:]
+            self._undo(before)
             raise SequenceGapError(gap_refusal(*min(gaps)))
         ids = {(e.producer, e.sequence_id) for e, at in zip(entries, positions) if at is not None}
         reasons = [None if at is not None else _reason(e, began.get(e.producer), ids)
                    for e, at in zip(entries, positions)]
+        conflicts: dict[str, int] = {}
+        if self.policies.payload_conflicts != "ignore":
+            found = self._conflicts({i: e for i, (e, at) in enumerate(zip(entries, positions)) if at is None}, now)
+            if found and self.policies.payload_conflicts == "refuse":
+                self._undo(before)
+                first = min(found, key=lambda i: (entries[i].producer, entries[i].sequence_id, i))
+                entry = entries[first]
+                raise PayloadConflictError(conflict_refusal(entry.producer, entry.sequence_id, found[first],
+                                                            entry.payload))
+            for i in found:
+                reasons[i] = "conflict"
+                conflicts[entries[i].producer] = conflicts.get(entries[i].producer, 0) + 1
         return StatementResult(written, duplicates, positions, statuses, self._snapshot_if_due(now), reasons,
-                               sorted(gaps))
+                               sorted(gaps), conflicts)
+
+    def _conflicts(self, dropped: dict[int, Entry], now: float) -> dict[int, object]:
+        """R18: of the ``dropped`` entries (by input number), each whose (producer, sequence id) the topic holds with
+        another payload, mapped to the payload it holds: that of the last entry written with the key (the highest
+        position) among those published within the conflict window, this statement's included (published at
+        ``now``). The model compares payloads whole; the engines compare a 64-bit fingerprint of the user's
+        columns (a fingerprint collision, about one in 2^64 per pair, would go unseen)."""
+        minutes = self.policies.conflict_window_minutes
+        since = float("-inf") if minutes is None else now - minutes * 60
+        wanted = {(e.producer, e.sequence_id) for e in dropped.values()}
+        held: dict[tuple[str, int], object] = {}
+        for entry in self.log:          # (position order: a later entry of a key replaces an earlier one)
+            key = (entry.producer, entry.sequence_id)
+            if key in wanted and entry.publish_time >= since:
+                held[key] = entry.payload
+        return {i: held[e.producer, e.sequence_id] for i, e in dropped.items()
+                if (e.producer, e.sequence_id) in held and held[e.producer, e.sequence_id] != e.payload}
+
+    def _undo(self, before: tuple) -> None:
+        """Leave the tracker as it was before a refused statement (``before``: the log's length, the three maps and
+        the entries since the last snapshot)."""
+        del self.log[before[0]:]
+        self.persisted, self.pushed, self.last_publish, self.entries_since_snapshot = before[1:]
 
     def _snapshot_if_due(self, now: float) -> Snapshot | None:
         """R8 at a statement's commit: every N entries, or after the interval when anything was written since."""

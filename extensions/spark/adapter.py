@@ -209,6 +209,16 @@ class SparkAdapter(EngineAdapter):
         the driver's cores)."""
         return self.remote
 
+    def fingerprint(self, columns: list[tuple[exp.Expression, str]]) -> exp.Expression:
+        """``xxhash64``, which skips a NULL (``xxhash64('x', NULL)`` is ``xxhash64(NULL, 'x')``): hence the flags.
+        It takes no MAP: a column whose type holds one is hashed as its JSON (whose entries come in the map's own
+        order, so two maps of the same entries in other orders differ)."""
+        def hashable(value: exp.Expression, kind: str) -> exp.Expression:
+            return exp.func("to_json", value.copy()) if "map<" in kind.lower().replace(" ", "") else value.copy()
+
+        return exp.func("xxhash64", *[hashable(v, kind) for v, kind in columns],
+                        *[exp.func("isnull", v.copy()) for v, _ in columns])
+
     def row_number(self) -> exp.Expression:
         """Row r of partition i of n gets ``r * n + i + 1``: unique with no global sort (the window plan fixes n
         with a REPARTITION hint, which adaptive execution leaves as it is)."""

@@ -15,7 +15,7 @@ from seqdedup.errors import EngineError, SequenceGapError
 from seqdedup.sql import plan
 from seqdedup.udfs.reference import gap_refusal
 
-from . import ranges as spread
+from . import payloads, ranges as spread
 from .checks import described, refuse_invalid
 from .topic_state import TopicState, unmarked
 from .writer import Commit, Scratch
@@ -55,6 +55,7 @@ class Outcome:
     table: exp.Table | None = None      # the outcome as an engine table, when the plan made one
     values: exp.Expression | None = None    # the statement's rows as read once, when the plan read them so
     apart: bool = False                 # its write staged the entries it dropped apart (``dropped_rows``)
+    dropped: exp.Expression | None = None   # the entries it dropped, where it set them apart (``sql.plan.ledger``)
 
 
 def inputs(run, targets: list[str], values: list[str], **given) -> plan.Inputs:
@@ -78,11 +79,12 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
                                 base=adapter.constant(BASE) if gather else BASE)
     # (a producer with more than a task's share of the entries: spread over ranges of its ids, see sql/plan/spread.py)
     given = dataclasses.replace(given, ranges=spread.ranges(run, given))
-    # R16: the ledger reads the dropped entries the write stages apart, where the storage can (``split``); else the
+    # R16, R18: the dropped entries are those the write stages apart, where the storage can (``split``); else the
     # statement's rows read once, less those written (one reading either way)
-    split = ledger_after_plan(run, state) and adapter.storage.stages_apart(run.ref)
+    after = dropped_after_plan(run, state)
+    split = after and adapter.storage.stages_apart(run.ref)
     given = dataclasses.replace(given, split=split)
-    if ledger_after_plan(run, state) and not split:
+    if after and not split:
         try:
             given = dataclasses.replace(given, read_once=True).having(values=scratch.table(
                 "__sd_values", steps["values"].build(given)))
@@ -141,10 +143,17 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
     return Outcome(producers, end, 1, values=given.tables.get("values"), apart=split)
 
 
-def ledger_after_plan(run, state: TopicState) -> bool:
-    """Whether the statement keeps a ledger of dropped entries (R16) that its plan does not write as it decides: the
-    row plan writes it from its numbered rows; the others (Spark's) leave it to ``write_ledger``."""
-    return state.enabled and run.adapter.PLAN != "rows" and state.topic.applied.ledger is not None
+def dropped_after_plan(run, state: TopicState) -> bool:
+    """Whether the statement's dropped entries are needed (a ledger of them, their payloads judged) and its plan
+    does not set them apart as it decides: the row plan does, from its numbered rows; the others (Spark's) leave
+    them to be found after the write (``seqdedup.core.dropped``)."""
+    return run.adapter.PLAN != "rows" and payloads.judged(state)
+
+
+def by_difference(run, state: TopicState, outcome: Outcome) -> bool:
+    """Whether the statement's dropped entries are worked out as its rows less those written: they are needed,
+    and the plan neither set nor staged them apart (the producers' marks are then needed for their reasons)."""
+    return payloads.judged(state) and outcome.dropped is None and not outcome.apart
 
 
 def began_marks(state: TopicState, outcome: Outcome, scratch: Scratch) -> exp.Expression | None:
@@ -172,36 +181,6 @@ def judge_holes(run, state: TopicState, marks: exp.Expression | None) -> None:
     if first:
         adapter.storage.discard_commit_rows(ref)
         raise SequenceGapError(gap_refusal(*first[0]))
-
-
-def write_ledger(run, state: TopicState, outcome: Outcome, targets: list[str], values: list[str],
-                 marks: exp.Expression | None) -> None:
-    """The ledger of a plan without numbered rows, in the commit: the entries its write staged apart
-    (``sql.plan.ledger.dropped_apart``), or else the statement's rows as read once, less the rows its commit staged
-    (``sql.plan.ledger.dropped_by_difference``)."""
-    adapter, ref = run.adapter, run.ref
-    if outcome.apart:
-        dropped = adapter.storage.dropped_rows(ref)
-        if dropped is None:     # (it dropped none)
-            return
-        keeps = targets if state.topic.applied.dropped_entries == "rows" else None
-        late = run.statement.ordered or run.statement.batched
-        try:
-            adapter.execute(plan.ledger.dropped_apart(dropped, adapter.storage.staged_rows(ref), late, keeps, NOW,
-                                                      COMMIT))
-        except EngineError as error:
-            raise Unsettled(error) from error
-        return
-    columns = None
-    if state.topic.applied.dropped_entries == "rows":      # (the values as the write cast them: the topic's types)
-        types = {name.lower(): kind for name, kind in state.topic.user_columns}
-        columns = [(target, value, exp.DataType.build(types[target.lower()], dialect=adapter.DIALECT))
-                   for target, value in zip(targets, values)]
-    try:
-        adapter.execute(plan.ledger.dropped_by_difference(outcome.values, adapter.storage.staged_rows(ref), marks,
-                                                          columns, NOW, COMMIT))
-    except EngineError as error:
-        raise Unsettled(error) from error
 
 
 def marks_relation(run, state: TopicState, scratch: Scratch, given: plan.Inputs, *,
@@ -294,8 +273,11 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
     adapter, kept, steps = run.adapter, run.kept, plan.PLANS["rows"]
     marked = state.marks.num_rows if state.enabled else 0
     large = adapter.SEMI_JOIN_ABOVE is not None and marked > adapter.SEMI_JOIN_ABOVE
-    ledger = state.topic.applied.ledger       # R16: a ledger row per dropped entry, or none
-    i = inputs(run, targets, values, read_once=large, checked=state.enabled, ledger=ledger)
+    judged = payloads.judged(state)       # R16, R18: the dropped entries set apart, for the ledger and conflicts
+    columns = payloads.sent(run, state, targets, values, "r")
+    i = inputs(run, targets, values, read_once=large, checked=state.enabled, dropped=judged,
+               fingerprint=payloads.fingerprint(run, state, columns), entry=payloads.entry(state, targets, columns))
+    shape = f"{i.fingerprint is not None} {i.entry is not None}"
     try:
         if large:       # the marks of the producers the rows carry, read from the rows (a semi-join)
             i = i.having(values=scratch.table("__sd_values", steps["values"].build(i)))
@@ -308,7 +290,7 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
             f"rows {marks is None} {large}", lambda: steps["rows"].build(i))))
     except EngineError as error:
         raise Unsettled(error) from error
-    batches = 0
+    batches, dropped = 0, None
     if i.statement.batched:     # (without a third argument there are none)
         batches = adapter.fetchall(kept("rows summary", lambda: steps["summary"].build(i)))[0][0]
     rounds, late = 1, i.statement.ordered or bool(batches)      # (out of order: a batch entry can overlap too)
@@ -316,8 +298,9 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
     if not late:
         i = i.having(repeats=adapter.create_temp_table(scratch.name("__sd_repeats"), kept(
             "repeats", lambda: steps["repeats"].build(i))))
-        if ledger:
-            adapter.execute(kept(f"ledger repeats {ledger}", lambda: steps["ledger repeats"].build(i)))
+        if judged:
+            dropped = adapter.create_temp_table(scratch.name("__sd_dropped"), kept(
+                f"dropped repeats {shape}", lambda: steps["dropped repeats"].build(i)))
         adapter.execute(kept("drop repeats", lambda: steps["drop repeats"].build(i)))
     else:
         i = i.having(candidates=kept("row candidates", lambda: steps["candidates"].build(i)).subquery())
@@ -327,8 +310,9 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
             decisions = adapter.create_temp_table(scratch.name("__sd_decisions"), kept(
                 "rejected", lambda: steps["rejected"].build(i)))
         i = i.having(decisions=decisions)
-        if ledger:
-            adapter.execute(kept(f"ledger rejected {ledger} {rounds}", lambda: steps["ledger rejected"].build(i)))
+        if judged:
+            dropped = adapter.create_temp_table(scratch.name("__sd_dropped"), kept(
+                f"dropped rejected {shape} {rounds}", lambda: steps["dropped rejected"].build(i)))
         adapter.execute(kept(f"drop rejected {rounds}", lambda: steps["drop rejected"].build(i)))
     outcome = steps["outcome rejected" if late else "outcome repeats"]
     table = adapter.fetch_arrow(kept(f"row outcome {late} {rounds}", lambda: outcome.build(i)))
@@ -341,7 +325,7 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
             raise Unsettled(error) from error
     producers = outcome_table(table)
     end = max([state.end] + [p for p in producers.column("last_position").to_pylist() if p is not None])
-    return Outcome(producers, end, rounds)
+    return Outcome(producers, end, rounds, dropped=dropped)
 
 
 def decide(run, i: plan.Inputs, steps: dict[str, plan.Step], scratch: Scratch) -> tuple[exp.Table, int]:

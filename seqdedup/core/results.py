@@ -66,6 +66,8 @@ class ProducerCount:
     out_of_order: int = 0         # of the duplicates, those that were no repeat: ids above the producer's mark that
                                   # no entry was written with, because they arrived after a higher id (Pulsar drops
                                   # them too); the others repeat ids the topic or the statement had already
+    payload_conflicts: int = 0    # of the duplicates, those whose payload differs from the one the topic holds for
+                                  # their id (R18; 0 where the topic's payload_conflicts is ignore)
 
     @property
     def repeats(self) -> int:
@@ -111,6 +113,11 @@ class StatementResult(_Frames):
     def out_of_order(self) -> int:
         """Duplicates that were no repeat: ids that arrived after a higher id (see ``ProducerCount``)."""
         return sum(p.out_of_order for p in self.producers)
+
+    @property
+    def payload_conflicts(self) -> int:
+        """Duplicates whose payload differs from the one the topic holds for their id (R18)."""
+        return sum(p.payload_conflicts for p in self.producers)
 
     def by_producer(self) -> dict[str, ProducerCount]:
         return {p.producer: p for p in self.producers}

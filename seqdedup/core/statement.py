@@ -28,9 +28,10 @@ from seqdedup.errors import CommitConflict, SeqdedupError
 from seqdedup.sql import rewrite
 
 from ..failpoints import failpoint
-from . import checks, compaction, leases, plans
+from . import checks, compaction, leases, payloads, plans
 from .broker import Broker
 from .compaction import Compaction
+from .dropped import judge as judge_dropped
 from .plans import Outcome, Unsettled
 from .results import ProducerCount, StatementResult
 from .snapshots import follow_policies, take_snapshot
@@ -95,7 +96,7 @@ class Run:
                     before = state
                     state = follow_policies(self.broker, state, commit, now, reading=reading)
                     self.shape += (scratch.depth, state.enabled, state.marks.num_rows > 0)
-                    outcome = None
+                    outcome, conflicts = None, {}
                     with adapter.parameters({"__sd_base": state.end, "__sd_commit": commit.number, "__sd_now": now,
                                              "__sd_topic": ref.key, "__sd_statement_id": statement_id}):
                         if adapter.PLAN == "window" or not state.enabled:
@@ -104,17 +105,17 @@ class Run:
                             outcome = (plans.rows if adapter.PLAN == "rows" else plans.exceptions)(
                                 self, state, commit, targets, values, scratch)
                         holes = state.enabled and state.topic.applied.gap_policy != "allow"
-                        ledger = plans.ledger_after_plan(self, state)     # R16, where the plan did not write it
-                        marks = plans.began_marks(state, outcome, scratch) if holes or ledger else None
-                        if ledger:
-                            plans.write_ledger(self, state, outcome, targets, values, marks)
-                        if holes:       # R17
+                        differ = plans.by_difference(self, state, outcome)
+                        marks = plans.began_marks(state, outcome, scratch) if holes or differ else None
+                        if holes:       # R17 (a statement that leaves a hole is refused for it first)
                             plans.judge_holes(self, state, marks)
+                        if payloads.judged(state):      # R18, R16
+                            conflicts = judge_dropped(self, state, outcome, targets, values, marks)
                         # R14: no entry under a name a live producer holds (its next ids would fall on them)
                         leases.refuse_held_names(adapter, state.topic, outcome.producers.column("producer").to_pylist())
                         failpoint("after_topic_rows")
                         if state.topic.applied.dropped_entries != "nothing":     # R16: keeps no counts either
-                            self.run_log(outcome, statement_id, now, commit)
+                            self.run_log(outcome, statement_id, now, commit, conflicts)
                     written = pc.sum(outcome.producers.column("written")).as_py() or 0
                     delta = _delta(outcome.producers, now) if state.enabled else None
                     if state.enabled:       # R6: pushed, not yet persisted, until the commit is published
@@ -139,7 +140,8 @@ class Run:
             commit=None if commit.abandoned else commit.number,
             ledger=functools.partial(ledger_rows, self.adapter, self.broker.catalog, self.ref),
             producers=[ProducerCount(r["producer"], r["written"], r["duplicates"], r["first_position"],
-                                     r["last_position"], r["out_of_order"]) for r in outcome.producers.to_pylist()])
+                                     r["last_position"], r["out_of_order"], conflicts.get(r["producer"], 0))
+                       for r in outcome.producers.to_pylist()])
 
     def compact_if_due(self) -> Compaction | None:
         """The topic's compaction, after a published commit whose number is a multiple of its
@@ -159,10 +161,13 @@ class Run:
                                                   "finishes it): %s", self.ref.key, commit, error)
             return None
 
-    def run_log(self, outcome: Outcome, statement_id: str, now: dt.datetime, commit: Commit) -> None:
+    def run_log(self, outcome: Outcome, statement_id: str, now: dt.datetime, commit: Commit,
+                conflicts: dict[str, int]) -> None:
         """R5: the per-producer counts, in the run log, in the statement's commit (from the outcome in memory: on
-        Spark, with no job of its own)."""
+        Spark, with no job of its own), with each producer's payload ``conflicts`` (R18)."""
         producers, schema = outcome.producers, arrow_schema(STATEMENTS)
+        producers = producers.append_column("payload_conflicts", pa.array(
+            [conflicts.get(p, 0) for p in producers.column("producer").to_pylist()], pa.int64()))
         once = {"statement_id": statement_id, "topic": self.ref.key, "executed_at": now, "commit_id": commit.number,
                 "attempt": self.adapter.storage.attempt(self.ref)}
         rows = pa.table([pa.repeat(pa.scalar(once[f.name], f.type), producers.num_rows) if f.name in once

@@ -67,13 +67,14 @@ from .rows import (FIRST, FIRST_ROW, LATE, ROW, drop_rejected, drop_repeats, dro
                    late_ids, rejected_only, row_candidates, row_outcome, row_repeats, rows_once, rows_summary,
                    rows_written)
 from .window import marks_lookup, window_decisions, window_metrics, window_outcome
-from . import gaps, ledger, spread
+from . import conflicts, gaps, ledger, spread
 
 __all__ = ["ACCEPTED", "CARRIED", "DROPPED_ENTRY", "FIRST", "FIRST_ROW", "INVALID", "LAST", "LATE", "MAX_ID", "OUTCOME", "PLANS",
            "POSITION", "REFUSED", "ROW", "UNSEEN", "Inputs", "Step", "candidates", "carried_producers", "count_rows",
            "decided_counts", "decided_exceptions", "decision_round", "describe", "drop_rejected", "drop_repeats",
            "dropped_rejected", "dropped_repeats", "first_round", "insert_rows", "invalid", "kept_once", "late_ids",
-           "gaps", "ledger", "marks_lookup", "outcome", "producer_sums", "producers", "refusal", "rejected_only",
+           "conflicts", "gaps", "ledger", "marks_lookup", "outcome", "producer_sums", "producers", "refusal",
+           "rejected_only",
            "repeat_counts", "repeats", "round_steps", "row_candidates", "row_outcome", "row_repeats", "rows_of",
            "rows_once", "rows_summary", "rows_written", "spread", "undecided_producers", "window_decisions",
            "window_metrics", "window_outcome", "write_rows"]

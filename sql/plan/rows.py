@@ -177,11 +177,6 @@ def rejected_only(decisions: exp.Query) -> exp.Select:
     return exp.select("*").from_(source(decisions, "d")).where(exp.not_(exp.column(ACCEPTED)))
 
 
-def _entry(i) -> exp.Expression | None:
-    """A ledger row's ``entry``: the entry's own columns where the ledger keeps rows, else none."""
-    return ledger.entry_json(i.targets, i.values) if i.ledger == "rows" else None
-
-
 #: The row plan's steps (see ``steps``).
 STEPS = plan_of(
     dataclasses.replace(VALUES, name="a large state: the statement's rows, read once into a table (for the next)"),
@@ -191,8 +186,9 @@ STEPS = plan_of(
     Step("summary", "with is_not_dup's third argument: batch entries",
          lambda i: rows_summary(i.table("rows"))),
     Step("repeats", "without ORDER BY or batch entries: repeated keys", lambda i: row_repeats(i.table("rows"))),
-    Step("ledger repeats", "a ledger of dropped entries: the rows at or below their mark and the repeats",
-         lambda i: ledger.dropped_repeats(i.table("rows"), i.table("repeats"), _entry(i), i.publish_time, i.commit)),
+    Step("dropped repeats", "a ledger, or payload conflicts judged: the rows at or below their mark and the repeats, "
+                            "set apart", lambda i: ledger.dropped_repeats(i.table("rows"), i.table("repeats"),
+                                                                          i.fingerprint, i.entry)),
     Step("drop repeats", "the repeats removed", lambda i: drop_repeats(i.table("rows"), i.table("repeats"))),
     Step("candidates", "with ORDER BY or batch entries: candidates (read by round 1, not kept)",
          lambda i: row_candidates(i.table("rows"), i.statement.key_columns)),
@@ -200,9 +196,9 @@ STEPS = plan_of(
          lambda i: rejected_only(first_round(i.table("candidates"), [ROW] + i.statement.key_columns,
                                              i.statement.order, batches=False))),
     *round_steps(lambda i: [ROW] + i.statement.key_columns),
-    Step("ledger rejected", "a ledger of dropped entries: the rows at or below their mark and the rejected",
-         lambda i: ledger.dropped_rejected(i.table("rows"), i.table("decisions"), _entry(i), i.publish_time,
-                                           i.commit)),
+    Step("dropped rejected", "a ledger, or payload conflicts judged: the rows at or below their mark and the "
+                             "rejected, set apart", lambda i: ledger.dropped_rejected(
+                                 i.table("rows"), i.table("decisions"), i.fingerprint, i.entry)),
     Step("drop rejected", "the rejected removed", lambda i: drop_rejected(i.table("rows"), i.table("decisions"))),
     Step("outcome repeats", "outcome per producer, without ORDER BY or batch entries", lambda i: row_outcome(
         i.table("rows"), dropped_repeats(i.table("repeats")), i.base).order_by("producer")),

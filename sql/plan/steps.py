@@ -39,7 +39,9 @@ class Inputs:
     batches: bool = True            # the statement has batch entries (the decision's rounds)
     windowed: bool = True           # the exceptions plan's write numbers rows by window (see ``write_rows``)
     read_once: bool = False         # the plan reads the statement's rows from the table of one reading
-    ledger: str | None = None       # the row plan's ledger of dropped entries: "keys", "rows" (with values) or None
+    dropped: bool = False           # the row plan sets its dropped entries apart (the ledger, payload conflicts)
+    fingerprint: exp.Expression | None = None   # an entry's fingerprint over the plan's row (R18), where judged
+    entry: exp.Expression | None = None         # an entry's columns as JSON, where the ledger keeps them
     split: bool = False             # the window plan stages its dropped entries apart, for the ledger (``fates``)
     tables: dict[str, exp.Expression] = field(default_factory=dict)
 

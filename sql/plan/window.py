@@ -195,8 +195,9 @@ def window_metrics(seen: bool = False) -> dict[str, exp.Expression]:
 
 def fates(decided: exp.Select, ranges: bool) -> exp.Select:
     """``window_decisions``' rows with their fate, for a write that stages the dropped entries apart from the
-    written ones (``DROPPED_ENTRY``): every entry not written, but a range's copy of an earlier entry (``ranges``), which
-    is no entry of its own. (An undecided entry is neither: such a statement's rows are discarded.)"""
+    written ones (``DROPPED_ENTRY``): every entry not written, but a range's copy of an earlier entry
+    (``ranges``), which is no entry of its own. (An undecided entry is neither: such a statement's rows are
+    discarded.)"""
     dropped = exp.not_(exp.column(ACCEPTED))
     if ranges:
         dropped = exp.and_(dropped, exp.column(REACH).eq(0))

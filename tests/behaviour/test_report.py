@@ -14,13 +14,13 @@ from seqdedup.core.drops import DropReport
 from seqdedup.report import page
 from seqdedup.udfs import REASONS
 
-#: Statements with every reason and holes: (producer, seq[, highest]) in arrival order; the second statement runs
+#: Statements with every reason and holes: (producer, seq[, highest[, payload]]) in arrival order; the second runs
 #: while the topic keeps no ledger (its drops are "unexplained" in the report).
 STATEMENTS = [
     [("p", 0), ("p", 1), ("q", 5)],
     [("p", 1), ("q", 5), ("q", 6)],                                        # counts only: 2 drops, no ledger row
     [("p", 1), ("p", 4), ("p", 4), ("p", 3), ("q", 2, 8), ("q", 9), ("r", 0)],  # retry, repeat, late, straddle; holes
-    [("p", 9), ("r", 0), ("r", 0)],                                        # a hole; two retries of r
+    [("p", 9), ("r", 0), ("r", 0), ("p", 4, None, "other")],             # a hole; two retries of r; a conflict
 ]
 
 
@@ -73,7 +73,7 @@ def test_the_report_sums_the_run_log_the_ledger_and_the_holes(dedup):
     assert page_data(report) == json.loads(json.dumps(report.to_dict()))
     last = dedup.session.report("events", commits=1)
     assert [row["dropped"] for row in last.commits.to_pylist()] == [results[-1].duplicates]
-    assert {row["producer"]: row["dropped"] for row in last.producers.to_pylist()} == {"p": 0, "r": 2}
+    assert {row["producer"]: row["dropped"] for row in last.producers.to_pylist()} == {"p": 1, "r": 2}
     with pytest.raises(TopicError, match="commits=0: give the number of latest commits"):
         dedup.session.report("events", commits=0)
 

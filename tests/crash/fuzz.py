@@ -97,7 +97,10 @@ class Planner:
                 "dropped_entries": self.later.choice(["keys", "rows"]),
                 # holes recorded (R17); refused ones are not drawn: a refused statement passes none of the commit's
                 # steps, where the writer is killed (tests/behaviour/test_gap_policy.py checks it writes nothing)
-                "gap_policy": self.later.choice(["allow", "record"])}
+                "gap_policy": self.later.choice(["allow", "record"]),
+                # payload conflicts (R18): every entry's payload is its own, so each dropped entry whose id the topic
+                # holds is one; recorded in the ledger and the run log, or ignored
+                "payload_conflicts": self.later.choice(["ignore", "record"])}
 
     def next(self) -> dict:
         r = self.rng

@@ -72,34 +72,14 @@ GROUP BY
 HAVING
   COUNT(*) > 1;
 
--- rows plan: a ledger of dropped entries: the rows at or below their mark and the repeats
-INSERT INTO seqdedup_dropped (
-  topic,
-  commit_id,
-  statement_id,
-  producer,
-  sequence_id,
-  highest_sequence_id,
-  reason,
-  dropped_at,
-  entry,
-  attempt
-)
+-- rows plan: a ledger, or payload conflicts judged: the rows at or below their mark and the repeats, set apart
 SELECT
-  $__sd_topic AS topic,
-  7 AS commit_id,
-  $__sd_statement_id AS statement_id,
   r.__sd_producer AS producer,
   r.__sd_sequence_id AS sequence_id,
   r.__sd_highest AS highest_sequence_id,
-  CASE
-    WHEN NOT r.__sd_sequence_id > COALESCE(r.__sd_mark, -1)
-    THEN CASE WHEN r.__sd_highest > r.__sd_mark THEN 'straddles_mark' ELSE 'retry' END
-    ELSE 'repeat'
-  END AS reason,
-  '2026-01-01' AS dropped_at,
-  CAST(NULL AS TEXT) AS entry,
-  CAST($__sd_attempt AS TEXT) AS attempt
+  r.__sd_mark AS mark,
+  CAST(NULL AS BIGINT) AS fingerprint,
+  CAST(NULL AS TEXT) AS entry
 FROM __sd_rows AS r
 LEFT JOIN __sd_repeats AS x
   ON x.__sd_producer = r.__sd_producer AND x.__sd_sequence_id = r.__sd_sequence_id
@@ -300,111 +280,24 @@ SELECT
   *
 FROM __sd_rounds;
 
--- rows plan: a ledger of dropped entries: the rows at or below their mark and the rejected
-INSERT INTO seqdedup_dropped (
-  topic,
-  commit_id,
-  statement_id,
-  producer,
-  sequence_id,
-  highest_sequence_id,
-  reason,
-  dropped_at,
-  entry,
-  attempt
-)
+-- rows plan: a ledger, or payload conflicts judged: the rows at or below their mark and the rejected, set apart
 SELECT
-  $__sd_topic AS topic,
-  7 AS commit_id,
-  $__sd_statement_id AS statement_id,
   r.__sd_producer AS producer,
   r.__sd_sequence_id AS sequence_id,
   r.__sd_highest AS highest_sequence_id,
-  CASE
-    WHEN NOT r.__sd_sequence_id > COALESCE(r.__sd_mark, -1)
-    THEN CASE WHEN r.__sd_highest > r.__sd_mark THEN 'straddles_mark' ELSE 'retry' END
-    WHEN k.__sd_producer IS NOT NULL
-    THEN 'repeat'
-    ELSE 'late'
-  END AS reason,
-  '2026-01-01' AS dropped_at,
-  CAST(NULL AS TEXT) AS entry,
-  CAST($__sd_attempt AS TEXT) AS attempt
+  r.__sd_mark AS mark,
+  CAST(NULL AS BIGINT) AS fingerprint,
+  CAST(NULL AS TEXT) AS entry
 FROM __sd_rows AS r
-LEFT JOIN (
-  SELECT
-    __sd_row
-  FROM (
+WHERE
+  NOT r.__sd_sequence_id > COALESCE(r.__sd_mark, -1)
+  OR r.rowid IN (
     SELECT
-      __sd_row,
-      __sd_producer,
-      __sd_sequence_id
+      __sd_row
     FROM __sd_decisions AS d
     WHERE
       NOT d.__sd_accepted
-  ) AS j
-) AS x
-  ON x.__sd_row = r.rowid
-LEFT JOIN (
-  SELECT
-    i.__sd_producer,
-    i.__sd_sequence_id
-  FROM (
-    SELECT
-      __sd_producer,
-      __sd_sequence_id,
-      COUNT(*) AS __sd_rejected
-    FROM (
-      SELECT
-        __sd_row,
-        __sd_producer,
-        __sd_sequence_id
-      FROM __sd_decisions AS d
-      WHERE
-        NOT d.__sd_accepted
-    ) AS j
-    GROUP BY
-      __sd_producer,
-      __sd_sequence_id
-  ) AS i
-  JOIN (
-    SELECT
-      w.__sd_producer,
-      w.__sd_sequence_id,
-      COUNT(*) AS __sd_candidates
-    FROM __sd_rows AS w
-    SEMI JOIN (
-      SELECT
-        __sd_producer,
-        __sd_sequence_id,
-        COUNT(*) AS __sd_rejected
-      FROM (
-        SELECT
-          __sd_row,
-          __sd_producer,
-          __sd_sequence_id
-        FROM __sd_decisions AS d
-        WHERE
-          NOT d.__sd_accepted
-      ) AS j
-      GROUP BY
-        __sd_producer,
-        __sd_sequence_id
-    ) AS i
-      ON i.__sd_producer = w.__sd_producer AND i.__sd_sequence_id = w.__sd_sequence_id
-    WHERE
-      w.__sd_sequence_id > COALESCE(w.__sd_mark, -1)
-    GROUP BY
-      w.__sd_producer,
-      w.__sd_sequence_id
-  ) AS c
-    ON c.__sd_producer = i.__sd_producer AND c.__sd_sequence_id = i.__sd_sequence_id
-  WHERE
-    c.__sd_candidates > i.__sd_rejected
-) AS k
-  ON k.__sd_producer = r.__sd_producer AND k.__sd_sequence_id = r.__sd_sequence_id
-WHERE
-  NOT r.__sd_sequence_id > COALESCE(r.__sd_mark, -1) OR x.__sd_row IS NOT NULL;
+  );
 
 -- rows plan: the rejected removed
 DELETE FROM __sd_rows

@@ -11,7 +11,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
 
-from seqdedup.errors import InvalidEntryError
+from seqdedup.errors import InvalidEntryError, PayloadConflictError, SequenceGapError
 from seqdedup.udfs import DupStatus, Entry, Policies, SequenceTracker
 
 NOT_DUP, DUP, UNKNOWN = DupStatus.NOT_DUP, DupStatus.DUP, DupStatus.UNKNOWN
@@ -341,3 +341,85 @@ def test_recovery_equals_the_live_state_and_nothing_is_written_twice(steps, inte
         expected = max((e.highest_sequence_id for e in mine), default=None)
         assert t.state().get(producer) == expected
         assert t.last_sequence_id(producer) == (-1 if expected is None else expected)
+
+
+# --- R18: payload conflicts ----------------------------------------------------------------------------------------
+
+def _with(policy: str = "record", window: int | None = 1440) -> SequenceTracker:
+    return SequenceTracker(Policies(payload_conflicts=policy, conflict_window_minutes=window))
+
+
+def test_r18_a_retry_with_another_payload_is_a_conflict_and_one_with_the_same_is_a_retry():
+    t = _with()
+    t.apply_statement([Entry("p", 1, payload="a"), Entry("p", 2, payload="b")], now=0)
+    r = t.apply_statement([Entry("p", 1, payload="a"), Entry("p", 2, payload="B"), Entry("p", 3, payload="c")],
+                          now=60)
+    assert r.reasons == ["retry", "conflict", None] and r.conflicts == {"p": 1}
+    assert r.duplicates == {"p": 2} and [e.payload for e in t.log] == ["a", "b", "c"]     # the first copy stays
+
+
+def test_r18_a_repeat_within_the_statement_is_judged_against_the_copy_written():
+    t = _with()
+    r = t.apply_statement([Entry("p", 5, payload="x"), Entry("p", 5, payload="y"), Entry("p", 5, payload="x")],
+                          order=[0, 1, 2])
+    assert r.reasons == [None, "conflict", "repeat"] and r.conflicts == {"p": 1}
+    # unordered, the copy written is the engine's pick among ties (the model's: the first in input order), and the
+    # count follows it: y written makes both x copies conflicts
+    u = _with()
+    r = u.apply_statement([Entry("p", 5, payload="y"), Entry("p", 5, payload="x"), Entry("p", 5, payload="x")])
+    assert r.reasons == [None, "conflict", "conflict"] and r.conflicts == {"p": 2}
+
+
+def test_r18_ignore_judges_nothing_as_pulsar_does():
+    t = _with("ignore")
+    t.apply_statement([Entry("p", 1, payload="a")])
+    r = t.apply_statement([Entry("p", 1, payload="b")])
+    assert r.reasons == ["retry"] and r.conflicts == {}
+
+
+def test_r18_refuse_writes_nothing_and_names_the_first_conflict():
+    t = _with("refuse")
+    t.apply_statement([Entry("p", 1, payload="a"), Entry("q", 4, payload="d")])
+    before = (list(t.log), t.state(), dict(t.pushed), t.entries_since_snapshot)
+    statement = [Entry("q", 4, payload="D"), Entry("p", 1, payload="A"), Entry("p", 2, payload="b")]
+    with pytest.raises(PayloadConflictError, match=r"producer 'p' sent id 1 again .*holds a\).*Nothing was written"):
+        t.apply_statement(statement)
+    assert (list(t.log), t.state(), dict(t.pushed), t.entries_since_snapshot) == before
+    assert t.apply_statement([Entry("p", 1, payload="a"), Entry("p", 2, payload="b")]).written == {"p": 1}
+
+
+def test_r18_a_hole_is_refused_before_a_conflict():
+    t = SequenceTracker(Policies(payload_conflicts="refuse", gap_policy="refuse"))
+    t.apply_statement([Entry("p", 1, payload="a")])
+    with pytest.raises(SequenceGapError):
+        t.apply_statement([Entry("p", 1, payload="A"), Entry("p", 3, payload="c")])
+
+
+def test_r18_only_entries_published_within_the_window_are_compared():
+    t = _with(window=10)
+    t.apply_statement([Entry("p", 1, payload="a")], now=0)
+    t.apply_statement([Entry("p", 2, payload="b")], now=300)
+    r = t.apply_statement([Entry("p", 1, payload="A"), Entry("p", 2, payload="B")], now=601)   # 1 is 601 s old
+    assert r.reasons == ["retry", "conflict"]
+    unbounded = _with(window=None)
+    unbounded.apply_statement([Entry("p", 1, payload="a")], now=0)
+    assert unbounded.apply_statement([Entry("p", 1, payload="A")], now=10**9).reasons == ["conflict"]
+
+
+def test_r18_keys_are_the_producer_and_the_lowest_id_and_recovery_judges_alike():
+    t = _with()
+    t.apply_statement([Entry("p", 4, 6, payload="batch")])
+    r = t.apply_statement([Entry("p", 4, 8, payload="other"), Entry("p", 5, 9, payload="other")], order=[0, 1])
+    # (p, 4) is held with another payload; (p, 5) was never written as an entry's lowest id: not judged
+    assert r.reasons == ["conflict", "straddles_mark"]
+    again = [Entry("p", 4, payload="other"), Entry("p", 4, 6, payload="batch")]
+    assert t.recover().apply_statement(list(again)).reasons == t.apply_statement(list(again)).reasons
+
+
+def test_r18_an_entry_written_after_an_enable_is_not_a_conflict_only_a_dropped_one_is():
+    t = _with()
+    t.apply_statement([Entry("p", 1, payload="a")])
+    t.disable()
+    t.enable()
+    r = t.apply_statement([Entry("p", 1, payload="b"), Entry("p", 1, payload="c")], order=[0, 1])
+    assert r.positions[0] is not None and r.reasons == [None, "conflict"]    # judged against the last one written
