@@ -73,6 +73,9 @@ class EngineAdapter:
     #: A read may run on another thread while the caller's next ones run (``alongside``): the engine is a server
     #: that runs queries at once, each mostly waited for (Spark Connect).
     READS_ALONGSIDE: bool = False
+    #: Whether the engine takes join hints in a query (``/*+ BROADCAST(t) */``): where a small relation is joined
+    #: to every row of a large one (the dropped entries' keys to a topic's rows, sql/plan/conflicts.py).
+    JOIN_HINTS: bool = False
 
     @property
     def PARTITIONS(self) -> int | None:

@@ -58,6 +58,7 @@ class SparkAdapter(EngineAdapter):
     IN_PLAN_BYTES = 4 << 20      # a scratch table this small is kept in the plans as a local relation (_materialize)
     SETTINGS = SETTINGS
     READS_SPARK_FILE_SOURCES = True
+    JOIN_HINTS = True
 
 
     #: Seconds a partition a compaction merged into another stays registered (pointing at an empty directory)

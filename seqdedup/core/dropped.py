@@ -59,7 +59,7 @@ def judge(run, state: TopicState, outcome: Outcome, targets: list[str], values: 
         if applied.payload_conflicts != "ignore":
             held = run.scratch.table("__sd_held", plan.conflicts.held(
                 dropped, written, ref.table, payloads.fingerprint(run, state, payloads.stored(run, state, "t")),
-                window_start(applied.conflict_window_minutes)))
+                window_start(applied.conflict_window_minutes), hinted=adapter.JOIN_HINTS))
             found = dict(adapter.fetchall(plan.conflicts.counts(dropped, held)))
             if found and applied.payload_conflicts == "refuse":
                 producer, sequence_id, sent, kept = adapter.fetchall(plan.conflicts.first(dropped, held))[0]

@@ -24,24 +24,36 @@ def _same_key(left: str, right: str) -> exp.Expression:
     return exp.and_(*[exp.column(k, table=left).eq(exp.column(k, table=right)) for k in KEYS])
 
 
+def _broadcast(query: exp.Select, alias: str, hinted: bool) -> exp.Select:
+    """``query`` with a hint that its relation ``alias`` is small (the dropped entries' keys, joined to every
+    written or topic row): broadcast to each task rather than both sides distributed. (An engine that takes no
+    hints, DuckDB, plans the join from its own sizes.)"""
+    if hinted:
+        query.set("hint", exp.Hint(expressions=[exp.Anonymous(this="BROADCAST", expressions=[
+            exp.to_identifier(alias)])]))
+    return query
+
+
 def _keyed(t: str) -> exp.Expression:
     """A semi-join condition of a topic row (aliased ``t``) to the dropped entries' keys (aliased ``d``)."""
     return exp.and_(exp.column("producer", table="d").eq(exp.column("_producer", table=t)),
                     exp.column("sequence_id", table="d").eq(exp.column("_sequence_id", table=t)))
 
 
-def _written(rows: exp.Expression, fingerprint: exp.Expression, dropped: exp.Expression) -> exp.Select:
+def _written(rows: exp.Expression, fingerprint: exp.Expression, dropped: exp.Expression, hinted: bool
+             ) -> exp.Select:
     """(producer, sequence_id, fingerprint) of the entry the statement wrote (``rows``, its topic rows: one per id)
     for each key of ``dropped``."""
-    return (exp.select(exp.alias_(exp.column("_producer", table="t"), "producer"),
+    return _broadcast(exp.select(exp.alias_(exp.column("_producer", table="t"), "producer"),
                        exp.alias_(exp.column("_sequence_id", table="t"), "sequence_id"),
                        exp.alias_(fingerprint, "fingerprint"))
             .from_(source(rows, "t"))
-            .join(exp.select(*KEYS).from_(source(dropped, "d")).subquery("d"), join_type="semi", on=_keyed("t")))
+            .join(exp.select(*KEYS).from_(source(dropped, "d")).subquery("d"), join_type="semi", on=_keyed("t")),
+        "d", hinted)
 
 
 def _latest(rows: exp.Expression, fingerprint: exp.Expression, dropped: exp.Expression,
-            since: exp.Expression | None) -> exp.Select:
+            since: exp.Expression | None, hinted: bool) -> exp.Select:
     """(producer, sequence_id, fingerprint) of the last entry by position among ``rows`` (a topic's columns) for
     each key of ``dropped``, published at ``since`` or later where given. In two steps, so that the entries'
     own columns are read only where needed: the keys' last positions and commits from the narrow system columns,
@@ -58,19 +70,21 @@ def _latest(rows: exp.Expression, fingerprint: exp.Expression, dropped: exp.Expr
             .group_by(t("_producer"), t("_sequence_id")))
     if since is not None:
         last = last.where(t("_publish_time") >= since)
-    return (exp.select(exp.alias_(i("producer"), "producer"), exp.alias_(i("sequence_id"), "sequence_id"),
+    last = _broadcast(last, "d", hinted)
+    return _broadcast(exp.select(exp.alias_(i("producer"), "producer"), exp.alias_(i("sequence_id"), "sequence_id"),
                        exp.alias_(fingerprint, "fingerprint"))
             .from_(source(rows, "t"))
             .join(last.subquery("i"), on=exp.and_(
                 i("commit").eq(t("_commit")), i("producer").eq(t("_producer")),
-                i("sequence_id").eq(t("_sequence_id")), i("position").eq(t("_position")))))
+                i("sequence_id").eq(t("_sequence_id")), i("position").eq(t("_position")))), "i", hinted)
 
 
 def held(dropped: exp.Expression, written: exp.Expression, topic: exp.Expression,
-         fingerprint: exp.Expression, since: exp.Expression | None) -> exp.Select:
+         fingerprint: exp.Expression, since: exp.Expression | None, hinted: bool = False) -> exp.Select:
     """(producer, sequence_id, fingerprint) of the payload the topic holds for each id of a ``dropped`` entry: the
     entry the statement ``written`` with it, else the ``topic``'s last within the window (published at ``since``
-    or later; None: no bound). ``fingerprint`` is over the columns of a topic row aliased ``t``.
+    or later; None: no bound). ``fingerprint`` is over the columns of a topic row aliased ``t``; ``hinted``: the
+    engine takes join hints (``_broadcast``).
 
     Example (p's 1 written before with "a"; the statement wrote 2 with "b" and dropped 1 and 2 again):
         >>> import duckdb
@@ -84,7 +98,8 @@ def held(dropped: exp.Expression, written: exp.Expression, topic: exp.Expression
         >>> sorted(con.sql(query.sql("duckdb")).fetchall())
         [('p', 1, 'a'), ('p', 2, 'b')]
     """
-    here, there = _written(written, fingerprint, dropped), _latest(topic, fingerprint, dropped, since)
+    here = _written(written, fingerprint, dropped, hinted)
+    there = _latest(topic, fingerprint, dropped, since, hinted)
     w, o = (lambda name: exp.column(name, table="w")), (lambda name: exp.column(name, table="o"))
     either = exp.func("coalesce", w("fingerprint"), o("fingerprint"))
     return (exp.select(exp.alias_(exp.func("coalesce", w("producer"), o("producer")), "producer"),
