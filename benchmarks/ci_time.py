@@ -36,7 +36,7 @@ BUDGETS = {"issue 11": 20 * 60, "issue 15": 25 * 60}
 def parts(report: pathlib.Path, slowest: int = 15) -> list[str]:
     """The lines ``--parts`` prints from a JUnit ``report``."""
     by_part: dict[tuple[str, str], list[float]] = collections.defaultdict(lambda: [0.0, 0])
-    tests = []
+    tests, failed = [], []
     for case in ElementTree.parse(report).getroot().iter("testcase"):
         module = case.get("classname", "").split(".")
         seconds, name = float(case.get("time", 0)), case.get("name", "")
@@ -47,10 +47,13 @@ def parts(report: pathlib.Path, slowest: int = 15) -> list[str]:
         by_part[part, engine][0] += seconds
         by_part[part, engine][1] += 1
         tests.append((seconds, ".".join(module[1:]), name))
+        if case.find("failure") is not None or case.find("error") is not None:
+            failed.append(f"{'.'.join(module[1:])}::{name}")
     total = sum(seconds for seconds, _ in by_part.values())
     lines = [f"workers' time in tests: {total:.0f} s"]
     lines += [f"  {seconds:7.0f} s {seconds / total:6.1%} {count:4d} tests  {part} {engine}"
               for (part, engine), (seconds, count) in sorted(by_part.items(), key=lambda item: -item[1][0])]
+    lines += [f"failed: {name}" for name in failed]      # (the clone and its output are gone after the run)
     lines.append("slowest tests:")
     lines += [f"  {seconds:7.1f} s  {module}::{name}"
               for seconds, module, name in sorted(tests, reverse=True)[:slowest]]

@@ -41,7 +41,8 @@ TARGET = 1.15
 #: (name, dropped_entries, payload_conflicts, target): the first is the baseline. Conflicts are ignored but where
 #: named: the ledger's cost is measured alone, and with conflicts recorded (R18) beside it.
 POLICIES = (("counts", "counts", "ignore", None), ("keys", "keys", "ignore", TARGET), ("rows", "rows", "ignore", None),
-            ("keys_conflicts_recorded", "keys", "record", 1.25))
+            ("keys_conflicts_recorded", "keys", "record", 1.25),
+            ("counts_conflicts_recorded", "counts", "record", None))     # (the default policies)
 LARGE_LEDGER_TARGET = 1.1
 
 

@@ -258,13 +258,15 @@ def test_a_failure_of_seqdedups_own_query_never_blames_the_statement(db, monkeyp
     def failing(build):
         def write(inputs) -> exp.Insert:
             insert = build(inputs)
-            position = next(c for c in insert.expression.selects if c.name == plan.POSITION)
+            columns = [c.name for c in insert.this.expressions]
+            position = insert.expression.selects[columns.index("_position")]
             position.replace(exp.Add(this=position.copy(), expression=exp.convert(2**63 - 1)))
             return insert
         return write
 
-    for steps in plan.PLANS.values():       # every plan's write step
-        monkeypatch.setitem(steps, "write", dataclasses.replace(steps["write"], build=failing(steps["write"].build)))
+    for steps in plan.PLANS.values():       # every plan's write steps (Spark's split write too)
+        for key in [key for key in steps if key.endswith("write")]:
+            monkeypatch.setitem(steps, key, dataclasses.replace(steps[key], build=failing(steps[key].build)))
     db.harness.stage(ROWS)
     with db.unchanged():
         with pytest.raises(EngineError, match="(?s)^seqdedup's own query failed on a valid statement: .*(?i:overflow|out of range).*"
