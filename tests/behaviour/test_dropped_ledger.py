@@ -115,7 +115,12 @@ def test_the_ledger_keeps_its_retention_and_goes_with_its_topic(dedup):
     dedup.send([("p", 0), ("p", 0)])
     dedup.clock.advance(minutes=6)
     dedup.send([("p", 1), ("p", 1)])            # a full snapshot: the ledger rows older than 5 minutes go
-    assert dedup.session.sql("SELECT sequence_id FROM seqdedup_dropped").rows == [(1,)]
+    adapter = dedup.session.adapter
+    # (but where other drivers may append to the catalog without transactions, a Spark Connect session always:
+    # a removal rewrites the table and would drop their rows, so nothing is pruned there: seqdedup/core/snapshots.py)
+    pruned = adapter.SUPPORTS_TRANSACTIONS or adapter.exclusive
+    assert sorted(dedup.session.sql("SELECT sequence_id FROM seqdedup_dropped").rows) == ([(1,)] if pruned
+                                                                                         else [(0,), (1,)])
     dedup.session.drop_topic("events")
     assert dropped_rows(dedup) == 0
 
