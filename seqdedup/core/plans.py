@@ -150,7 +150,7 @@ def dropped_after_plan(run, state: TopicState) -> bool:
     return run.adapter.PLAN != "rows" and payloads.judged(state)
 
 
-def by_difference(run, state: TopicState, outcome: Outcome) -> bool:
+def by_difference(state: TopicState, outcome: Outcome) -> bool:
     """Whether the statement's dropped entries are worked out as its rows less those written: they are needed,
     and the plan neither set nor staged them apart (the producers' marks are then needed for their reasons)."""
     return payloads.judged(state) and outcome.dropped is None and not outcome.apart

@@ -105,7 +105,7 @@ class Run:
                             outcome = (plans.rows if adapter.PLAN == "rows" else plans.exceptions)(
                                 self, state, commit, targets, values, scratch)
                         holes = state.enabled and state.topic.applied.gap_policy != "allow"
-                        differ = plans.by_difference(self, state, outcome)
+                        differ = plans.by_difference(state, outcome)
                         marks = plans.began_marks(state, outcome, scratch) if holes or differ else None
                         if holes:       # R17 (a statement that leaves a hole is refused for it first)
                             plans.judge_holes(self, state, marks)
