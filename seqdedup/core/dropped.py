@@ -55,19 +55,19 @@ def judge(run, state: TopicState, outcome: Outcome, targets: list[str], values: 
         dropped = _relation(run, state, outcome, targets, values, marks)
         if dropped is None:
             return {}
-        written, held, found = adapter.storage.staged_rows(ref), None, {}
+        written, judged, found = adapter.storage.staged_rows(ref), False, {}
+        late = run.statement.ordered or run.statement.batched
         if applied.payload_conflicts != "ignore":
-            held = run.scratch.table("__sd_held", plan.conflicts.held(
+            dropped, judged = run.scratch.table("__sd_judged", plan.conflicts.judged(
                 dropped, written, ref.table, payloads.fingerprint(run, state, payloads.stored(run, state, "t")),
-                window_start(applied.conflict_window_minutes), hinted=adapter.JOIN_HINTS))
-            found = dict(adapter.fetchall(plan.conflicts.counts(dropped, held)))
+                window_start(applied.conflict_window_minutes), late, hinted=adapter.JOIN_HINTS)), True
+            found = dict(adapter.fetchall(plan.conflicts.counts(dropped)))
             if found and applied.payload_conflicts == "refuse":
-                producer, sequence_id, sent, kept = adapter.fetchall(plan.conflicts.first(dropped, held))[0]
+                producer, sequence_id, sent, kept = adapter.fetchall(plan.conflicts.first(dropped))[0]
                 adapter.storage.discard_commit_rows(ref)
                 raise PayloadConflictError(conflict_refusal(producer, sequence_id, kept, sent))
         if applied.ledger is not None:
-            late = run.statement.ordered or run.statement.batched
-            adapter.execute(plan.ledger.record(dropped, held, written, late, NOW, COMMIT))
+            adapter.execute(plan.ledger.record(dropped, judged, written, late, NOW, COMMIT))
     except EngineError as error:
         raise Unsettled(error) from error
     return found

@@ -18,19 +18,21 @@ from .common import source
 #: own columns as JSON (NULL unless the ledger keeps them).
 DROPPED_COLUMNS = ("producer", "sequence_id", "highest_sequence_id", "mark", "fingerprint", "entry")
 KEYS = ("producer", "sequence_id")
+#: The column ``judged`` adds to the dropped entries: the fingerprint of the payload the topic holds for the id.
+HELD = "held"
 
 
 def _same_key(left: str, right: str) -> exp.Expression:
     return exp.and_(*[exp.column(k, table=left).eq(exp.column(k, table=right)) for k in KEYS])
 
 
-def _broadcast(query: exp.Select, alias: str, hinted: bool) -> exp.Select:
-    """``query`` with a hint that its relation ``alias`` is small (the dropped entries' keys, joined to every
-    written or topic row): broadcast to each task rather than both sides distributed. (An engine that takes no
-    hints, DuckDB, plans the join from its own sizes.)"""
+def _broadcast(query: exp.Select, aliases: str, hinted: bool) -> exp.Select:
+    """``query`` with a hint that its relations ``aliases`` (names apart by spaces) are small (the dropped entries'
+    keys, joined to every written or topic row; what is held for them): broadcast to each task rather than both
+    sides distributed. (An engine that takes no hints, DuckDB, plans the join from its own sizes.)"""
     if hinted:
         query.set("hint", exp.Hint(expressions=[exp.Anonymous(this="BROADCAST", expressions=[
-            exp.to_identifier(alias)])]))
+            exp.to_identifier(alias) for alias in aliases.split()])]))
     return query
 
 
@@ -40,28 +42,35 @@ def _keyed(t: str) -> exp.Expression:
                     exp.column("sequence_id", table="d").eq(exp.column("_sequence_id", table=t)))
 
 
-def _written(rows: exp.Expression, fingerprint: exp.Expression, dropped: exp.Expression, hinted: bool
-             ) -> exp.Select:
+def _keys(dropped: exp.Expression, which: exp.Expression | None) -> exp.Subquery:
+    """The keys of the ``dropped`` entries (aliased ``d``) that ``which`` selects (None: all)."""
+    keys = exp.select(*KEYS).from_(source(dropped, "d"))
+    return (keys if which is None else keys.where(which)).subquery("d")
+
+
+def _above_mark() -> exp.Expression:
+    d = lambda name: exp.column(name, table="d")        # noqa: E731
+    return d("sequence_id") > exp.func("coalesce", d("mark"), exp.convert(-1))
+
+
+def _written(rows: exp.Expression, fingerprint: exp.Expression, keys: exp.Subquery, hinted: bool) -> exp.Select:
     """(producer, sequence_id, fingerprint) of the entry the statement wrote (``rows``, its topic rows: one per id)
-    for each key of ``dropped``."""
+    for each of the ``keys``."""
     return _broadcast(exp.select(exp.alias_(exp.column("_producer", table="t"), "producer"),
                        exp.alias_(exp.column("_sequence_id", table="t"), "sequence_id"),
                        exp.alias_(fingerprint, "fingerprint"))
-            .from_(source(rows, "t"))
-            .join(exp.select(*KEYS).from_(source(dropped, "d")).subquery("d"), join_type="semi", on=_keyed("t")),
-        "d", hinted)
+            .from_(source(rows, "t")).join(keys, join_type="semi", on=_keyed("t")), "d", hinted)
 
 
-def _latest(rows: exp.Expression, fingerprint: exp.Expression, dropped: exp.Expression,
+def _latest(rows: exp.Expression, fingerprint: exp.Expression, keys: exp.Subquery,
             since: exp.Expression | None, hinted: bool) -> exp.Select:
     """(producer, sequence_id, fingerprint) of the last entry by position among ``rows`` (a topic's columns) for
-    each key of ``dropped``, published at ``since`` or later where given. In two steps, so that the entries'
+    each of the ``keys``, published at ``since`` or later where given. In two steps, so that the entries'
     own columns are read only where needed: the keys' last positions and commits from the narrow system columns,
     then those rows, joined on their commit too (Spark then reads only those commits' partitions; DuckDB skips the
     row groups outside the positions' range)."""
     t = lambda name: exp.column(name, table="t")        # noqa: E731
     i = lambda name: exp.column(name, table="i")        # noqa: E731
-    keys = exp.select(*KEYS).from_(source(dropped, "d")).subquery("d")
     last = (exp.select(exp.alias_(t("_producer"), "producer"), exp.alias_(t("_sequence_id"), "sequence_id"),
                        exp.alias_(exp.Max(this=t("_position")), "position"),
                        exp.alias_(exp.Max(this=t("_commit")), "commit"))
@@ -79,57 +88,57 @@ def _latest(rows: exp.Expression, fingerprint: exp.Expression, dropped: exp.Expr
                 i("sequence_id").eq(t("_sequence_id")), i("position").eq(t("_position")))), "i", hinted)
 
 
-def held(dropped: exp.Expression, written: exp.Expression, topic: exp.Expression,
-         fingerprint: exp.Expression, since: exp.Expression | None, hinted: bool = False) -> exp.Select:
-    """(producer, sequence_id, fingerprint) of the payload the topic holds for each id of a ``dropped`` entry: the
-    entry the statement ``written`` with it, else the ``topic``'s last within the window (published at ``since``
-    or later; None: no bound). ``fingerprint`` is over the columns of a topic row aliased ``t``; ``hinted``: the
-    engine takes join hints (``_broadcast``).
+def judged(dropped: exp.Expression, written: exp.Expression, topic: exp.Expression, fingerprint: exp.Expression,
+           since: exp.Expression | None, late: bool, hinted: bool = False) -> exp.Select:
+    """The ``dropped`` entries (``DROPPED_COLUMNS``), each with ``held``: the fingerprint of the payload the topic
+    holds for its id (NULL: none within the window). That is the entry the statement ``written`` with it, else the
+    ``topic``'s last published at ``since`` or later (None: no bound). ``fingerprint`` is over the columns of a
+    topic row aliased ``t``; ``hinted``: the engine takes join hints (``_broadcast``).
 
-    Example (p's 1 written before with "a"; the statement wrote 2 with "b" and dropped 1 and 2 again):
+    Each side is asked only for the ids it can hold. The statement writes only ids above its producer's mark, and
+    the topic holds none above it; an entry above its mark is dropped, without ORDER BY or batch entries, only for
+    an earlier entry of its id, which the statement wrote (whose payload is the one held). Where an entry above its
+    mark may have come ``late`` instead (never written: its producer's marks were purged, R11), the topic is asked
+    for every id.
+
+    Example (p's mark 1, its 1 written before with "a"; the statement wrote 2 with "b" and dropped 1 and 2 again):
         >>> import duckdb
         >>> con = duckdb.connect()
         >>> _ = con.execute("CREATE TABLE topic AS SELECT * FROM (VALUES ('p', 1, 1, 'a', TIMESTAMP '2026-01-01', 1), "
         ...                 "('p', 2, 2, 'b', TIMESTAMP '2026-01-02', 2)) "
         ...                 "t(_producer, _sequence_id, _position, payload, _publish_time, _commit)")
-        >>> _ = con.execute("CREATE TABLE d AS SELECT * FROM (VALUES ('p', 1), ('p', 2)) t(producer, sequence_id)")
+        >>> _ = con.execute("CREATE TABLE d AS SELECT * FROM (VALUES ('p', 1, 1, 1, 'a'), ('p', 2, 2, 1, 'c')) "
+        ...                 "t(producer, sequence_id, highest_sequence_id, mark, fingerprint)")
         >>> written = exp.select("*").from_("topic").where("_sequence_id = 2").subquery()
-        >>> query = held(exp.table_("d"), written, exp.table_("topic"), exp.column("payload", table="t"), None)
+        >>> query = judged(exp.table_("d"), written, exp.table_("topic"), exp.column("payload", table="t"), None,
+        ...                late=False)
         >>> sorted(con.sql(query.sql("duckdb")).fetchall())
-        [('p', 1, 'a'), ('p', 2, 'b')]
+        [('p', 1, 1, 1, 'a', 'a'), ('p', 2, 2, 1, 'c', 'b')]
     """
-    here = _written(written, fingerprint, dropped, hinted)
-    there = _latest(topic, fingerprint, dropped, since, hinted)
-    w, o = (lambda name: exp.column(name, table="w")), (lambda name: exp.column(name, table="o"))
-    either = exp.func("coalesce", w("fingerprint"), o("fingerprint"))
-    return (exp.select(exp.alias_(exp.func("coalesce", w("producer"), o("producer")), "producer"),
-                       exp.alias_(exp.func("coalesce", w("sequence_id"), o("sequence_id")), "sequence_id"),
-                       exp.alias_(either, "fingerprint"))
-            .from_(here.subquery("w")).join(there.subquery("o"), join_type="full", on=_same_key("w", "o")))
+    here = _written(written, fingerprint, _keys(dropped, _above_mark()), hinted)
+    there = _latest(topic, fingerprint, _keys(dropped, None if late else exp.not_(_above_mark())), since, hinted)
+    held = exp.func("coalesce", exp.column("fingerprint", table="w"), exp.column("fingerprint", table="o"))
+    return _broadcast(exp.select("d.*", exp.alias_(held, HELD)).from_(source(dropped, "d"))
+                      .join(here.subquery("w"), join_type="left", on=_same_key("w", "d"))
+                      .join(there.subquery("o"), join_type="left", on=_same_key("o", "d")), "w o", hinted)
 
 
-def conflicting() -> exp.Expression:
-    """Whether a dropped entry (aliased ``d``) conflicts with the payload held for its id (aliased ``h``, left
-    joined: NULL where the topic holds none within the window)."""
-    return exp.and_(exp.column("fingerprint", table="h").is_(exp.not_(exp.null())),
-                    exp.column("fingerprint", table="h").neq(exp.column("fingerprint", table="d")))
+def conflicting(table: str = "d") -> exp.Expression:
+    """Whether an entry of the judged dropped entries (aliased ``table``) conflicts with the payload held for its id
+    (none held within the window: no conflict)."""
+    held = exp.column(HELD, table=table)
+    return exp.and_(held.is_(exp.not_(exp.null())), held.neq(exp.column("fingerprint", table=table)))
 
 
-def joined(dropped: exp.Expression, held_: exp.Expression) -> exp.Select:
-    """The dropped entries (``d``) each beside the payload held for its id (``h``, NULL where none)."""
-    return exp.select("d.*", exp.alias_(exp.column("fingerprint", table="h"), "held")).from_(
-        source(dropped, "d")).join(source(held_, "h"), join_type="left", on=_same_key("d", "h"))
-
-
-def counts(dropped: exp.Expression, held_: exp.Expression) -> exp.Select:
+def counts(judged_: exp.Expression) -> exp.Select:
     """(producer, conflicts): per producer, its dropped entries whose payload conflicts with the one held."""
-    return (exp.select("producer", exp.alias_(exp.Count(this=exp.Star()), "conflicts"))
-            .from_(joined(dropped, held_).where(conflicting()).subquery("c")).group_by("producer"))
+    return (exp.select(exp.column("producer", table="d"), exp.alias_(exp.Count(this=exp.Star()), "conflicts"))
+            .from_(source(judged_, "d")).where(conflicting()).group_by(exp.column("producer", table="d")))
 
 
-def first(dropped: exp.Expression, held_: exp.Expression) -> exp.Select:
+def first(judged_: exp.Expression) -> exp.Select:
     """(producer, sequence_id, fingerprint, held) of the first conflict, by producer then id (then fingerprint,
     among copies of one id): the one a refusal names."""
-    return (exp.select("producer", "sequence_id", "fingerprint", "held")
-            .from_(joined(dropped, held_).where(conflicting()).subquery("c"))
-            .order_by("producer", "sequence_id", "fingerprint").limit(1))
+    d = lambda name: exp.column(name, table="d")        # noqa: E731
+    return (exp.select(d("producer"), d("sequence_id"), d("fingerprint"), d(HELD)).from_(source(judged_, "d"))
+            .where(conflicting()).order_by(d("producer"), d("sequence_id"), d("fingerprint")).limit(1))

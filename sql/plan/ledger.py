@@ -158,12 +158,13 @@ def dropped_by_difference(values: exp.Expression, written: exp.Expression, marks
     return select
 
 
-def record(dropped: exp.Expression, held: exp.Expression | None, written: exp.Expression, late: bool,
-           now: exp.Expression, commit: exp.Expression) -> exp.Insert:
+def record(dropped: exp.Expression, judged: bool, written: exp.Expression, late: bool, now: exp.Expression,
+           commit: exp.Expression) -> exp.Insert:
     """A ledger row per ``dropped`` entry, in the statement's commit, with its reason: from its mark, and, where
     an entry above it may have come late (``late``: ORDER BY or batch entries), from the ids of the rows its commit
     wrote (``written``: semi-joined to those of the dropped above their mark, few, first); a conflict where the
-    payload ``held`` for its id (``conflicts.held``; None: conflicts ignored) is another.
+    payload held for its id is another (``judged``: ``dropped`` is ``conflicts.judged``'s; else conflicts are
+    ignored).
 
     Example (p's mark 0; sent 1, 1, 0, 3, 2 in that order; written 1 and 3):
         >>> import duckdb
@@ -173,7 +174,7 @@ def record(dropped: exp.Expression, held: exp.Expression | None, written: exp.Ex
         ...                 "t(producer, sequence_id, highest_sequence_id, mark)")
         >>> _ = con.execute("CREATE TABLE w AS SELECT * FROM (VALUES ('p', 1, 1), ('p', 3, 3)) "
         ...                 "t(_producer, _sequence_id, _highest_sequence_id)")
-        >>> insert = record(exp.table_("d"), None, exp.table_("w"), True, exp.null(), exp.convert(7))
+        >>> insert = record(exp.table_("d"), False, exp.table_("w"), True, exp.null(), exp.convert(7))
         >>> rows = con.execute(insert.expression.sql("duckdb"),
         ...                    {"__sd_topic": "t", "__sd_statement_id": "s", "__sd_attempt": None}).fetchall()
         >>> sorted((r[4], r[6]) for r in rows)
@@ -181,7 +182,7 @@ def record(dropped: exp.Expression, held: exp.Expression | None, written: exp.Ex
     """
     d = lambda name: exp.column(name, table="d")       # noqa: E731
     mark = d("mark")
-    reasons = [exp.If(this=conflicting(), true=exp.Literal.string("conflict"))] if held is not None else []
+    reasons = [exp.If(this=conflicting(), true=exp.Literal.string("conflict"))] if judged else []
     reasons.append(exp.If(this=d("sequence_id") <= mark, true=exp.Case(
         ifs=[exp.If(this=d("highest_sequence_id") > mark.copy(), true=exp.Literal.string("straddles_mark"))],
         default=exp.Literal.string("retry"))))
@@ -193,9 +194,6 @@ def record(dropped: exp.Expression, held: exp.Expression | None, written: exp.Ex
            "reason": exp.Case(ifs=reasons, default=exp.Literal.string("repeat")), "dropped_at": now.copy(),
            "entry": d("entry"), "attempt": ATTEMPT.copy()}
     select = exp.select(*[exp.alias_(row[c], c) for c in DROPPED]).from_(source(dropped, "d"))
-    if held is not None:
-        select = select.join(source(held, "h"), join_type="left", on=exp.and_(
-            *[exp.column(c, table="h").eq(d(c)) for c in KEYS]))
     if late:
         above = exp.select(*KEYS).from_(source(dropped, "a")).where(exp.or_(
             exp.column("mark").is_(exp.null()), exp.column("sequence_id") > exp.column("mark")))
