@@ -93,6 +93,24 @@ def test_a_refused_conflict_writes_nothing_and_names_the_entry(dedup):
     assert (result.written, result.duplicates, result.payload_conflicts) == (1, 1, 0)
 
 
+def test_one_id_sent_twice_in_a_statement_with_two_payloads_is_one_conflict(dedup):
+    # Without ORDER BY the engine picks the copy it writes (R18's ties); the other is the conflict either way, judged
+    # against the entry written (the refusal names its fingerprint), in the statement without batch entries too
+    def send(rows):
+        dedup.stage(rows)
+        return dedup.session.sql("INSERT INTO events SELECT payload FROM staging WHERE is_not_dup(producer, seq)")
+
+    dedup.topic(dropped_entries="keys")
+    result = send([("p", 1, None, "x"), ("p", 1, None, "y"), ("q", 1, None, "z"), ("q", 1, None, "z")])
+    assert (result.written, conflicts_of(result)) == (2, {"p": 1})
+    assert ledger(result) == collections.Counter({("p", 1, "conflict"): 1, ("q", 1, "repeat"): 1})
+    dedup.session.alter_topic("events", payload_conflicts="refuse")
+    with pytest.raises(PayloadConflictError, match=r"producer 'p' sent id 2 again with another payload \(fingerprint "
+                                                   r"(-?\d+), where the topic holds (?!\1\))-?\d+\)"):
+        send([("p", 2, None, "x"), ("p", 2, None, "y"), ("q", 2, None, "z")])
+    assert dedup.entries() == [("p", 1, 1), ("q", 1, 1)]
+
+
 def test_ignored_conflicts_are_dropped_as_pulsar_drops_them(dedup):
     dedup.topic(payload_conflicts="ignore", dropped_entries="keys")
     dedup.send([("p", 1, None, "first")])
