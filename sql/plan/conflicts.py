@@ -36,19 +36,20 @@ def _broadcast(query: exp.Select, aliases: str, hinted: bool) -> exp.Select:
     return query
 
 
-def _keyed(t: str) -> exp.Expression:
+def keyed(t: str) -> exp.Expression:
     """A semi-join condition of a topic row (aliased ``t``) to the dropped entries' keys (aliased ``d``)."""
     return exp.and_(exp.column("producer", table="d").eq(exp.column("_producer", table=t)),
                     exp.column("sequence_id", table="d").eq(exp.column("_sequence_id", table=t)))
 
 
-def _keys(dropped: exp.Expression, which: exp.Expression | None) -> exp.Subquery:
+def dropped_keys(dropped: exp.Expression, which: exp.Expression | None) -> exp.Subquery:
     """The keys of the ``dropped`` entries (aliased ``d``) that ``which`` selects (None: all)."""
     keys = exp.select(*KEYS).from_(source(dropped, "d"))
     return (keys if which is None else keys.where(which)).subquery("d")
 
 
-def _above_mark() -> exp.Expression:
+def above_mark() -> exp.Expression:
+    """Whether a dropped entry (aliased ``d``) is above the mark its producer began the statement with (none: -1)."""
     d = lambda name: exp.column(name, table="d")        # noqa: E731
     return d("sequence_id") > exp.func("coalesce", d("mark"), exp.convert(-1))
 
@@ -59,7 +60,7 @@ def _written(rows: exp.Expression, fingerprint: exp.Expression, keys: exp.Subque
     return _broadcast(exp.select(exp.alias_(exp.column("_producer", table="t"), "producer"),
                        exp.alias_(exp.column("_sequence_id", table="t"), "sequence_id"),
                        exp.alias_(fingerprint, "fingerprint"))
-            .from_(source(rows, "t")).join(keys, join_type="semi", on=_keyed("t")), "d", hinted)
+            .from_(source(rows, "t")).join(keys, join_type="semi", on=keyed("t")), "d", hinted)
 
 
 def _latest(rows: exp.Expression, fingerprint: exp.Expression, keys: exp.Subquery,
@@ -75,7 +76,7 @@ def _latest(rows: exp.Expression, fingerprint: exp.Expression, keys: exp.Subquer
                        exp.alias_(exp.Max(this=t("_position")), "position"),
                        exp.alias_(exp.Max(this=t("_commit")), "commit"))
             .from_(source(rows, "t"))
-            .join(keys, join_type="semi", on=_keyed("t"))
+            .join(keys, join_type="semi", on=keyed("t"))
             .group_by(t("_producer"), t("_sequence_id")))
     if since is not None:
         last = last.where(t("_publish_time") >= since)
@@ -115,19 +116,19 @@ def judged(dropped: exp.Expression, written: exp.Expression, topic: exp.Expressi
         >>> sorted(con.sql(query.sql("duckdb")).fetchall())
         [('p', 1, 1, 1, 'a', 'a'), ('p', 2, 2, 1, 'c', 'b')]
     """
-    here = _written(written, fingerprint, _keys(dropped, _above_mark()), hinted)
-    there = _latest(topic, fingerprint, _keys(dropped, None if late else exp.not_(_above_mark())), since, hinted)
+    here = _written(written, fingerprint, dropped_keys(dropped, above_mark()), hinted)
+    there = _latest(topic, fingerprint, dropped_keys(dropped, None if late else exp.not_(above_mark())), since, hinted)
     held = exp.func("coalesce", exp.column("fingerprint", table="w"), exp.column("fingerprint", table="o"))
     return _broadcast(exp.select("d.*", exp.alias_(held, HELD)).from_(source(dropped, "d"))
                       .join(here.subquery("w"), join_type="left", on=_same_key("w", "d"))
                       .join(there.subquery("o"), join_type="left", on=_same_key("o", "d")), "w o", hinted)
 
 
-def conflicting(table: str = "d") -> exp.Expression:
-    """Whether an entry of the judged dropped entries (aliased ``table``) conflicts with the payload held for its id
+def conflicting() -> exp.Expression:
+    """Whether an entry of the judged dropped entries (aliased ``d``) conflicts with the payload held for its id
     (none held within the window: no conflict)."""
-    held = exp.column(HELD, table=table)
-    return exp.and_(held.is_(exp.not_(exp.null())), held.neq(exp.column("fingerprint", table=table)))
+    held = exp.column(HELD, table="d")
+    return exp.and_(held.is_(exp.not_(exp.null())), held.neq(exp.column("fingerprint", table="d")))
 
 
 def counts(judged_: exp.Expression) -> exp.Select:

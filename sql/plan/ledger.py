@@ -24,7 +24,7 @@ from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 from seqdedup.catalog.schema import ATTEMPT, DROPPED, catalog_table
 
 from .common import ACCEPTED, MARK, source
-from .conflicts import DROPPED_COLUMNS, KEYS, conflicting
+from .conflicts import DROPPED_COLUMNS, KEYS, above_mark, conflicting, dropped_keys, keyed
 
 #: The values of a ledger row that are the statement's, not the entry's: bound per statement (the trees are kept per
 #: statement shape, which two topics can share).
@@ -195,14 +195,10 @@ def record(dropped: exp.Expression, judged: bool, written: exp.Expression, late:
            "entry": d("entry"), "attempt": ATTEMPT.copy()}
     select = exp.select(*[exp.alias_(row[c], c) for c in DROPPED]).from_(source(dropped, "d"))
     if late:
-        above = exp.select(*KEYS).from_(source(dropped, "a")).where(exp.or_(
-            exp.column("mark").is_(exp.null()), exp.column("sequence_id") > exp.column("mark")))
         ids = (exp.select(exp.alias_(exp.column("_producer", table="w"), "producer"),
                           exp.alias_(exp.column("_sequence_id", table="w"), "sequence_id"))
                .from_(source(written, "w"))
-               .join(above.subquery("a"), join_type="semi", on=exp.and_(
-                   exp.column("producer", table="a").eq(exp.column("_producer", table="w")),
-                   exp.column("sequence_id", table="a").eq(exp.column("_sequence_id", table="w")))).distinct())
+               .join(dropped_keys(dropped, above_mark()), join_type="semi", on=keyed("w")).distinct())
         select = select.join(ids.subquery("k"), join_type="left", on=exp.and_(
             *[exp.column(c, table="k").eq(d(c)) for c in KEYS]))
     return exp.insert(select, catalog_table("seqdedup_dropped"), columns=[exp.to_identifier(c) for c in DROPPED])
