@@ -192,6 +192,11 @@ class EngineAdapter:
     def create_temp_table(self, name: str, query: exp.Expression) -> exp.Table:
         raise NotImplementedError
 
+    def create_counted_temp_table(self, name: str, query: exp.Expression) -> tuple[exp.Table, int]:
+        """``create_temp_table``, and how many rows it holds (in the same round trip where the engine says)."""
+        table = self.create_temp_table(name, query)
+        return table, self.temp_table_rows(table)
+
     def temp_table_rows(self, table: exp.Table) -> int:
         """How many rows a temporary table ``create_temp_table`` made holds."""
         return self.fetchall(exp.select(exp.Count(this=exp.Star())).from_(table.copy()))[0][0]

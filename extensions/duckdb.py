@@ -272,11 +272,14 @@ class DuckDBAdapter(EngineAdapter):
         return exp.table_(name, db="main", catalog="temp")
 
     def create_temp_table(self, name: str, query: exp.Expression) -> exp.Table:
+        return self.create_counted_temp_table(name, query)[0]
+
+    def create_counted_temp_table(self, name: str, query: exp.Expression) -> tuple[exp.Table, int]:
         table = self.temp_table(name)
-        self.execute(_around(query, f"create {name}", lambda: exp.Create(
+        count = self.execute_count(_around(query, f"create {name}", lambda: exp.Create(
             this=table.copy(), kind="TABLE", expression=query.copy(), replace=True,
             properties=exp.Properties(expressions=[exp.TemporaryProperty()]))))
-        return table
+        return table, count
 
     def drop_temp_tables(self, names: list[str]) -> None:
         relations = [n for n in names if n in self._relations]

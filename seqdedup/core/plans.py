@@ -150,6 +150,11 @@ def dropped_after_plan(run, state: TopicState) -> bool:
     return run.adapter.PLAN != "rows" and payloads.judged(state)
 
 
+def dropped_any(outcome: Outcome) -> bool:
+    """Whether the statement dropped an entry (its ``duplicates``, per producer, are its entries not written)."""
+    return bool(pc.sum(outcome.producers.column("duplicates")).as_py())
+
+
 def by_difference(state: TopicState, outcome: Outcome) -> bool:
     """Whether the statement's dropped entries are worked out as its rows less those written: they are needed,
     and the plan neither set nor staged them apart (the producers' marks are then needed for their reasons)."""
@@ -295,27 +300,33 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
         batches = adapter.fetchall(kept("rows summary", lambda: steps["summary"].build(i)))[0][0]
     rounds, late = 1, i.statement.ordered or bool(batches)      # (out of order: a batch entry can overlap too)
     i = dataclasses.replace(i, batches=bool(batches))
+    def set_apart() -> exp.Table:       # (the dropped entries, before they are removed from the rows)
+        step = "dropped rejected" if late else "dropped repeats"
+        return adapter.create_temp_table(scratch.name("__sd_dropped"), kept(
+            f"{step} {shape} {rounds}", lambda: steps[step].build(i)))
+
+    removed = 1     # the rows to remove: the repeats, or the candidates rejected (counted where one round decides)
     if not late:
-        i = i.having(repeats=adapter.create_temp_table(scratch.name("__sd_repeats"), kept(
-            "repeats", lambda: steps["repeats"].build(i))))
-        if judged:
-            dropped = adapter.create_temp_table(scratch.name("__sd_dropped"), kept(
-                f"dropped repeats {shape}", lambda: steps["dropped repeats"].build(i)))
-        adapter.execute(kept("drop repeats", lambda: steps["drop repeats"].build(i)))
+        repeats, removed = adapter.create_counted_temp_table(scratch.name("__sd_repeats"), kept(
+            "repeats", lambda: steps["repeats"].build(i)))
+        i = i.having(repeats=repeats)
     else:
         i = i.having(candidates=kept("row candidates", lambda: steps["candidates"].build(i)).subquery())
         if batches:
             decisions, rounds = decide(run, i, steps, scratch)
         else:       # one round decides every candidate: only the rejected are kept
-            decisions = adapter.create_temp_table(scratch.name("__sd_decisions"), kept(
+            decisions, removed = adapter.create_counted_temp_table(scratch.name("__sd_decisions"), kept(
                 "rejected", lambda: steps["rejected"].build(i)))
         i = i.having(decisions=decisions)
+    if removed:     # (else the rows stay as they are, and what the statement dropped is set apart below, if any)
         if judged:
-            dropped = adapter.create_temp_table(scratch.name("__sd_dropped"), kept(
-                f"dropped rejected {shape} {rounds}", lambda: steps["dropped rejected"].build(i)))
-        adapter.execute(kept(f"drop rejected {rounds}", lambda: steps["drop rejected"].build(i)))
+            dropped = set_apart()
+        step = "drop rejected" if late else "drop repeats"
+        adapter.execute(kept(f"{step} {rounds}", lambda: steps[step].build(i)))
     outcome = steps["outcome rejected" if late else "outcome repeats"]
     table = adapter.fetch_arrow(kept(f"row outcome {late} {rounds}", lambda: outcome.build(i)))
+    if judged and dropped is None and pc.sum(table.column("duplicates")).as_py():
+        dropped = set_apart()       # (only entries at or below their mark: nothing was removed)
     first = table.column(plan.FIRST).to_pylist()
     with adapter.parameters({plan.FIRST_ROW.name: first[0] if first else 0}):
         try:

@@ -105,11 +105,13 @@ class Run:
                             outcome = (plans.rows if adapter.PLAN == "rows" else plans.exceptions)(
                                 self, state, commit, targets, values, scratch)
                         holes = state.enabled and state.topic.applied.gap_policy != "allow"
-                        differ = plans.by_difference(state, outcome)
+                        # R18, R16: only where the statement dropped an entry (most small statements drop none)
+                        judged = payloads.judged(state) and plans.dropped_any(outcome)
+                        differ = judged and plans.by_difference(state, outcome)
                         marks = plans.began_marks(state, outcome, scratch) if holes or differ else None
                         if holes:       # R17 (a statement that leaves a hole is refused for it first)
                             plans.judge_holes(self, state, marks)
-                        if payloads.judged(state):      # R18, R16
+                        if judged:
                             conflicts = judge_dropped(self, state, outcome, targets, values, marks)
                         # R14: no entry under a name a live producer holds (its next ids would fall on them)
                         leases.refuse_held_names(adapter, state.topic, outcome.producers.column("producer").to_pylist())

@@ -132,3 +132,20 @@ def test_an_entry_published_before_the_window_is_not_compared(dedup):
     retries = [("p", 1, None, "changed"), ("q", 2, None, "changed"), ("q", 1, None, "changed")]
     result = dedup.send(retries)
     assert conflicts_of(result) == applied(model, retries, True, now=75 * 60).conflicts == {"q": 1}
+
+
+def test_a_statement_that_drops_nothing_judges_nothing(dedup, monkeypatch):
+    # Most statements of a producer that sends each id once drop nothing: under the default policies (conflicts
+    # recorded) they make no table of dropped entries and send no look-up (the cost R18 would add to every small
+    # statement); one that drops an entry judges it
+    from seqdedup.core.writer import Scratch
+
+    made: list[str] = []
+    name = Scratch.name
+    monkeypatch.setattr(Scratch, "name", lambda self, prefix: made.append(prefix) or name(self, prefix))
+    dedup.topic()
+    assert dedup.send([("p", 1, None, "a"), ("q", 1, None, "a")]).written == 2
+    assert not {"__sd_dropped", "__sd_judged"} & set(made), made
+    result = dedup.send([("p", 1, None, "changed"), ("p", 2, None, "b")])
+    assert (result.written, result.payload_conflicts) == (1, 1)
+    assert "__sd_judged" in made
