@@ -2,6 +2,8 @@
 
 Imports nothing heavy: the standard library and ``seqdedup.errors`` only.
 """
+from .key_window import WINDOW_REASONS, KeyWindow, WindowPolicy
 from .reference import REASONS, DupStatus, Entry, LogEntry, Policies, SequenceTracker, Snapshot, StatementResult
 
-__all__ = ["REASONS", "DupStatus", "Entry", "LogEntry", "Policies", "SequenceTracker", "Snapshot", "StatementResult"]
+__all__ = ["REASONS", "WINDOW_REASONS", "DupStatus", "Entry", "KeyWindow", "LogEntry", "Policies", "SequenceTracker",
+           "Snapshot", "StatementResult", "WindowPolicy"]

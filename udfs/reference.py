@@ -21,6 +21,9 @@ from dataclasses import dataclass, field, replace
 from seqdedup.errors import InvalidEntryError, PayloadConflictError, SequenceGapError
 
 MIN_ID, MAX_ID = -(2**63), 2**63 - 1   # ids are Java longs (R4)
+#: A composite id (R19): a tuple of this many non-negative parts at most, each below 2^64 (an unsigned 64-bit
+#: position, a PostgreSQL LSN), compared part by part; a source position such as (lsn, event index).
+MAX_PARTS, PART_LIMIT = 3, 2**64
 
 
 class DupStatus(str, enum.Enum):
@@ -36,7 +39,8 @@ class Entry:
     """One candidate entry: a single message ``(s)`` or a batch entry ``(s..h)``."""
 
     producer: str                            # the producer name: the key of the state
-    sequence_id: int                         # the lowest id of the entry: the only id the decision compares
+    sequence_id: int | tuple[int, ...]       # the lowest id of the entry: the only id the decision compares; a
+                                             # tuple for a composite id (R19), compared part by part
     highest_sequence_id: int | None = None   # the highest id of a batch entry; None for a single message (h = s)
     payload: object = None                   # carried to the log untouched
 
@@ -179,12 +183,41 @@ def _reason(entry: Entry, mark: int | None, written: set[tuple[str, int]]) -> st
     return "repeat" if (entry.producer, entry.sequence_id) in written else "late"
 
 
+def shape(sequence_id: int | tuple[int, ...]) -> int:
+    """An id's shape (R19): 0 for an integer id, else its number of parts. A topic's ids all have one shape.
+
+    Example:
+        >>> shape(7), shape((7, 0)), (7, 2**64 - 1) < (8, 0)
+        (0, 2, True)
+    """
+    return len(sequence_id) if isinstance(sequence_id, tuple) else 0
+
+
+def _composite_problem(entry: Entry) -> str | None:
+    """What is wrong with ``entry``'s composite id under R19, with the fix, or None."""
+    parts = entry.sequence_id
+    if not 1 <= len(parts) <= MAX_PARTS:
+        return f"sequence_id {parts!r} has {len(parts)} parts; a composite id has 1 to {MAX_PARTS}"
+    for part in parts:
+        if isinstance(part, bool) or not isinstance(part, numbers.Integral):
+            return f"sequence_id {parts!r} has a part {part!r} that is not an integer"
+        if not 0 <= part < PART_LIMIT:
+            return (f"sequence_id {parts!r} has a part {part} outside 0 to 2^64 - 1; each part is an unsigned "
+                    "64-bit position")
+    if entry.highest_sequence_id is not None:
+        return (f"a composite id {parts!r} has no batch entries (highest_sequence_id {entry.highest_sequence_id!r}); "
+                "send each event with its own position")
+    return None
+
+
 def _problem(entry: Entry) -> str | None:
-    """What is wrong with ``entry`` under R4, with the fix, or None."""
+    """What is wrong with ``entry`` under R4 (R19 for a composite id), with the fix, or None."""
     if entry.producer is None:
         return "the producer is NULL; give every entry a producer name"
     if entry.sequence_id is None:
         return "sequence_id is NULL; give every entry a sequence id"
+    if isinstance(entry.sequence_id, tuple):
+        return _composite_problem(entry)
     ids = {"sequence_id": entry.sequence_id, "highest_sequence_id": entry.highest_sequence_id}
     for name, value in ids.items():
         if value is None:
@@ -201,15 +234,24 @@ def _problem(entry: Entry) -> str | None:
     return None
 
 
-def validate(entry: Entry, index: int = 0) -> None:
-    """R4: raise ``InvalidEntryError`` saying what is wrong with ``entry`` (input number ``index``) and how to fix it.
+def validate(entry: Entry, index: int = 0, shaped: int | None = None) -> None:
+    """R4: raise ``InvalidEntryError`` saying what is wrong with ``entry`` (input number ``index``) and how to fix it;
+    R19: where the topic's ids have a ``shaped`` (``shape``), an id of another shape is refused.
 
     Example:
         >>> validate(Entry("p", 5, 2))  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         seqdedup.errors.InvalidEntryError: entry 0 ('p', 5..2): highest_sequence_id 2 is below sequence_id 5; ...
+        >>> validate(Entry("p", (5, 1)), shaped=3)  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        seqdedup.errors.InvalidEntryError: entry 0 ('p', (5, 1)): sequence_id (5, 1) has 2 parts where the topic's ids have 3 parts; ...
     """
     problem = _problem(entry)
+    if problem is None and shaped is not None and shape(entry.sequence_id) != shaped:
+        kind = lambda n: "are integers" if n == 0 else f"have {n} parts"       # noqa: E731
+        said = "is an integer" if not shape(entry.sequence_id) else f"has {shape(entry.sequence_id)} parts"
+        problem = (f"sequence_id {entry.sequence_id!r} {said} where the topic's ids {kind(shaped)}; every id of a "
+                   "topic has one shape")
     if problem is not None:
         s, h = entry.sequence_id, entry.highest_sequence_id
         span = f"{s}" if h is None else f"{s}..{h}"
@@ -299,7 +341,7 @@ class SequenceTracker:
     def publish(self, producer: str, sequence_id: int, highest_sequence_id: int | None = None,
                 payload: object = None, now: float = 0.0) -> tuple[DupStatus, int | None]:
         """One entry end to end: validate, ``is_duplicate``, and on ``NOT_DUP`` write it. Returns (status, position)."""
-        validate(Entry(producer, sequence_id, highest_sequence_id))
+        validate(Entry(producer, sequence_id, highest_sequence_id), shaped=self.shaped)
         status = self.is_duplicate(producer, sequence_id, highest_sequence_id)
         if status is not DupStatus.NOT_DUP:
             return status, None
@@ -323,8 +365,11 @@ class SequenceTracker:
             >>> r.written, r.duplicates, r.positions
             ({'p1': 1, 'p2': 1}, {'p1': 2}, [3, 4, None, None])
         """
+        shaped = self.shaped    # (R19: the topic's ids have one shape; a first statement's, that of its first id)
+        if shaped is None and entries and entries[0].sequence_id is not None:
+            shaped = shape(entries[0].sequence_id)
         for index, entry in enumerate(entries):
-            validate(entry, index)
+            validate(entry, index, shaped)
         if order is None:
             order = sorted(range(len(entries)), key=lambda i: (entries[i].producer, entries[i].sequence_id,
                                                                entries[i].highest))
@@ -346,7 +391,8 @@ class SequenceTracker:
                 statuses[i] = DupStatus.DUP
                 duplicates[p] = duplicates.get(p, 0) + 1
                 continue
-            if mark is not None and entry.sequence_id > mark + 1:     # R17: ids mark+1 .. s-1 never sent
+            if not shaped and mark is not None and entry.sequence_id > mark + 1:
+                # R17: ids mark+1 .. s-1 never sent (integer ids only: a composite id's next is not known, R19)
                 gaps.append((p, mark, entry.sequence_id))
             if self.enabled:
                 self.pushed[p] = max(self.pushed.get(p, entry.highest), entry.highest)
@@ -408,8 +454,14 @@ class SequenceTracker:
 
     # --- state, snapshots, lifecycle -------------------------------------------------------------------------------
 
-    def last_sequence_id(self, producer: str) -> int:
-        """R13: the producer's pushed mark, or -1 when it has none or deduplication is disabled."""
+    @property
+    def shaped(self) -> int | None:
+        """The shape of the topic's ids (R19: ``shape``), set by its first entry; None while it has none."""
+        return shape(self.log[0].sequence_id) if self.log else None
+
+    def last_sequence_id(self, producer: str) -> int | tuple[int, ...]:
+        """R13: the producer's pushed mark (a tuple for composite ids, R19), or -1 when it has none or deduplication
+        is disabled."""
         return self.pushed.get(producer, -1) if self.enabled else -1
 
     def state(self) -> dict[str, int]:
