@@ -323,8 +323,8 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
             dropped = set_apart()
         step = "drop rejected" if late else "drop repeats"
         adapter.execute(kept(f"{step} {rounds}", lambda: steps[step].build(i)))
-    outcome = steps["outcome rejected" if late else "outcome repeats"]
-    table = adapter.fetch_arrow(kept(f"row outcome {late} {rounds}", lambda: outcome.build(i)))
+    outcome = steps[("outcome rejected" if late else "outcome repeats") if removed else "outcome"]
+    table = adapter.fetch_arrow(kept(f"row outcome {late} {rounds} {bool(removed)}", lambda: outcome.build(i)))
     if judged and dropped is None and pc.sum(table.column("duplicates")).as_py():
         dropped = set_apart()       # (only entries at or below their mark: nothing was removed)
     first = table.column(plan.FIRST).to_pylist()

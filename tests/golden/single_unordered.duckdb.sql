@@ -295,37 +295,53 @@ WHERE
       NOT __sd_accepted
   );
 
+-- rows plan: outcome per producer, where no row was removed
+SELECT
+  r.__sd_producer AS producer,
+  r.__sd_left AS sent,
+  r.__sd_written AS written,
+  r.__sd_left - r.__sd_written AS duplicates,
+  41 + r.__sd_first_written - r.__sd_first + 1 AS first_position,
+  41 + r.__sd_last_written - r.__sd_first + 1 AS last_position,
+  r.__sd_top AS highest,
+  0 AS out_of_order,
+  r.__sd_first AS __sd_first_row
+FROM (
+  SELECT
+    __sd_producer,
+    COUNT(*) AS __sd_left,
+    COUNT_IF(__sd_sequence_id > COALESCE(__sd_mark, -1)) AS __sd_written,
+    MIN(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) AS __sd_first_written,
+    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) AS __sd_last_written,
+    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN __sd_highest END) AS __sd_top,
+    MIN(MIN(rowid)) OVER () AS __sd_first
+  FROM __sd_rows
+  GROUP BY
+    __sd_producer
+) AS r
+ORDER BY
+  producer ASC NULLS FIRST;
+
 -- rows plan: outcome per producer, without ORDER BY or batch entries
 SELECT
   r.__sd_producer AS producer,
   r.__sd_left + COALESCE(d.__sd_dropped, 0) AS sent,
   r.__sd_written AS written,
   r.__sd_left + COALESCE(d.__sd_dropped, 0) - r.__sd_written AS duplicates,
-  r.__sd_first_position AS first_position,
-  r.__sd_last_position AS last_position,
+  41 + r.__sd_first_written - r.__sd_first + 1 AS first_position,
+  41 + r.__sd_last_written - r.__sd_first + 1 AS last_position,
   r.__sd_top AS highest,
   0 AS out_of_order,
-  (
-    SELECT
-      MIN(rowid)
-    FROM __sd_rows
-  ) AS __sd_first_row
+  r.__sd_first AS __sd_first_row
 FROM (
   SELECT
     __sd_producer,
     COUNT(*) AS __sd_left,
     COUNT_IF(__sd_sequence_id > COALESCE(__sd_mark, -1)) AS __sd_written,
-    41 + MIN(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) - (
-      SELECT
-        MIN(rowid)
-      FROM __sd_rows
-    ) + 1 AS __sd_first_position,
-    41 + MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) - (
-      SELECT
-        MIN(rowid)
-      FROM __sd_rows
-    ) + 1 AS __sd_last_position,
-    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN __sd_highest END) AS __sd_top
+    MIN(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) AS __sd_first_written,
+    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) AS __sd_last_written,
+    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN __sd_highest END) AS __sd_top,
+    MIN(MIN(rowid)) OVER () AS __sd_first
   FROM __sd_rows
   GROUP BY
     __sd_producer
@@ -348,31 +364,20 @@ SELECT
   r.__sd_left + COALESCE(d.__sd_dropped, 0) AS sent,
   r.__sd_written AS written,
   r.__sd_left + COALESCE(d.__sd_dropped, 0) - r.__sd_written AS duplicates,
-  r.__sd_first_position AS first_position,
-  r.__sd_last_position AS last_position,
+  41 + r.__sd_first_written - r.__sd_first + 1 AS first_position,
+  41 + r.__sd_last_written - r.__sd_first + 1 AS last_position,
   r.__sd_top AS highest,
   COALESCE(x.__sd_late, 0) AS out_of_order,
-  (
-    SELECT
-      MIN(rowid)
-    FROM __sd_rows
-  ) AS __sd_first_row
+  r.__sd_first AS __sd_first_row
 FROM (
   SELECT
     __sd_producer,
     COUNT(*) AS __sd_left,
     COUNT_IF(__sd_sequence_id > COALESCE(__sd_mark, -1)) AS __sd_written,
-    41 + MIN(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) - (
-      SELECT
-        MIN(rowid)
-      FROM __sd_rows
-    ) + 1 AS __sd_first_position,
-    41 + MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) - (
-      SELECT
-        MIN(rowid)
-      FROM __sd_rows
-    ) + 1 AS __sd_last_position,
-    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN __sd_highest END) AS __sd_top
+    MIN(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) AS __sd_first_written,
+    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) AS __sd_last_written,
+    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN __sd_highest END) AS __sd_top,
+    MIN(MIN(rowid)) OVER () AS __sd_first
   FROM __sd_rows
   GROUP BY
     __sd_producer
