@@ -48,9 +48,12 @@ class SparkAdapter(EngineAdapter):
     FILE_ROWS = 100_000
     TRACKS_COMMITS = True    # a commit is published by registering its partition
     RAISE_ERROR = "raise_error"
-    #: Off until measured faster on free cores: on this 2-core machine under other work (load 5 to 8), spreading one
-    #: producer's 5M entries took about 30 % more CPU than one task (the first look and the pass over the keys, 2 s;
-    #: a copy per entry in the distribution) and no less time (docs/performance.md, issue 41).
+    #: Off: at 10M entries of one producer on ``local[2]`` with a 1 GB driver, the spread job runs out of heap (in
+    #: the windows' frames, reading back their spilled rows: a read-ahead buffer per spill file, in two tasks at
+    #: once), where the same entries in one task do not.
+    #: Where it runs it pays on free cores: one producer's 5M entries 8.7 s against 10.4 to 11.1 s in one task, the
+    #: first look 0.16 to 0.3 s of a 13.5 s statement of 10,000 producers; under other work (load 5 to 8) about 30 %
+    #: more CPU than one task and no less time (docs/performance.md, issue 41).
     SPREADS = False
     PARTITION_HASH = "hash"      # REPARTITION(n, x) sends a row to pmod(hash(x), n)
     MARKS_AS_MAP = INLINE_ROWS
