@@ -11,7 +11,7 @@ The rows are generated (``range``) before the clock starts: one view with the in
 as many entries over --producers producers (producer ``id % producers``, ids ``id / producers``: each producer's ids
 dense and increasing, as the lone producer's are); medians of --runs. Prints the machine's cores.
 
-    python benchmarks/one_producer.py [--engine duckdb|spark] [--rows 10000000] [--runs 3] [--producers 10000] [--spread]
+    python benchmarks/one_producer.py [--engine duckdb|spark] [--rows 10000000] [--runs 3] [--producers 10000] [--one-task]
 """
 from __future__ import annotations
 
@@ -39,14 +39,14 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--producers", type=int, default=10_000, help="the baseline statement's producers")
-    ap.add_argument("--spread", action="store_true",
-                    help="Spark: spread a producer that holds most of a statement over ranges of its ids "
-                         "(sql/plan/spread.py; off by default)")
+    ap.add_argument("--one-task", action="store_true",
+                    help="Spark: decide a producer that holds most of a statement in one task, as before its entries "
+                         "were spread over ranges of its ids (sql/plan/spread.py; the default spreads them)")
     args = ap.parse_args()
-    if args.spread:
+    if args.one_task:
         from seqdedup.extensions.spark import SparkAdapter
 
-        SparkAdapter.SPREADS = True
+        SparkAdapter.SPREADS = False
     from seqdedup import InvalidEntryError
 
     with tempfile.TemporaryDirectory() as tmp:

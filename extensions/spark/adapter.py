@@ -48,13 +48,13 @@ class SparkAdapter(EngineAdapter):
     FILE_ROWS = 100_000
     TRACKS_COMMITS = True    # a commit is published by registering its partition
     RAISE_ERROR = "raise_error"
-    #: Off: at 10M entries of one producer on ``local[2]`` with a 1 GB driver, the spread job runs out of heap (in
-    #: the windows' frames, reading back their spilled rows: a read-ahead buffer per spill file, in two tasks at
-    #: once), where the same entries in one task do not.
-    #: Where it runs it pays on free cores: one producer's 5M entries 8.7 s against 10.4 to 11.1 s in one task, the
-    #: first look 0.16 to 0.3 s of a 13.5 s statement of 10,000 producers; under other work (load 5 to 8) about 30 %
-    #: more CPU than one task and no less time (docs/performance.md, issue 41).
-    SPREADS = False
+    #: A producer that holds more than a task's share of a large unordered statement is spread over ranges of its
+    #: ids (sql/plan/spread.py; docs/performance.md, issue 41). On 2 free cores: one producer's 5M entries 8.3 to
+    #: 8.9 s against 10.4 to 11.1 s in one task, 10M 13.7 to 16.5 s against 21.3 to 22.2 s; the first look costs a
+    #: statement it does not spread 0.16 to 0.3 s of 13.5. Under other work (load 5 to 8) it took about 30 % more
+    #: CPU than one task and no less time. Not on a Connect session (``__init__``): it cannot tell a small statement
+    #: before it runs (``fits_one_task``), so every statement would pay the first look's job.
+    SPREADS = True
     PARTITION_HASH = "hash"      # REPARTITION(n, x) sends a row to pmod(hash(x), n)
     MARKS_AS_MAP = INLINE_ROWS
     ONE_TASK_BYTES = 4 << 20     # a shuffle's stage costs a small statement more than one task's work on 4 MB
@@ -94,6 +94,7 @@ class SparkAdapter(EngineAdapter):
         #: a Spark Connect session: no JVM in this process (so no Py4J calls), and an Observation is filled only
         #: from the plan the client sent (a write through a temporary view reports nothing)
         self.remote = is_remote(spark)
+        self.SPREADS = self.SPREADS and not self.remote     # (see SPREADS)
         self.F = functions_of(spark)
         self.path = "spark"
         self.read_only = read_only

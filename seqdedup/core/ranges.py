@@ -12,8 +12,11 @@ from seqdedup.sql.plan import spread
 
 from .checks import refuse_invalid
 
-#: At most how many ranges one producer gets.
-MOST_RANGES = 32
+#: At most how many ranges one producer gets, and how many per task: each range is a partition of the windows, whose
+#: running frames read its rows back whole (from spill files past a few thousand rows, a read-ahead buffer each).
+#: With two ranges a task, one producer's 10M entries ran a 1 GB driver of ``local[2]`` out of heap; with eight,
+#: 10M completed and 5M took the same time (docs/performance.md, issue 41).
+MOST_RANGES, RANGES_PER_TASK = 32, 8
 _TASKS: dict[tuple[str, int], list[int]] = {}     # (hash, partitions) -> the task of each label (``hash_tasks``)
 
 
@@ -33,7 +36,7 @@ def ranges(run, given: plan.Inputs) -> exp.Expression | None:
     if found and found[0][-1]:
         refuse_invalid(run)     # (the pass read every entry: the window plan's query would fail on one)
     tasks = _tasks(run, partitions)
-    count = min(2 * partitions, MOST_RANGES)
+    count = min(RANGES_PER_TASK * partitions, MOST_RANGES)
     spread_over: dict[str, tuple[list[int], list[int]]] = {}
     for producer, produced, lowest, highest, total, _ in found:
         if producer is None or lowest is None or produced * partitions <= total:    # (NULLs: R4 refuses them)

@@ -26,7 +26,7 @@ steps = st.lists(st.one_of(statement.map(lambda s: ("send", s)), st.just(("resta
                  min_size=1, max_size=4).filter(lambda ss: any(kind == "send" for kind, _ in ss))
 EXAMPLES = {"duckdb": 60, "spark": 6, "connect": 3}
 #: The way a large statement is decided (which these small ones would not take otherwise), a dominant producer spread
-#: over ranges where the engine can (Spark: off by default, see SparkAdapter.SPREADS).
+#: over ranges where the engine can (Spark: on a classic session, see SparkAdapter.SPREADS; here on Connect too).
 SPREAD = {**DISTRIBUTED, "SPREADS": True}
 
 
