@@ -150,9 +150,10 @@ def dropped_after_plan(run, state: TopicState) -> bool:
     return run.adapter.PLAN != "rows" and payloads.judged(state)
 
 
-def dropped_any(outcome: Outcome) -> bool:
-    """Whether the statement dropped an entry (its ``duplicates``, per producer, are its entries not written)."""
-    return bool(pc.sum(outcome.producers.column("duplicates")).as_py())
+def dropped_any(producers: pa.Table) -> bool:
+    """Whether a statement's outcome per producer (``OUTCOME``) counts a dropped entry (its ``duplicates`` are its
+    entries not written)."""
+    return bool(pc.sum(producers.column("duplicates")).as_py())
 
 
 def by_difference(state: TopicState, outcome: Outcome) -> bool:
@@ -300,6 +301,7 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
         batches = adapter.fetchall(kept("rows summary", lambda: steps["summary"].build(i)))[0][0]
     rounds, late = 1, i.statement.ordered or bool(batches)      # (out of order: a batch entry can overlap too)
     i = dataclasses.replace(i, batches=bool(batches))
+
     def set_apart() -> exp.Table:       # (the dropped entries, before they are removed from the rows)
         step = "dropped rejected" if late else "dropped repeats"
         return adapter.create_temp_table(scratch.name("__sd_dropped"), kept(
@@ -325,7 +327,7 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
         adapter.execute(kept(f"{step} {rounds}", lambda: steps[step].build(i)))
     outcome = steps[("outcome rejected" if late else "outcome repeats") if removed else "outcome"]
     table = adapter.fetch_arrow(kept(f"row outcome {late} {rounds} {bool(removed)}", lambda: outcome.build(i)))
-    if judged and dropped is None and pc.sum(table.column("duplicates")).as_py():
+    if judged and dropped is None and dropped_any(table):
         dropped = set_apart()       # (only entries at or below their mark: nothing was removed)
     first = table.column(plan.FIRST).to_pylist()
     with adapter.parameters({plan.FIRST_ROW.name: first[0] if first else 0}):

@@ -106,7 +106,7 @@ class Run:
                                 self, state, commit, targets, values, scratch)
                         holes = state.enabled and state.topic.applied.gap_policy != "allow"
                         # R18, R16: only where the statement dropped an entry (most small statements drop none)
-                        judged = payloads.judged(state) and plans.dropped_any(outcome)
+                        judged = payloads.judged(state) and plans.dropped_any(outcome.producers)
                         differ = judged and plans.by_difference(state, outcome)
                         marks = plans.began_marks(state, outcome, scratch) if holes or differ else None
                         if holes:       # R17 (a statement that leaves a hole is refused for it first)

@@ -9,8 +9,7 @@ from sqlglot import exp
 
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
-from .common import (ACCEPTED, FIRST_POSITION, LAST_POSITION, MARK, POSITION, TOP, WRITTEN, insert_rows, invalid,
-                     refusal, source)
+from .common import ACCEPTED, MARK, POSITION, TOP, WRITTEN, insert_rows, invalid, refusal, source
 from . import ledger
 from .rounds import first_round, round_steps
 from .steps import CARRIED, VALUES, Step, plan_of
