@@ -82,17 +82,25 @@ class Engine:
 
     def fresh(self):
         """A session on a new copy of the starting state."""
+        return self.copy_of(self.base if self.name == "duckdb" else None, self._load)
+
+    def copy_of(self, base: pathlib.Path | None, load):
+        """A session on a new copy of a starting state that ``load(session)`` makes: on DuckDB a copy of the file
+        ``base`` (made first where missing), on Spark a new namespace, made anew."""
         self.runs += 1
         if self.name == "duckdb":
+            if not base.exists():
+                with seqdedup.connect(str(base)) as s:
+                    load(s)
             db = self.tmp / f"run{self.runs}.duckdb"
-            shutil.copy(self.base, db)
+            shutil.copy(base, db)
             s = seqdedup.connect(str(db))
             self._views(s)
             return s
         self.spark.sql(f"CREATE DATABASE run{self.runs}")
         self.spark.sql(f"USE run{self.runs}")
         s = seqdedup.connect(self.spark)
-        self._load(s)
+        load(s)
         return s
 
 

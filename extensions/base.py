@@ -52,6 +52,9 @@ class EngineAdapter:
     #: only their marks (a semi-join, seqdedup/core/marks.py finds them without a pass over every mark), rather than
     #: giving every mark to the engine (None: never).
     SEMI_JOIN_ABOVE: int | None = None
+    #: A statement that carries more than 1/WHOLE_STATE_FROM of a large state's producers (many keys, R20) joins
+    #: every mark instead: finding that many names costs more than the join (None: the semi-join whatever the size).
+    WHOLE_STATE_FROM: int | None = None
     #: At most this many marks enter the window plan as one map, a parameter looked up per entry, rather than as a
     #: relation joined (``sql.plan.marks_lookup``; None: always a relation). Spark broadcasts a joined relation in a
     #: job of its own, however small; a map lookup scans the map's keys, so it pays only for a few marks.

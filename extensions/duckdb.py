@@ -121,6 +121,7 @@ class DuckDBAdapter(EngineAdapter):
     # DuckDB scans an Arrow table where it lies, but a join still reads every mark: above this, the read of the
     # statement's producers (about a millisecond) costs less
     SEMI_JOIN_ABOVE = 100_000
+    WHOLE_STATE_FROM = 64
 
     #: Type names (upper case, without parameters) that hold producer names and sequence ids.
     STRING_TYPES = frozenset({"VARCHAR"})

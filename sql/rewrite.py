@@ -22,7 +22,7 @@ from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 from seqdedup.errors import RewriteError, at
 
 #: The functions seqdedup gives meaning to; anywhere else in a statement they are errors, never ignored.
-FUNCTIONS = ("is_not_dup", "dup_status", "last_sequence_id", "producer_state", "kafka_producer_name")
+FUNCTIONS = ("is_not_dup", "is_new", "dup_status", "last_sequence_id", "producer_state", "kafka_producer_name")
 
 #: is_not_dup's arguments as written (the type check reads them before a COALESCE could convert them).
 ARGUMENTS = ("__sd_arg_producer", "__sd_arg_sequence_id", "__sd_arg_highest")
@@ -51,6 +51,11 @@ class DedupInsert:
     def ordered(self) -> bool:
         """The statement says its arrival order (ORDER BY); else entries arrive in (producer, id) order."""
         return len(self.order) > 2
+
+    @property
+    def keyed(self) -> bool:
+        """The user wrote is_new(key) (sql/key_window.py): every entry's producer is the digest of its key."""
+        return self.call.meta.get("written") == "is_new"
 
     @property
     def batched(self) -> bool:
@@ -93,7 +98,7 @@ def _outside_subqueries(node: exp.Expression, *types: type) -> exp.Expression | 
                  if isinstance(n, types)), None)
 
 
-def _refuse_clauses(insert: exp.Insert, select: exp.Select) -> None:
+def _refuse_clauses(insert: exp.Insert, select: exp.Select, name: str) -> None:
     """A RewriteError for a clause of the INSERT or its SELECT that the plan cannot keep (see INSERT_PARTS and
     SELECT_PARTS), and for an aggregate or window over the rows (it would count the duplicates too)."""
     target = insert.this.this if isinstance(insert.this, exp.Schema) else insert.this
@@ -101,7 +106,7 @@ def _refuse_clauses(insert: exp.Insert, select: exp.Select) -> None:
     extra += [a for a, v in target.args.items() if v and a not in ("this", "db", "catalog")]
     if extra:
         raise RewriteError(
-            f"INSERT ... {_clause(extra[0])}{at(insert.args.get(extra[0]) or target)} cannot be used with is_not_dup: "
+            f"INSERT ... {_clause(extra[0])}{at(insert.args.get(extra[0]) or target)} cannot be used with {name}: "
             "a topic is append-only and seqdedup writes its columns; write INSERT INTO <topic> [(columns)] SELECT ..."
         )
     for arg in (a for a, v in select.args.items() if v and a not in SELECT_PARTS):
@@ -109,7 +114,7 @@ def _refuse_clauses(insert: exp.Insert, select: exp.Select) -> None:
         if arg in ("sort", "cluster", "distribute"):
             raise RewriteError(f"{clause} does not give an arrival order; use ORDER BY to say in which order entries "
                                "arrive, or leave it out for (producer, sequence id) order")
-        raise RewriteError(f"is_not_dup decides one entry per row, so its SELECT cannot have {clause}; aggregate, "
+        raise RewriteError(f"{name} decides one entry per row, so its SELECT cannot have {clause}; aggregate, "
                            "limit or sample in a subquery in FROM instead")
     order = select.args.get("order") or exp.Order()
     for place, parts, what, types in (("SELECT list", select.expressions, "aggregate or use a window",
@@ -117,7 +122,7 @@ def _refuse_clauses(insert: exp.Insert, select: exp.Select) -> None:
                                       ("ORDER BY", order.expressions, "aggregate", (exp.AggFunc,))):
         for offender in filter(None, (_outside_subqueries(part, *types) for part in parts)):
             raise RewriteError(
-                f"is_not_dup decides one entry per row, so its {place} cannot {what} ({offender.sql()[:60]}"
+                f"{name} decides one entry per row, so its {place} cannot {what} ({offender.sql()[:60]}"
                 f"{at(offender)}): it would see the duplicates too; compute it in a subquery in FROM instead"
             )
 
@@ -139,15 +144,17 @@ def validate_is_not_dup(tree: exp.Expression) -> exp.Anonymous:
     if len(found) != 1:
         raise RewriteError(f"a statement may call is_not_dup once; this one calls it {len(found)} times{at(found[1])}")
     call = found[0]
+    name = call.meta.get("written", "is_not_dup")     # is_new(key) is is_not_dup of the key (sql/key_window.py)
     if not isinstance(tree, exp.Insert) or not isinstance(tree.expression, exp.Select):
         raise RewriteError(
-            f"is_not_dup{at(call)} works only in INSERT INTO <topic> SELECT ... WHERE is_not_dup(producer, sequence_id); "
+            f"{name}{at(call)} works only in INSERT INTO <topic> SELECT ... WHERE "
+            f"{'is_new(key)' if name == 'is_new' else 'is_not_dup(producer, sequence_id)'}; "
             "write the statement in that form"
         )
     select = tree.expression
     if not 2 <= len(call.expressions) <= 3:
         raise RewriteError(
-            f"is_not_dup takes (producer, sequence_id[, highest_sequence_id]); got {len(call.expressions)} "
+            f"{name} takes (producer, sequence_id[, highest_sequence_id]); got {len(call.expressions)} "
             f"arguments{at(call)}"
         )
     # Walk up from the call: only ANDs (and parentheses) may stand between it and the SELECT's WHERE.
@@ -155,31 +162,31 @@ def validate_is_not_dup(tree: exp.Expression) -> exp.Anonymous:
     while not isinstance(node.parent, exp.Where):
         parent = node.parent
         if parent is None:
-            raise RewriteError(f"is_not_dup{at(call)} must be a condition of the statement's WHERE clause")
+            raise RewriteError(f"{name}{at(call)} must be a condition of the statement's WHERE clause")
         if not isinstance(parent, (exp.And, exp.Paren)):
             place = {exp.Or: "inside OR", exp.Not: "inside NOT", exp.Case: "inside CASE", exp.If: "inside CASE",
                      exp.Join: "in a join condition",
                      exp.Having: "in HAVING", exp.Select: "in a SELECT list", exp.Subquery: "in a subquery"}
             where = next((v for k, v in place.items() if isinstance(parent, k)), f"inside {parent.key.upper()}")
             raise RewriteError(
-                f"is_not_dup must be a condition of the WHERE clause joined by AND, not {where}{at(call)}; "
+                f"{name} must be a condition of the WHERE clause joined by AND, not {where}{at(call)}; "
                 "move it to the top level of the WHERE of INSERT ... SELECT"
             )
         node = parent
     if node.parent.parent is not select:
         raise RewriteError(
-            f"is_not_dup{at(call)} must be in the WHERE of the INSERT's own SELECT, not in a subquery or CTE"
+            f"{name}{at(call)} must be in the WHERE of the INSERT's own SELECT, not in a subquery or CTE"
         )
-    _refuse_clauses(tree, select)
-    for name in ("dup_status", "last_sequence_id", "producer_state"):
-        for other in calls(tree, name):
+    _refuse_clauses(tree, select, name)
+    for reader in ("dup_status", "last_sequence_id", "producer_state"):
+        for other in calls(tree, reader):
             raise RewriteError(
-                f"{name}{at(other)} cannot be used in the statement that calls is_not_dup: it would read the state "
+                f"{reader}{at(other)} cannot be used in the statement that calls is_not_dup: it would read the state "
                 "the statement is changing; read it in a query of its own before the INSERT"
             )
     for argument in call.expressions:
         if argument.find(exp.AggFunc, exp.Window, exp.Subquery) or calls(argument, "is_not_dup"):
-            raise RewriteError(f"is_not_dup's arguments must be plain row expressions{at(argument)}")
+            raise RewriteError(f"{name}'s arguments must be plain row expressions{at(argument)}")
     return call
 
 

@@ -15,7 +15,10 @@ before the window is accepted again**: the window is what bounds the cost, as Cl
 A statement is judged against the window as it stands when the statement begins, and against its own entries: of
 the copies of a key in one statement, the first in arrival order (the ORDER BY; else input order here, the
 engine's pick on the engines) is written, the others are dropped as repeats. The statement's clock (``now``) never
-goes back, as R11's clock does not.
+goes back, as R11's clock does not. A window in minutes judges time as R11 judges a producer idle (by the earlier of
+the clock and the topic's latest commit), and records a prune with a snapshot as R11 records a purge: on the engines
+a key is a producer whose only id is 0 and the window the topic's ``producer_inactivity_timeout``
+(``sql/key_window.py``; ``producer_of`` gives a key's producer name), and the tests check the two agree.
 
     >>> w = KeyWindow(WindowPolicy(entries=2))
     >>> w.apply_statement([("a", 1), ("b", 2), ("a", 3)]).reasons
@@ -25,6 +28,7 @@ goes back, as R11's clock does not.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Hashable
 
@@ -38,11 +42,14 @@ WINDOW_REASONS = ("in_window", "repeat")
 @dataclass(frozen=True)
 class WindowPolicy:
     """A topic's key window: the keys of its last ``entries`` entries, or of those published within the last
-    ``minutes`` (exactly one); a snapshot of the window's keys every ``snapshot_interval_entries`` written entries."""
+    ``minutes`` (exactly one); a snapshot of the window's keys every ``snapshot_interval_entries`` written entries,
+    or ``snapshot_interval_seconds`` after the last one (as R8's: a snapshot moves the topic's time, which the
+    window in minutes is judged by)."""
 
     entries: int | None = None
     minutes: float | None = None
     snapshot_interval_entries: int = 1000
+    snapshot_interval_seconds: float = 120      # also a snapshot this long after the last, when entries came since (R8)
 
     def __post_init__(self) -> None:
         if (self.entries is None) == (self.minutes is None):
@@ -100,15 +107,30 @@ class KeyWindow:
         self.snapshots: list[WindowSnapshot] = [WindowSnapshot(0, {}, now)]
         self.keys: dict[Hashable, Written] = {}     # the window's keys, pruned at every statement
         self.since_snapshot = 0                      # entries written since the last snapshot
+        self.published_at = now                      # the topic's latest publish time: a write, or a snapshot
 
-    def holds(self, written: Written, now: float) -> bool:
-        """Whether an entry written so is within the window, with the log as it is and the clock at ``now``."""
+    def holds(self, written: Written, judged: float) -> bool:
+        """Whether an entry written so is within the window, with the log as it is and time judged at ``judged``."""
         if self.policy.entries is not None:
             return written.position > len(self.log) - self.policy.entries
-        return written.publish_time >= now - self.policy.minutes * 60
+        return written.publish_time >= judged - self.policy.minutes * 60
 
     def _prune(self, now: float) -> None:
-        self.keys = {key: at for key, at in self.keys.items() if self.holds(at, now)}
+        """The window as a statement at ``now`` begins. In minutes, time is judged as R11 judges a producer idle: by
+        the earlier of ``now`` and the topic's latest publish time, so one statement whose clock was stepped forward
+        empties no window; and a prune is recorded by a snapshot, as R11's purge is."""
+        kept = {key: at for key, at in self.keys.items() if self.holds(at, min(now, self.published_at))}
+        pruned = len(kept) < len(self.keys)
+        self.keys = kept
+        if pruned and self.policy.minutes is not None:
+            self._snapshot(now)
+
+    def _snapshot(self, now: float) -> WindowSnapshot:
+        snapshot = WindowSnapshot(len(self.log), dict(self.keys), now)
+        self.snapshots.append(snapshot)
+        self.since_snapshot = 0
+        self.published_at = max(self.published_at, now)
+        return snapshot
 
     def apply_statement(self, entries: list[tuple[Hashable, object]], now: float = 0.0,
                         order: list[int] | None = None) -> WindowResult:
@@ -136,12 +158,15 @@ class KeyWindow:
                 self.keys[key] = Written(positions[i], now)
         written = sum(p is not None for p in positions)
         self.since_snapshot += written
-        self._prune(now)                        # (memory: the window's keys only)
+        if written:
+            self.published_at = max(self.published_at, now)
+        if self.policy.entries is not None:     # (memory: the window's keys only; in minutes, the next statement
+            self._prune(now)                    # prunes, as R11 purges a producer at the first statement after)
         snapshot = None
-        if written and self.since_snapshot >= self.policy.snapshot_interval_entries:
-            snapshot = WindowSnapshot(len(self.log), dict(self.keys), now)
-            self.snapshots.append(snapshot)
-            self.since_snapshot = 0
+        seconds = self.policy.snapshot_interval_seconds
+        if self.since_snapshot and (self.since_snapshot >= self.policy.snapshot_interval_entries or (
+                seconds > 0 and now - self.snapshots[-1].taken_at >= seconds)):
+            snapshot = self._snapshot(now)
         return WindowResult(positions, reasons, snapshot)
 
     def recover(self) -> KeyWindow:
@@ -155,4 +180,20 @@ class KeyWindow:
         for entry in self.log[last.position:]:
             window.keys[entry.key] = Written(entry.position, entry.publish_time)
         window.since_snapshot = len(self.log) - last.position
+        window.published_at = max([last.taken_at, *(e.publish_time for e in self.log[last.position:])])
         return window
+
+
+def producer_of(key: str | int | tuple | None) -> str | None:
+    """The producer name the engines give a key (``sql/key_window.py``: on the engines, a key is a producer whose only
+    id is 0), for keys whose parts are strings or integers (their text as the engines cast them); None for a NULL key
+    of one part.
+
+        >>> producer_of("a"), producer_of(("a", None)) == producer_of(("a", None)) != producer_of("a")
+        ('key:44ba3e7c25cf988643a8dd3282b9b317', True)
+    """
+    parts = key if isinstance(key, tuple) else (key,)
+    if not isinstance(key, tuple) and key is None:
+        return None
+    spelled = ["n" if part is None else f"v{len(str(part))}:{part}" for part in parts]
+    return "key:" + hashlib.md5(",".join(spelled).encode()).hexdigest()

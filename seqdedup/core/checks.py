@@ -110,6 +110,13 @@ def refuse_invalid(run) -> None:
          "a batch entry's highest id must be at least its lowest id"),
     ]
     keys = run.statement.keys.subquery("k")
+    if run.statement.keyed:     # (is_new: the producer is the key's digest, NULL only for a NULL key of one part)
+        nulls = run.adapter.fetchall(exp.select(exp.func("count_if", p.is_(exp.null()))).from_(keys.copy()))[0][0]
+        if nulls:
+            raise InvalidEntryError(
+                f"{nulls} entr{'y has' if nulls == 1 else 'ies have'} a NULL key{at(run.statement.call)}; give every "
+                "entry a key (filter the NULLs out, or COALESCE them), or a key of several parts, which may have "
+                "NULL parts. Nothing was written")
     counts = run.adapter.fetchall(exp.select(*[exp.func("count_if", c.copy()) for c, _, _ in problems]).from_(
         keys.copy()))[0]
     for (condition, what, fix), count in zip(problems, counts):

@@ -33,6 +33,8 @@ MARKS = pa.schema([("producer", pa.string()), ("sequence_id", pa.int64()),
 SEARCHED_ABOVE = 65_536
 #: Marks folded with more rows than this use the threads of Arrow's group-by.
 THREADED_ABOVE = 100_000
+#: Names are found in a large base by a pass over it, not by binary search, once they are more than 1/SCANNED_FROM of it.
+SCANNED_FROM = 64
 #: The fresh level is merged into a large base once it holds more than 1/MERGE_FRACTION of the base's rows.
 MERGE_FRACTION = 8
 
@@ -52,7 +54,10 @@ def marks_table(table: pa.Table | None = None) -> pa.Table:
 
 
 def fold(marks: pa.Table, delta: pa.Table) -> pa.Table:
-    """``marks`` and ``delta`` as one row per producer: the highest id and the latest write of each."""
+    """``marks`` and ``delta`` (each one row per producer) as one row per producer: the highest id and the latest
+    write of each."""
+    if not marks.num_rows:      # (a statement's new producers, or keys: nothing to fold them with)
+        return marks_table(delta)
     both = pa.concat_tables([marks, delta])
     # (threads pay only for large tables: a statement's few marks fold in a fifth of the time without, and a busy
     # machine's scheduler no longer adds a millisecond)
@@ -98,9 +103,10 @@ class _Base:
 class Marks:
     """The marks of a topic's producers, one per producer. Never changes: ``folded`` makes new marks."""
 
-    def __init__(self, base: _Base, fresh: pa.Table, size: int):
+    def __init__(self, base: _Base, fresh: pa.Table, size: int, disjoint: bool = True):
         self._base, self.fresh = base, fresh     # a fresh row replaces the base's row of the same producer
         self.num_rows = size                     # producers with a mark
+        self._disjoint = disjoint                # no fresh row replaces a base row: the two levels are the marks
         self._table = None if fresh.num_rows else base.table
 
     @classmethod
@@ -118,8 +124,11 @@ class Marks:
     def table(self) -> pa.Table:
         """Every mark, one row per producer (a pass over the base, made once)."""
         if self._table is None:
-            self._table = _overlaid(self.base, self.fresh)
+            self._table = self._merged()
         return self._table
+
+    def _merged(self) -> pa.Table:
+        return pa.concat_tables([self.base, self.fresh]) if self._disjoint else _overlaid(self.base, self.fresh)
 
     def lookup(self, producers: pa.Array | pa.ChunkedArray) -> pa.Table:
         """The marks of ``producers`` (distinct names): a row for each that has one."""
@@ -131,7 +140,9 @@ class Marks:
     def _in_base(self, names: pa.Array | pa.ChunkedArray) -> pa.Table:
         if not len(names):
             return self.base.slice(0, 0)
-        if self.base.num_rows <= SEARCHED_ABOVE:
+        if self.base.num_rows <= SEARCHED_ABOVE or len(names) * SCANNED_FROM > self.base.num_rows:
+            # (a pass over the base probing a hash of the names: less than searching a sorted array of Python
+            # strings for each name once they are many, as a statement of keys has, R20)
             return self.base.filter(pc.is_in(self.base.column("producer"), value_set=names))
         order, sorted_names = self._base.by_name()
         wanted = names.to_numpy(zero_copy_only=False)
@@ -148,9 +159,22 @@ class Marks:
         before = self.lookup(names)
         fresh = _overlaid(self.fresh, fold(before, delta))
         size = self.num_rows + len(pc.drop_null(names)) - before.num_rows
+        return self._with(fresh, size, disjoint=False)
+
+    def added(self, delta: pa.Table) -> "Marks":
+        """These marks with those of ``delta``, producers that have none (a statement's new keys, R20: a key with a
+        mark is at it, so a key a statement writes had none): ``folded`` without looking them up."""
+        if not delta.num_rows:
+            return self
+        fresh = pa.concat_tables([self.fresh, marks_table(delta)])
+        return self._with(fresh, self.num_rows + delta.num_rows, disjoint=self._disjoint)
+
+    def _with(self, fresh: pa.Table, size: int, disjoint: bool) -> "Marks":
+        """These marks' base with ``fresh`` as its fresh level, merged into a new base once large enough."""
+        marks = Marks(self._base, fresh, size, disjoint)
         if self.base.num_rows <= SEARCHED_ABOVE or fresh.num_rows * MERGE_FRACTION > self.base.num_rows:
-            return Marks.of(_overlaid(self.base, fresh))
-        return Marks(self._base, fresh, size)
+            return Marks.of(marks._merged())
+        return marks
 
     def oldest(self) -> dt.datetime | None:
         """The earliest last write of any producer (R11). Only the first base rows in order of time can hold it,

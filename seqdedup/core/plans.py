@@ -156,6 +156,19 @@ def dropped_any(producers: pa.Table) -> bool:
     return bool(pc.sum(producers.column("duplicates")).as_py())
 
 
+def keys_together(producers: pa.Table) -> pa.Table:
+    """An is_new statement's outcome (``OUTCOME``) as the run log and the result give it: its keys' counts as one row
+    whose producer is NULL (a row per key would be a row per entry), first and last positions of them all."""
+    if not producers.num_rows:
+        return producers
+    together = {"producer": pa.array([None], pa.string())}
+    for name, how in (("sent", "sum"), ("written", "sum"), ("duplicates", "sum"), ("first_position", "min"),
+                      ("last_position", "max"), ("highest", "max"), ("out_of_order", "sum")):
+        column = producers.column(name)
+        together[name] = pa.array([getattr(pc, how)(column).as_py() or (0 if how == "sum" else None)], pa.int64())
+    return pa.table(together, schema=OUTCOME)
+
+
 def by_difference(state: TopicState, outcome: Outcome) -> bool:
     """Whether the statement's dropped entries are worked out as its rows less those written: they are needed,
     and the plan neither set nor staged them apart (the producers' marks are then needed for their reasons)."""
@@ -200,17 +213,27 @@ def marks_relation(run, state: TopicState, scratch: Scratch, given: plan.Inputs,
     seen = checked and above is not None and state.marks.num_rows > above
     if not seen and not (checked and state.marks.num_rows):
         return None, False
-    table = carried_marks(run, state, given) if seen else state.marks.table
+    table = carried_marks(run, state, given) if seen else None
+    if table is None:       # (a small state, or a statement that carries a large part of it)
+        table, seen = state.marks.table, False
     if inline and 0 < table.num_rows <= (adapter.MARKS_AS_MAP or 0):
         run.bound[MARKS.name] = adapter.marks_map(table)
         return MARKS, seen
     return scratch.relation("__sd_marks", table), seen
 
 
-def carried_marks(run, state: TopicState, given: plan.Inputs) -> pa.Table:
+def carried_marks(run, state: TopicState, given: plan.Inputs) -> pa.Table | None:
     """The marks of the producers the statement carries, and a row with no mark for each that has none: a
-    semi-join of a large state, so that the engine gets the few marks the statement needs."""
-    carried = run.adapter.fetch_arrow(run.kept("carried", lambda: plan.CARRIED.build(given)))
+    semi-join of a large state, so that the engine gets the few marks the statement needs. None where it carries
+    more than 1/``WHOLE_STATE_FROM`` of the state's producers (a statement of many keys, R20): the engine joins the
+    whole state for less than the names cost to read and look up (no more of them than that are read)."""
+    whole = run.adapter.WHOLE_STATE_FROM
+    limit = None if whole is None else 1 << (state.marks.num_rows // whole).bit_length()   # (a power of two:
+    query = run.kept(f"carried {limit}", lambda: plan.CARRIED.build(given) if limit is None else  # few trees kept)
+                     plan.CARRIED.build(given).limit(limit + 1))
+    carried = run.adapter.fetch_arrow(query)
+    if limit is not None and carried.num_rows > limit:
+        return None
     names = carried.column(0).cast(pa.string())
     found = state.marks.lookup(names)
     return pa.concat_tables([found, unmarked(pc.filter(names, pc.invert(
@@ -288,7 +311,8 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
         if large:       # the marks of the producers the rows carry, read from the rows (a semi-join)
             i = i.having(values=scratch.table("__sd_values", steps["values"].build(i)))
             run.statement = i.read
-            marks = scratch.relation("__sd_marks", carried_marks(run, state, i))
+            carried = carried_marks(run, state, i)
+            marks = scratch.relation("__sd_marks", state.marks.table if carried is None else carried)
         else:
             marks = scratch.relation("__sd_marks", state.marks.table) if marked else None
         i = dataclasses.replace(i, marks=marks)
@@ -367,8 +391,8 @@ def settled(metrics: dict) -> bool:
 
 
 def outcome_table(table) -> pa.Table:
-    """The outcome in its schema (engines return integer columns of several widths, or rows)."""
+    """The outcome in its schema (engines return integer columns of several widths, or rows), in no order (a
+    statement's result sorts it by producer)."""
     if not isinstance(table, pa.Table):
         table = pa.Table.from_pylist(list(table), schema=OUTCOME) if table else OUTCOME.empty_table()
-    return pa.Table.from_arrays([table.column(f.name).cast(f.type) for f in OUTCOME], schema=OUTCOME).sort_by(
-        "producer")
+    return pa.Table.from_arrays([table.column(f.name).cast(f.type) for f in OUTCOME], schema=OUTCOME)

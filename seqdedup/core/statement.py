@@ -25,14 +25,14 @@ from sqlglot import exp
 from seqdedup.catalog.schema import STATEMENTS, arrow_schema, catalog_table
 from seqdedup.catalog.state import literal
 from seqdedup.errors import CommitConflict, SeqdedupError
-from seqdedup.sql import rewrite
+from seqdedup.sql import key_window, rewrite
 
 from ..failpoints import failpoint
 from . import checks, compaction, leases, payloads, plans
 from .broker import Broker
 from .compaction import Compaction
 from .dropped import judge as judge_dropped
-from .plans import Outcome, Unsettled
+from .plans import Unsettled
 from .results import ProducerCount, StatementResult
 from .snapshots import follow_policies, take_snapshot
 from .topic_state import TopicState, marks_table
@@ -113,19 +113,26 @@ class Run:
                             plans.judge_holes(self, state, marks)
                         if judged:
                             conflicts = judge_dropped(self, state, outcome, targets, values, marks)
-                        # R14: no entry under a name a live producer holds (its next ids would fall on them)
-                        leases.refuse_held_names(adapter, state.topic, outcome.producers.column("producer").to_pylist())
+                        keyed = self.statement.keyed    # (is_new: a key's digest is no name a producer holds)
+                        if not keyed:   # R14: no entry under a name a live producer holds (its next ids would fall on them)
+                            leases.refuse_held_names(adapter, state.topic,
+                                                     outcome.producers.column("producer").to_pylist())
                         failpoint("after_topic_rows")
+                        # (a statement's keys counted together: sorting or listing millions of keys costs seconds)
+                        reported = plans.keys_together(outcome.producers) if keyed else \
+                            outcome.producers.sort_by("producer")
+                        if keyed:
+                            conflicts = {None: sum(conflicts.values())}
                         if state.topic.applied.dropped_entries != "nothing":     # R16: keeps no counts either
-                            self.run_log(outcome, statement_id, now, commit, conflicts)
+                            self.run_log(reported, statement_id, now, commit, conflicts)
                     written = pc.sum(outcome.producers.column("written")).as_py() or 0
                     delta = _delta(outcome.producers, now) if state.enabled else None
-                    if state.enabled:       # R6: pushed, not yet persisted, until the commit is published
+                    if state.enabled and not keyed:     # R6: pushed, not yet persisted, until the commit is published
                         writer.pushed.claim(ref.key, dict(zip(delta.column("producer").to_pylist(),
                                                               delta.column("sequence_id").to_pylist())))
                     failpoint("after_run_log")
                     state = state.after(commit=commit.number, end=outcome.end, delta=delta,
-                                        since_snapshot=state.since_snapshot + written)
+                                        since_snapshot=state.since_snapshot + written, unmarked=keyed)
                     snapshot_id, state = self.snapshot_if_due(state, commit, now)
                     if not outcome.producers.num_rows and state.header is before.header:
                         commit.abandon()        # no entry, no snapshot: nothing to publish (no empty commit)
@@ -143,7 +150,7 @@ class Run:
             ledger=functools.partial(ledger_rows, self.adapter, self.broker.catalog, self.ref),
             producers=[ProducerCount(r["producer"], r["written"], r["duplicates"], r["first_position"],
                                      r["last_position"], r["out_of_order"], conflicts.get(r["producer"], 0))
-                       for r in outcome.producers.to_pylist()])
+                       for r in reported.to_pylist()])
 
     def compact_if_due(self) -> Compaction | None:
         """The topic's compaction, after a published commit whose number is a multiple of its
@@ -163,11 +170,11 @@ class Run:
                                                   "finishes it): %s", self.ref.key, commit, error)
             return None
 
-    def run_log(self, outcome: Outcome, statement_id: str, now: dt.datetime, commit: Commit,
-                conflicts: dict[str, int]) -> None:
-        """R5: the per-producer counts, in the run log, in the statement's commit (from the outcome in memory: on
-        Spark, with no job of its own), with each producer's payload ``conflicts`` (R18)."""
-        producers, schema = outcome.producers, arrow_schema(STATEMENTS)
+    def run_log(self, producers: pa.Table, statement_id: str, now: dt.datetime, commit: Commit,
+                conflicts: dict[str | None, int]) -> None:
+        """R5: the per-producer counts (``OUTCOME``), in the run log, in the statement's commit (from the outcome in
+        memory: on Spark, with no job of its own), with each producer's payload ``conflicts`` (R18)."""
+        schema = arrow_schema(STATEMENTS)
         producers = producers.append_column("payload_conflicts", pa.array(
             [conflicts.get(p, 0) for p in producers.column("producer").to_pylist()], pa.int64()))
         once = {"statement_id": statement_id, "topic": self.ref.key, "executed_at": now, "commit_id": commit.number,
@@ -214,7 +221,7 @@ def run(broker: Broker, tree: exp.Expression, dialect: str) -> StatementResult:
     Delta's commits); one that lost ``turns.AFTER`` race claims a turn, and the others wait for it; under steady
     contention a statement claims its turn before its first try (seqdedup/core/turns.py). The automatic compaction a
     commit may be due runs after the turn is given back."""
-    tree = rewrite.expand_is_not_dup(tree, broker.adapter.binary)
+    tree = rewrite.expand_is_not_dup(key_window.expand_is_new(tree), broker.adapter.binary)
     turns = Turns.of(broker.adapter, broker.ref(tree.target).key)
     # under steady contention, a turn claimed before the first try (seqdedup/core/turns.py)
     mine = turns.claim("before its first try, other drivers contending") if turns and turns.contended() else None

@@ -84,11 +84,12 @@ class TopicState:
 
     def after(self, *, commit: int, end: int | None = None, delta: pa.Table | None = None,
               marks: pa.Table | None = None, header: SnapshotHeader | None = None, since_snapshot: int | None = None,
-              topic: Topic | None = None) -> "TopicState":
+              topic: Topic | None = None, unmarked: bool = False) -> "TopicState":
         """The state once ``commit`` is published: the log's new ``end``; ``marks`` as the whole new marks (a
         purge, a reset) and/or ``delta`` folded in (the new highest id and write time of each producer that wrote);
         a new last snapshot, count of entries after it, or topic (policies) when the commit changed them. A new
-        last snapshot recorded every change before it: ``changed`` starts again."""
+        last snapshot recorded every change before it: ``changed`` starts again. ``unmarked``: no producer of
+        ``delta`` has a mark (a statement's keys, R20), so they are added without a look-up."""
         new = self.marks if marks is None else Marks.of(marks)
         recent, gone = (MARKS.empty_table(), []) if header is not None else (self.recent, [self.gone])
         if marks is not None and header is None:        # producers dropped without a snapshot: tombstones next time
@@ -98,9 +99,12 @@ class TopicState:
             recent = recent.filter(pc.invert(pc.is_in(recent.column("producer"), dropped)))
         if delta is not None and delta.num_rows:
             delta = marks_table(delta)
-            new = new.folded(delta)
-            recent = fold(recent, delta)
-            gone = [pc.filter(g, pc.invert(pc.is_in(g, delta.column("producer")))) for g in gone]   # came back
+            if unmarked:    # (no producer of ``delta`` had a mark: a statement's keys, R20)
+                new, recent = new.added(delta), pa.concat_tables([recent, delta])
+            else:
+                new, recent = new.folded(delta), fold(recent, delta)
+            gone = [pc.filter(g, pc.invert(pc.is_in(g, delta.column("producer")))) if len(g) else g
+                    for g in gone]      # came back
         published = None if self.published is None else self.published | {commit}
         written_at = self.written_at
         if delta is not None and delta.num_rows:

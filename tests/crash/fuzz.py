@@ -44,11 +44,13 @@ from pathlib import Path
 from seqdedup.errors import InvalidEntryError
 from seqdedup.failpoints import NAMES, STATEMENT
 from seqdedup.udfs import Entry, Policies, SequenceTracker
+from seqdedup.udfs.key_window import producer_of
 from seqdedup.udfs.reference import validate
 
 from .. import jvm
 from ..engines import DISTRIBUTED
 from ..positions import position_problem
+from .fuzz_child import KEYS
 
 CHILD = Path(__file__).with_name("fuzz_child.py")
 #: The failpoints each operation passes (a snapshot's only when one is due; an invalid send's none of them).
@@ -77,6 +79,7 @@ class Planner:
         # the policies added later (R16, R17) are drawn apart, so that a seed plans the same operations and kills as
         # before them (the short Spark form in CI is 4 writers: its kills depend on that plan)
         self.later = random.Random(rng.getstate()[1][0])
+        self.keyed = random.Random(rng.getstate()[1][1])        # (the same: which sends go by key, R20)
         self.at = 0.0                                  # the clock of the next operation, seconds
         self.sent: dict[str, int] = {}                 # producer -> highest id it has used
         self.count = 0
@@ -113,6 +116,7 @@ class Planner:
             return {"kind": kind, "at": self.at}
         size = r.choice([1, 2, 3, 5, 8, 12]) if r.random() < 0.95 else 300
         entries = [self._entry(i) for i in range(size)]
+        flaw = None
         if r.random() < 0.05:                                    # invalid input: the statement must change nothing
             entry = entries[r.randrange(size)]
             flaw = r.randrange(4)
@@ -124,7 +128,13 @@ class Planner:
                 entry[1] = -3                                    # a negative id
             else:
                 entry[2] = entry[1] - 1                          # highest below lowest
-        return {"kind": "send", "entries": entries, "ordered": r.random() < 0.7, "at": self.at}
+        send = {"kind": "send", "entries": entries, "ordered": r.random() < 0.7, "at": self.at}
+        if self.keyed.random() < 0.15 and flaw in (None, 0):
+            # is_new(key) (R20): an entry's key is its producer and id, so a retransmit is a copy of its key (a NULL
+            # producer: a NULL key). The model sees each key as the engines do: a producer whose only id is 0
+            keys = [None if p is None else f"{p}-{s}" for p, s, _, _ in entries]
+            send.update(keyed=keys, entries=[[producer_of(k), 0, None, e[3]] for k, e in zip(keys, entries)])
+        return send
 
     def _entry(self, i: int) -> list:
         r = self.rng
@@ -173,6 +183,8 @@ class Model:
             result = tracker.apply_statement(entries, now=at,
                                              order=list(range(len(entries))) if operation["ordered"] else None)
             producers = set(result.written) | set(result.duplicates)
+            if operation.get("keyed"):           # (the keys' counts together, as the engines give them)
+                return {"counts": {KEYS: [sum(result.written.values()), sum(result.duplicates.values())]}}
             return {"counts": {p: [result.written.get(p, 0), result.duplicates.get(p, 0)] for p in producers}}
         if kind == "snapshot" and tracker.enabled:
             tracker.purge_inactive(at)

@@ -11,7 +11,7 @@ turn instead of what the catalog holds now would write a duplicate, or lose an e
 
 PLAN is a JSON file: {"first": index of its first operation, "operations": [...]}; an operation is one of
 ``{"kind": "create", "policies": {...}}``, ``{"kind": "send", "entries": [[producer, seq, highest|null,
-payload], ...], "ordered": bool}``, ``{"kind": "snapshot"}``, ``{"kind": "disable"}``, ``{"kind": "enable"}``,
+payload], ...], "ordered": bool[, "keyed": [key, ...]]}`` (keyed: ``is_new`` of these keys, R20), ``{"kind": "snapshot"}``, ``{"kind": "disable"}``, ``{"kind": "enable"}``,
 each with ``"at"``, the seconds since the fuzz began that the session's clock reads while it runs.
 
 Prints one JSON line per step: {"started": ...} once seqdedup is imported (the parent times random kills from
@@ -31,6 +31,8 @@ from seqdedup import InvalidEntryError
 from seqdedup.catalog.state import literal
 
 TOPIC = "events"
+#: The name a keyed statement's counts go under in an acknowledgement (the engines count its keys together, R20).
+KEYS = "(keys)"
 EPOCH = dt.datetime(2026, 1, 1)
 
 
@@ -88,14 +90,17 @@ def run(session, operation: dict) -> dict:
             return {}
         session.create_topic(TOPIC, {"payload": "STRING"}, **operation["policies"])
     elif kind == "send":
-        stage(session, operation["entries"])
+        keys = operation.get("keyed")       # is_new(key): each entry's key staged as its producer
+        stage(session, operation["entries"] if keys is None else
+              [[k, 0, None, e[3]] for k, e in zip(keys, operation["entries"])])
         order = " ORDER BY arrival" if operation["ordered"] else ""
+        call = "is_not_dup(producer, seq, highest)" if keys is None else "is_new(producer)"
         try:
-            result = session.sql(f"INSERT INTO {TOPIC} SELECT payload FROM staging "
-                                 f"WHERE is_not_dup(producer, seq, highest){order}")
+            result = session.sql(f"INSERT INTO {TOPIC} SELECT payload FROM staging WHERE {call}{order}")
         except InvalidEntryError as error:
             return {"error": type(error).__name__}
-        return {"counts": {p.producer: [p.written, p.duplicates] for p in result.producers}}
+        return {"counts": {KEYS if keys is not None else p.producer: [p.written, p.duplicates]
+                           for p in result.producers}}
     elif kind == "snapshot":
         session.snapshot(TOPIC)
     elif kind == "compact":

@@ -1,6 +1,6 @@
-"""The oracle for issue 44's two kinds of source, on its own (the engines do not take them yet): composite sequence
-ids (R19: a CDC position such as (lsn, event index), compared part by part) and the key window (R20: ``is_new(key)``
-for sources without stable ids)."""
+"""The oracle for issue 44's two kinds of source: composite sequence ids (R19: a CDC position such as (lsn, event
+index), compared part by part; the engines do not take them yet) and the key window (R20: ``is_new(key)`` for sources
+without stable ids; the engines take a window in minutes, tests/behaviour/test_key_window.py)."""
 from __future__ import annotations
 
 import hypothesis.strategies as st
@@ -108,7 +108,13 @@ def test_a_window_in_time_holds_the_keys_published_within_it():
     window = KeyWindow(WindowPolicy(minutes=10))
     window.apply_statement([(("order", 7), "first")], now=0.0)
     assert window.apply_statement([(("order", 7), "again")], now=600.0).reasons == ["in_window"]   # 10 min: within
-    assert window.apply_statement([(("order", 7), "later")], now=600.5).positions == [2]   # left it: written again
+    # past 10 minutes by the clock, but the topic's own time (its latest write, 0) has not moved: R11's clock keeps
+    # the key, so that one statement whose clock is stepped forward lets no copy through
+    assert window.apply_statement([(("order", 7), "later")], now=600.5).reasons == ["in_window"]
+    assert window.apply_statement([(("order", 8), "other")], now=601.0).positions == [2]     # the topic's time moves
+    assert window.apply_statement([(("order", 7), "later")], now=601.5).positions == [3]   # left it: written again
+    # a clock stepped forward an hour, once: the topic's time is still 601, so the window keeps its keys
+    assert window.apply_statement([(("order", 8), "again")], now=4200.0).reasons == ["in_window"]
 
 
 def test_the_first_copy_in_arrival_order_is_written():
@@ -148,11 +154,34 @@ def test_a_recovered_window_decides_as_one_never_stopped_and_holds_the_window_on
         elif kind == "restart":
             crashed = crashed.recover()
         else:
-            sent = [(key, None) for key in arg]
+            sent, judged = [(key, None) for key in arg], min(now, live.published_at)     # (R11's clock)
             got, expected = crashed.apply_statement(sent, now=now), live.apply_statement(sent, now=now)
             assert (got.positions, got.reasons) == (expected.positions, expected.reasons), (arg, now)
             # memory and snapshot rows bounded by the window, whatever the topic's size
             if policy.entries is not None:
                 assert len(live.keys) <= policy.entries
                 assert all(len(s.keys) <= policy.entries for s in live.snapshots)
-            assert all(at.publish_time >= now - 300 for at in live.keys.values()) if policy.minutes else True
+            assert all(at.publish_time >= judged - 300 for at in live.keys.values()) if policy.minutes else True
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps=window_steps, ordered=st.booleans())
+def test_a_window_in_minutes_is_r11_applied_to_keys(steps, ordered):
+    # what the engines run (sql/key_window.py): a key is a producer whose only id is 0, and the window in minutes is
+    # the topic's producer_inactivity_timeout. Every decision the same, restarts included
+    window = KeyWindow(WindowPolicy(minutes=5, snapshot_interval_entries=2))
+    tracker, now = SequenceTracker(Policies(producer_inactivity_timeout=5, snapshot_interval_entries=2)), 0.0
+    for kind, arg in steps:
+        if kind == "wait":
+            now += arg
+        elif kind == "restart":
+            window, tracker = window.recover(), tracker.recover()
+        else:
+            order = list(range(len(arg))) if ordered else None
+            tracker.purge_inactive(now, by_log=True)        # (the engines purge as a statement begins)
+            got = tracker.apply_statement([Entry(key, 0, payload=None) for key in arg], now=now, order=order)
+            # (unordered, the engines write the copy of their pick: the model writes the first in input order)
+            expected = window.apply_statement([(key, None) for key in arg], now=now, order=order)
+            reasons = {"retry": "in_window", "repeat": "repeat", None: None}
+            assert ([p is None for p in got.positions], [reasons[r] for r in got.reasons]) == \
+                ([p is None for p in expected.positions], expected.reasons), (arg, now)

@@ -1,0 +1,118 @@
+"""R20 on the engines: ``WHERE is_new(key)`` writes an entry whose key was not written within the topic's window (in
+minutes: the topic's ``producer_inactivity_timeout``, judged by R11's clock), the first copy of a key in a
+statement, and nothing twice across restarts. Checked against the reference model of the window
+(``udfs/key_window.py``) on generated statements of repeated keys, the clock moving on, and restarts."""
+from __future__ import annotations
+
+import hypothesis.strategies as st
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, Phase, example, given, settings
+
+from seqdedup import InvalidEntryError, RewriteError
+from seqdedup.udfs import KeyWindow, WindowPolicy
+
+from .test_matches_reference import fresh
+
+EXAMPLES = {"duckdb": 20, "spark": 1, "connect": 1}
+#: The window of the topics here: 5 minutes, a snapshot every 2 entries (so that restarts replay and recover both).
+MINUTES, INTERVAL = 5, 2
+
+
+def send(harness, keys: list, ordered: bool = True, key: str = "is_new(k)"):
+    """One statement of entries with these keys (a key: a string, or a tuple (string, int) for a key of two parts),
+    in this arrival order; each entry's payload says which copy it is."""
+    first = [k[0] if isinstance(k, tuple) else k for k in keys]
+    second = [k[1] if isinstance(k, tuple) else None for k in keys]
+    harness.session.register("inbox", pa.table({
+        "k": pa.array(first, pa.string()), "part": pa.array(second, pa.int64()),
+        "payload": pa.array([f"{k}#{i}" for i, k in enumerate(keys)], pa.string()),
+        "arrival": pa.array(range(len(keys)), pa.int64())}))
+    order = " ORDER BY arrival" if ordered else ""
+    return harness.session.sql(f"INSERT INTO events SELECT k, payload FROM inbox WHERE {key}{order}")
+
+
+def topic(harness, **policies) -> None:
+    harness.session.create_topic("events", {"k": "STRING", "payload": "STRING"},
+                                 producer_inactivity_timeout=MINUTES, snapshot_interval_entries=INTERVAL, **policies)
+
+
+def written(harness) -> list[tuple]:
+    return sorted(tuple(r) for r in harness.session.sql("SELECT k, payload FROM events").rows)
+
+
+steps = st.lists(st.one_of(
+    st.tuples(st.just("send"), st.tuples(st.lists(st.sampled_from("abcde"), min_size=1, max_size=6), st.booleans())),
+    st.tuples(st.just("wait"), st.sampled_from([60.0, 200.0, 400.0])),
+    st.just(("restart", None))), min_size=1, max_size=10)
+
+
+def test_is_new_writes_what_the_window_model_writes(engine, tmp_path_factory):
+    # (Spark: the explicit example, for a test's time: it takes the window's every path; the generated ones on DuckDB)
+    @settings(max_examples=EXAMPLES[engine.name], deadline=None, suppress_health_check=[HealthCheck.too_slow],
+              phases=(Phase.explicit,) if engine.family == "spark" else tuple(Phase))
+    @given(steps=steps)
+    # repeats in a statement, a key in the window, a restart, a clock past the window with the topic's time behind
+    # it (kept), then past it (written again)
+    @example(steps=[("send", (["a", "b", "a"], True)), ("restart", None), ("send", (["b", "c"], True)),
+                    ("wait", 400.0), ("send", (["a", "d", "d"], False)), ("send", (["a", "b"], True))])
+    def check(steps):
+        with fresh(engine, tmp_path_factory) as harness:
+            topic(harness)
+            model, now = KeyWindow(WindowPolicy(minutes=MINUTES, snapshot_interval_entries=INTERVAL)), 0.0
+            keys_written, copies = [], []
+            for kind, arg in steps:
+                if kind == "wait":
+                    harness.clock.advance(seconds=arg)
+                    now += arg
+                elif kind == "restart":
+                    harness.restart()
+                    model = model.recover()
+                else:
+                    keys, ordered = arg
+                    result = send(harness, keys, ordered)
+                    decided = model.apply_statement([(k, None) for k in keys], now=now,
+                                                    order=list(range(len(keys))) if ordered else None)
+                    assert (result.written, result.duplicates) == (decided.written, len(keys) - decided.written)
+                    kept = [i for i, at in enumerate(decided.positions) if at is not None]
+                    keys_written += [keys[i] for i in kept]
+                    # (unordered, the engine writes a copy of its pick, so only ordered statements say which)
+                    copies += [(keys[i], f"{keys[i]}#{i}") for i in kept] if ordered else []
+                    topic_rows = written(harness)
+                    assert sorted(k for k, _ in topic_rows) == sorted(keys_written), (keys, now)
+                    assert set(copies) <= set(topic_rows), (keys, now)
+
+    check()
+
+
+def test_a_key_window_behaves_as_r20_says(dedup):
+    topic(dedup, dropped_entries="keys", payload_conflicts="ignore")     # (every copy has a payload of its own)
+    pair = "is_new(k, part)"
+    first = send(dedup, ["a", "b", "a", ("a", 1), ("c", None), ("a", None)], key=pair)
+    # keys of two parts: (a, NULL) three times is one key, (a, 1) another; the run log and the result count the keys
+    # together, in one row whose producer is NULL
+    assert (first.written, first.duplicates, [p.producer for p in first.producers]) == (4, 2, [None])
+    assert sorted(first.dropped["reason"]) == ["repeat", "repeat"]
+    again = send(dedup, ["b", "d", "b"], key=pair)
+    assert (again.written, sorted(again.dropped["reason"])) == (1, ["retry", "retry"])     # b: in the window
+    assert send(dedup, ["b"]).written == 1          # a key of one part is another key than (b, NULL)
+    dedup.restart()
+    dedup.clock.advance(minutes=MINUTES + 1)
+    # past the window by the clock, but the topic's latest write is not: R11's clock keeps the window (a statement
+    # whose clock was stepped forward lets no copy through)
+    assert send(dedup, ["a", "e"], key=pair).written == 1
+    assert send(dedup, ["a"], key=pair).written == 1       # the topic's time moved on: (a, NULL) left the window
+    assert written(dedup).count(("a", "a#0")) == 2
+    rows = dedup.session.sql("SELECT count(*), count(producer) FROM seqdedup_statements").rows
+    assert [tuple(r) for r in rows] == [(5, 0)]
+
+
+def test_a_null_key_is_refused_and_the_statement_writes_nothing(dedup):
+    topic(dedup)
+    with pytest.raises(InvalidEntryError, match="1 entry has a NULL key at line 1"):
+        send(dedup, ["a", None])
+    assert written(dedup) == []
+    with pytest.raises(RewriteError, match="is_new or is_not_dup, not both"):
+        send(dedup, ["a"], key="is_new(k) AND is_not_dup(k, 0)")
+    with pytest.raises(RewriteError, match="is_new must be a condition of the WHERE clause joined by AND, not inside OR"):
+        send(dedup, ["a"], key="is_new(k) OR k = 'b'")
