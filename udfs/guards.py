@@ -6,6 +6,7 @@ SIGNATURES: dict[str, tuple[tuple[str, ...], ...]] = {
     "is_not_dup": (("producer", "sequence_id"), ("producer", "sequence_id", "highest_sequence_id")),
     "dup_status": (("topic", "producer", "sequence_id"), ("topic", "producer", "sequence_id", "highest_sequence_id")),
     "last_sequence_id": (("topic", "producer"),),
+    "is_new": (("key",), ("key", "key2"), ("key", "key2", "key3")),      # (R20, sql/key_window.py)
 }
 
 

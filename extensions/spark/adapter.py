@@ -42,6 +42,9 @@ class SparkAdapter(EngineAdapter):
     PLAN = "window"          # one job per statement: the exceptions plan would take three or four
     KEY_HASH = "xxhash64"
     SEMI_JOIN_ABOVE = 20_000    # a relation made from Arrow is shipped whole to the executors with every job
+    # (past it, the whole state goes as a file, FILE_ROWS: collecting 9M names a statement of keys carried ran a
+    # 1 GB driver out of heap)
+    WHOLE_STATE_FROM = 64
     #: Above this many rows, a relation made from Arrow is written to a Parquet file and read from there, where the
     #: warehouse is on a local file system: a local relation lives whole in the driver's plan (a snapshot of a
     #: million producers' marks, made that way, exhausted a default 1 GB driver heap).

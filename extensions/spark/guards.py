@@ -153,7 +153,7 @@ def register_functions(adapter) -> None:
                 jar = None
         longest = max(signatures, key=len)
         shortest = min(len(s) for s in signatures)
-        params = ", ".join(f"{a} {'STRING' if a in ('producer', 'topic') else 'BIGINT'}"
+        params = ", ".join(f"{a} {'STRING' if a in ('producer', 'topic') or a.startswith('key') else 'BIGINT'}"
                            + (" DEFAULT NULL" if i >= shortest else "") for i, a in enumerate(longest))
         message = exp.func("raise_error", exp.Literal.string(guard_message(name))).sql(dialect=adapter.DIALECT)
         adapter.execute(f"CREATE OR REPLACE TEMPORARY FUNCTION {name}({params}) RETURNS BOOLEAN RETURN {message}")

@@ -222,14 +222,19 @@ def marks_relation(run, state: TopicState, scratch: Scratch, given: plan.Inputs,
     return scratch.relation("__sd_marks", table), seen
 
 
+#: However large the state, a statement that carries at most this many producers is joined to their marks alone.
+CARRIED_NAMES = 1 << 16
+
+
 def carried_marks(run, state: TopicState, given: plan.Inputs) -> pa.Table | None:
     """The marks of the producers the statement carries, and a row with no mark for each that has none: a
     semi-join of a large state, so that the engine gets the few marks the statement needs. None where it carries
     more than 1/``WHOLE_STATE_FROM`` of the state's producers (a statement of many keys, R20): the engine joins the
     whole state for less than the names cost to read and look up (no more of them than that are read)."""
     whole = run.adapter.WHOLE_STATE_FROM
-    limit = None if whole is None else 1 << (state.marks.num_rows // whole).bit_length()   # (a power of two:
-    query = run.kept(f"carried {limit}", lambda: plan.CARRIED.build(given) if limit is None else  # few trees kept)
+    # (a power of two, so that few trees are kept; at least CARRIED_NAMES, which cost little to read)
+    limit = None if whole is None else max(1 << (state.marks.num_rows // whole).bit_length(), CARRIED_NAMES)
+    query = run.kept(f"carried {limit}", lambda: plan.CARRIED.build(given) if limit is None else
                      plan.CARRIED.build(given).limit(limit + 1))
     carried = run.adapter.fetch_arrow(query)
     if limit is not None and carried.num_rows > limit:

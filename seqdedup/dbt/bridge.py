@@ -48,5 +48,6 @@ def refuse_is_not_dup(sql: str, dialect) -> None:
     """Refuse a statement dbt is about to run that calls is_not_dup (a view, table or incremental model, a hook, an
     operation), before it runs: a view would be created and fail only when read. The bridges call it on every
     statement of dbt's connections; a topic model's own statement reaches seqdedup by another way."""
-    if calls_is_not_dup(sql, dialect):
-        raise DbtRuntimeError(plain_model_refusal(get_node_info()))
+    function = calls_is_not_dup(sql, dialect)
+    if function:
+        raise DbtRuntimeError(plain_model_refusal(get_node_info(), function))

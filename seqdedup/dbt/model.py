@@ -40,6 +40,10 @@ class DbtSpark(SparkAnsi):
         IDENTIFIERS = ["`", '"']
 
 
+#: The functions that make a SELECT a topic's entries: by producer and id, or by key (R20); anywhere but a topic
+#: model they are refused.
+DEDUP_FUNCTIONS = ("is_not_dup", "is_new")
+
 #: How a user asks for a full refresh of a topic on purpose (``seqdedup_full_refresh`` in the config). Without it,
 #: ``--full-refresh`` leaves a topic's marks alone and the model runs as usual (the materialization logs that).
 FORGET_MARKS = "forget_marks"
@@ -152,37 +156,39 @@ def parse_select(text: str, model: str = "the model") -> exp.Query:
     if len(trees) != 1 or not isinstance(trees[0], exp.Query):
         raise RewriteError(f"{model}'s SQL must be one SELECT, whose rows are the topic's entries; put other "
                            "statements in hooks")
-    if not any(call.name.lower() == "is_not_dup" for call in trees[0].find_all(exp.Anonymous)):
+    if not any(call.name.lower() in DEDUP_FUNCTIONS for call in trees[0].find_all(exp.Anonymous)):
         raise RewriteError(
             f"{model}'s SELECT has no WHERE is_not_dup(producer, sequence_id): a seqdedup_topic model says which "
             "columns name the producer and the sequence id; add the condition, for example "
-            "WHERE is_not_dup(producer, seq)")
+            "WHERE is_not_dup(producer, seq), or WHERE is_new(key) for a source with no stable ids (R20)")
     return trees[0]
 
 
-def calls_is_not_dup(sql: str, dialect) -> bool:
-    """Whether a statement calls is_not_dup: the name followed by a parenthesis, outside strings and comments.
+def calls_is_not_dup(sql: str, dialect) -> str | None:
+    """The function of ``DEDUP_FUNCTIONS`` a statement calls (the name followed by a parenthesis, outside strings
+    and comments), or None.
 
     Example:
         >>> calls_is_not_dup('create view v as (select a from t where is_not_dup(p, s))', "duckdb")
-        True
-        >>> calls_is_not_dup("select count(*) from duckdb_functions() where function_name = 'is_not_dup'", "duckdb")
-        False
+        'is_not_dup'
+        >>> calls_is_not_dup("select count(*) from duckdb_functions() where function_name = 'is_new'", "duckdb")
     """
-    if "is_not_dup" not in sql.lower():        # (most statements: no tokenizing)
-        return False
+    lowered = sql.lower()
+    if not any(name in lowered for name in DEDUP_FUNCTIONS):       # (most statements: no tokenizing)
+        return None
     try:
         tokens = sqlglot.tokenize(sql, read=dialect)
     except sqlglot.errors.SqlglotError:
-        return False                           # the engine says what is wrong with it
+        return None                            # the engine says what is wrong with it
     names = (TokenType.VAR, TokenType.IDENTIFIER)
-    return any(token.token_type in names and token.text.lower() == "is_not_dup"
-               and after.token_type == TokenType.L_PAREN for token, after in zip(tokens, tokens[1:]))
+    return next((token.text.lower() for token, after in zip(tokens, tokens[1:])
+                 if token.token_type in names and token.text.lower() in DEDUP_FUNCTIONS
+                 and after.token_type == TokenType.L_PAREN), None)
 
 
-def plain_model_refusal(node: dict) -> str:
-    """Why a statement of a model that is not a topic may not call is_not_dup, and what to write instead (``node``:
-    dbt's node info of the statement, empty outside a node).
+def plain_model_refusal(node: dict, function: str = "is_not_dup") -> str:
+    """Why a statement of a model that is not a topic may not call is_not_dup (or ``function``, is_new), and what
+    to write instead (``node``: dbt's node info of the statement, empty outside a node).
 
     Example:
         >>> plain_model_refusal({"unique_id": "model.p.v", "materialized": "view"})[:80]
@@ -190,21 +196,22 @@ def plain_model_refusal(node: dict) -> str:
     """
     what = (f"{node['unique_id']} (materialized as {node.get('materialized') or 'unknown'})"
             if node.get("unique_id") else "this statement")
-    return (f"{what} calls is_not_dup(), which means something only in a seqdedup topic model: seqdedup rewrites it "
+    return (f"{what} calls {function}(), which means something only in a seqdedup topic model: seqdedup rewrites it "
             "there into each (producer, sequence id) written once against the topic's state. Anywhere else it would "
             "fail when read, or run with weaker semantics, so it is refused before it runs and nothing was created. "
             "Materialize the model as a topic: {{ config(materialized='seqdedup_topic') }} (docs/guides/dbt.md)")
 
 
 def without_dedup(query: exp.Query) -> exp.Query:
-    """The query with its is_not_dup(...) condition read as TRUE: what describes the columns it returns.
+    """The query with its is_not_dup(...) (or is_new(...)) condition read as TRUE: what describes the columns it
+    returns.
 
     Example:
         >>> without_dedup(parse_select("SELECT a FROM t WHERE is_not_dup(p, s) AND a > 0")).sql(SparkAnsi)
         'SELECT a FROM t WHERE TRUE AND a > 0'
     """
     return query.copy().transform(
-        lambda node: exp.true() if isinstance(node, exp.Anonymous) and node.name.lower() == "is_not_dup" else node)
+        lambda node: exp.true() if isinstance(node, exp.Anonymous) and node.name.lower() in DEDUP_FUNCTIONS else node)
 
 
 def topic_columns(model: TopicModel, returned: list[tuple[str, exp.DataType]]) -> dict[str, object]:

@@ -74,6 +74,8 @@ def test_a_connection_seqdedup_never_configured_refuses_is_not_dup_with_the_way_
         run(FIRST_STATEMENT[dedup.engine.family])
     if dedup.engine.family == "spark":
         assert "USER_RAISED_EXCEPTION" in str(refused.value)     # Spark's error class for a message of one's own
+    with pytest.raises(Exception, match=THE_WAY.replace("must", r"is_new\(\) must")):      # R20's too
+        run(FIRST_STATEMENT[dedup.engine.family].replace("is_not_dup(producer, seq)", "is_new(producer)"))
     assert dedup.entries() == []
 
 

@@ -116,3 +116,17 @@ def test_a_null_key_is_refused_and_the_statement_writes_nothing(dedup):
         send(dedup, ["a"], key="is_new(k) AND is_not_dup(k, 0)")
     with pytest.raises(RewriteError, match="is_new must be a condition of the WHERE clause joined by AND, not inside OR"):
         send(dedup, ["a"], key="is_new(k) OR k = 'b'")
+
+
+def test_a_statement_carrying_much_of_a_large_state_joins_all_of_it(dedup, monkeypatch):
+    # the semi-join of a large state (SEMI_JOIN_ABOVE) gives way to the whole state where a statement carries more
+    # than its share of it, as a statement of many keys does: the same decisions either way
+    from seqdedup.core import plans
+
+    topic(dedup)
+    dedup.session.adapter.SEMI_JOIN_ABOVE = 0
+    monkeypatch.setattr(plans, "CARRIED_NAMES", 1)
+    assert send(dedup, ["a", "b"]).written == 2
+    result = send(dedup, ["a", "c", "d", "c"])
+    assert (result.written, result.duplicates) == (2, 2)
+    assert sorted(k for k, _ in written(dedup)) == ["a", "b", "c", "d"]

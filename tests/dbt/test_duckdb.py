@@ -129,6 +129,28 @@ def test_is_not_dup_belongs_in_topic_models_and_topic_models_need_it(built):
             (project.path / "models" / f"{name}.sql").unlink()
 
 
+def test_a_topic_model_by_key_writes_each_key_once_and_only_topic_models_may_say_is_new(built):
+    # R20: the seed's (producer, seq) as keys; a view calling is_new is refused as one calling is_not_dup is
+    project, _ = built
+    project.model("events_by_key", "{{ config(materialized='seqdedup_topic') }}\n"
+                                   "select reading from {{ ref('stg_events') }} where is_new(producer, seq)")
+    project.model("plain_keyed", "{{ config(materialized='view') }}\n"
+                                 "select reading from {{ ref('stg_events') }} where is_new(producer, seq)")
+    try:
+        first = project.results(project.dbt("run", "--select", "events_by_key"))["events_by_key"].adapter_response
+        again = project.results(project.dbt("run", "--select", "events_by_key"))["events_by_key"].adapter_response
+        assert (first["written"], first["duplicates"], again["written"], again["duplicates"]) == (9, 4, 0, 13)
+        assert duckdb_rows(project.database, "SELECT count(DISTINCT _producer), max(_sequence_id) "
+                                             "FROM main.events_by_key") == [(9, 0)]
+        outcome = project.dbt("run", "--select", "plain_keyed")
+        assert "plain_keyed (materialized as view) calls is_new(), which means something only in a seqdedup " \
+               "topic model" in project.results(outcome)["plain_keyed"].message
+        assert not relations(project.database, ["plain_keyed"])
+    finally:
+        for name in ("events_by_key", "plain_keyed"):
+            (project.path / "models" / f"{name}.sql").unlink()
+
+
 def test_a_view_calling_is_not_dup_is_refused_at_run_and_nothing_is_created(built):
     # A view would be created, and fail only when read; an ephemeral model is refused in the model that inlines it.
     project, _ = built

@@ -65,24 +65,31 @@ def test_a_rerun_on_spark_writes_nothing_and_plain_models_calling_is_not_dup_are
 
     # A table, a view (Spark would refuse it for the temporary function, naming no fix) and a view that inlines an
     # ephemeral model: each refused before it runs, with the way to write it, and nothing created.
+    # So is a view calling is_new (R20), while a topic model by key writes each key once.
     dedup = "select reading from {{ ref('stg_events') }} where is_not_dup(producer, seq)"
+    keyed = "select reading from {{ ref('stg_events') }} where is_new(producer, seq)"
     models = {"plain_dedup": "{{ config(materialized='table') }}\n" + dedup,
               "plain_view": "{{ config(materialized='view') }}\n" + dedup,
               "plain_ephemeral": "{{ config(materialized='ephemeral') }}\n" + dedup,
-              "plain_reader": "{{ config(materialized='view') }}\nselect * from {{ ref('plain_ephemeral') }}"}
+              "plain_reader": "{{ config(materialized='view') }}\nselect * from {{ ref('plain_ephemeral') }}",
+              "plain_keyed": "{{ config(materialized='view') }}\n" + keyed,
+              "events_by_key": "{{ config(materialized='seqdedup_topic') }}\n" + keyed}
     for name, text in models.items():
         project.model(name, text)
     try:
         outcome = project.dbt("run", "--select", *models)
         assert not outcome.success
         results = project.results(outcome)
-        for name, materialized in (("plain_dedup", "table"), ("plain_view", "view"), ("plain_reader", "view")):
+        for name, materialized, function in (("plain_dedup", "table", "is_not_dup"), ("plain_view", "view", "is_not_dup"),
+                                             ("plain_reader", "view", "is_not_dup"), ("plain_keyed", "view", "is_new")):
             message = results[name].message
-            assert (f"model.seqdedup_example.{name} (materialized as {materialized}) calls is_not_dup(), which means "
+            assert (f"model.seqdedup_example.{name} (materialized as {materialized}) calls {function}(), which means "
                     "something only in a seqdedup topic model") in message, message
             assert "{{ config(materialized='seqdedup_topic') }}" in message and "UNRESOLVED_ROUTINE" not in message
         tables = {r.tableName for r in spark.sql(f"SHOW TABLES IN {schema}").collect()}
         assert not {name for name in tables if name.startswith("plain_")}, tables
+        assert (results["events_by_key"].adapter_response["written"],
+                results["events_by_key"].adapter_response["duplicates"]) == (9, 4)
     finally:
         for name in models:
             (project.path / "models" / f"{name}.sql").unlink()
