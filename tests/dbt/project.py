@@ -2,6 +2,8 @@
 process of its own for the kill tests."""
 from __future__ import annotations
 
+import contextlib
+
 import csv
 import json
 import os
@@ -99,6 +101,17 @@ class Project:
 
     def model(self, name: str, text: str) -> None:
         (self.path / "models" / f"{name}.sql").write_text(text)
+
+    @contextlib.contextmanager
+    def models(self, **texts: str):
+        """These models (name=SQL) in the project while the block runs."""
+        for name, text in texts.items():
+            self.model(name, text)
+        try:
+            yield
+        finally:
+            for name in texts:
+                (self.path / "models" / f"{name}.sql").unlink()
 
     def seed(self, rows: list[tuple]) -> None:
         """Replace the seed's rows (producer, seq, arrival, reading, unit, recorded_at); None is an empty cell."""

@@ -112,11 +112,10 @@ def relations(database: str, names: list[str]) -> list[tuple]:
 
 def test_is_not_dup_belongs_in_topic_models_and_topic_models_need_it(built):
     project, _ = built
-    project.model("plain_dedup", "{{ config(materialized='table') }}\n"
-                                 "select reading from {{ ref('stg_events') }} where is_not_dup(producer, seq)")
-    project.model("no_dedup", "{{ config(materialized='seqdedup_topic') }}\n"
-                              "select reading from {{ ref('stg_events') }}")
-    try:
+    with project.models(plain_dedup="{{ config(materialized='table') }}\n"
+                                    "select reading from {{ ref('stg_events') }} where is_not_dup(producer, seq)",
+                        no_dedup="{{ config(materialized='seqdedup_topic') }}\n"
+                                 "select reading from {{ ref('stg_events') }}"):
         outcome = project.dbt("run", "--select", "plain_dedup", "no_dedup")
         assert not outcome.success
         message = project.results(outcome)["plain_dedup"].message
@@ -124,19 +123,14 @@ def test_is_not_dup_belongs_in_topic_models_and_topic_models_need_it(built):
         message = project.results(outcome)["no_dedup"].message
         assert "has no WHERE is_not_dup(producer, sequence_id)" in message
         assert not relations(project.database, ["plain_dedup", "no_dedup"])
-    finally:
-        for name in ("plain_dedup", "no_dedup"):
-            (project.path / "models" / f"{name}.sql").unlink()
 
 
 def test_a_topic_model_by_key_writes_each_key_once_and_only_topic_models_may_say_is_new(built):
     # R20: the seed's (producer, seq) as keys; a view calling is_new is refused as one calling is_not_dup is
     project, _ = built
-    project.model("events_by_key", "{{ config(materialized='seqdedup_topic') }}\n"
-                                   "select reading from {{ ref('stg_events') }} where is_new(producer, seq)")
-    project.model("plain_keyed", "{{ config(materialized='view') }}\n"
-                                 "select reading from {{ ref('stg_events') }} where is_new(producer, seq)")
-    try:
+    keyed = "select reading from {{ ref('stg_events') }} where is_new(producer, seq)"
+    with project.models(events_by_key="{{ config(materialized='seqdedup_topic') }}\n" + keyed,
+                        plain_keyed="{{ config(materialized='view') }}\n" + keyed):
         first = project.results(project.dbt("run", "--select", "events_by_key"))["events_by_key"].adapter_response
         again = project.results(project.dbt("run", "--select", "events_by_key"))["events_by_key"].adapter_response
         assert (first["written"], first["duplicates"], again["written"], again["duplicates"]) == (9, 4, 0, 13)
@@ -146,9 +140,6 @@ def test_a_topic_model_by_key_writes_each_key_once_and_only_topic_models_may_say
         assert "plain_keyed (materialized as view) calls is_new(), which means something only in a seqdedup " \
                "topic model" in project.results(outcome)["plain_keyed"].message
         assert not relations(project.database, ["plain_keyed"])
-    finally:
-        for name in ("events_by_key", "plain_keyed"):
-            (project.path / "models" / f"{name}.sql").unlink()
 
 
 def test_a_view_calling_is_not_dup_is_refused_at_run_and_nothing_is_created(built):
