@@ -418,7 +418,8 @@ class Fuzz:
         """The writer's view after recovery must be the model without the operation in flight, or with it."""
         got, problem = observed(state)
         if problem:
-            return [problem]
+            pending = self.operations[self.pending]["kind"] if self.pending is not None else "none"
+            return [f"{problem} (in flight: {pending}; the writer killed by {self.killed_by})"]
         got = untied(got, self.tied)
         without = untied(self.model.observed(), self.tied)
         applied = None

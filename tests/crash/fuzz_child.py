@@ -60,9 +60,15 @@ def state(session) -> dict:
         # Of published commits only, as a reader sees them: on Spark a commit killed before it was published leaves
         # the rows it appended (its ledger rows, not yet its run log row) in the catalog tables, where no reader
         # counts them, and the next commit takes a number above theirs.
+        # Both are pruned by the same retention, one after the other: where no transaction holds the two (Spark), a
+        # writer killed between them leaves the ledger rows of commits the run log no longer holds, until the next
+        # prune. So the ledger is counted from the run log's oldest commit on (all of it before is pruned or due).
         catalog, ref = session.broker.catalog, session.ref(TOPIC)
+        oldest = exp.select(exp.func("coalesce", exp.func("min", exp.column("commit_id")), exp.convert(2**62))).from_(
+            catalog.run_log(ref).subquery("oldest"))
         ledger = session.run(exp.select(
-            exp.select(exp.func("count", exp.Star())).from_(catalog.dropped(ref).subquery("ledger")).subquery(),
+            exp.select(exp.func("count", exp.Star())).from_(catalog.dropped(ref).subquery("ledger"))
+            .where(exp.column("commit_id") >= oldest.subquery()).subquery(),
             exp.select(exp.func("coalesce", exp.func("sum", exp.column("duplicates")), exp.convert(0)))
             .from_(catalog.run_log(ref).subquery("log")).subquery())).rows[0]
     return {"topic": True, "entries": [list(row) for row in entries.rows],
