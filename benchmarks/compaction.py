@@ -54,7 +54,10 @@ def build(engines: Engines, commits: int):
         specs = " ".join(f"PARTITION (_commit = {c}) LOCATION '{table}/{STAGING}/{c}-bulk-0'"
                          for c in range(start, min(start + 500, last + 1)))
         spark.sql(f"ALTER TABLE {ref.key} ADD {specs}")
-    spark.sql(f"INSERT INTO seqdedup_statements SELECT uuid(), '{ref.key}', concat('p', id % {PRODUCERS}), 1, 0, "
+    # (named columns: the run log gains columns, R18's payload_conflicts the latest)
+    spark.sql(f"INSERT INTO seqdedup_statements (statement_id, topic, producer, written, duplicates, first_position, "
+              "last_position, executed_at, highest, commit_id, out_of_order, attempt) "
+              f"SELECT uuid(), '{ref.key}', concat('p', id % {PRODUCERS}), 1, 0, "
               f"id - 1, id - 1, current_timestamp(), id, id, 0, NULL FROM range({first}, {last + 1})")
     spark.catalog.refreshTable(ref.key)
     session.writer.forget()
