@@ -159,7 +159,7 @@ class Session:
         """Run one parsed statement."""
         if not self.adapter.READS_SPARK_FILE_SOURCES:     # parquet.`path`, USING csv OPTIONS (path ...) on DuckDB
             tree = to_duckdb_readers(tree)
-        if rewrite.calls(tree, "is_not_dup") or rewrite.calls(tree, "is_new"):
+        if any(rewrite.calls(tree, name) for name in rewrite.DEDUP_CALLS):
             return statement.run(self.broker, tree, self.dialect)
         command = statements.catalog_command(tree)
         if command is not None:

@@ -24,6 +24,9 @@ from seqdedup.errors import RewriteError, at
 #: The functions seqdedup gives meaning to; anywhere else in a statement they are errors, never ignored.
 FUNCTIONS = ("is_not_dup", "is_new", "dup_status", "last_sequence_id", "producer_state", "kafka_producer_name")
 
+#: The calls that make an INSERT a topic's statement: by producer and id, or by key (R20, sql/key_window.py).
+DEDUP_CALLS = ("is_not_dup", "is_new")
+
 #: is_not_dup's arguments as written (the type check reads them before a COALESCE could convert them).
 ARGUMENTS = ("__sd_arg_producer", "__sd_arg_sequence_id", "__sd_arg_highest")
 

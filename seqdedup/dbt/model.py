@@ -21,6 +21,7 @@ from seqdedup.catalog.policies import normalize
 from seqdedup.catalog.schema import SYSTEM_COLUMNS
 from seqdedup.errors import RewriteError, SeqdedupError, TopicError
 from seqdedup.sql.dialects import SparkAnsi
+from seqdedup.sql.rewrite import DEDUP_CALLS
 
 
 class DbtSpark(SparkAnsi):
@@ -39,10 +40,6 @@ class DbtSpark(SparkAnsi):
         QUOTES = ["'"]
         IDENTIFIERS = ["`", '"']
 
-
-#: The functions that make a SELECT a topic's entries: by producer and id, or by key (R20); anywhere but a topic
-#: model they are refused.
-DEDUP_FUNCTIONS = ("is_not_dup", "is_new")
 
 #: How a user asks for a full refresh of a topic on purpose (``seqdedup_full_refresh`` in the config). Without it,
 #: ``--full-refresh`` leaves a topic's marks alone and the model runs as usual (the materialization logs that).
@@ -156,7 +153,7 @@ def parse_select(text: str, model: str = "the model") -> exp.Query:
     if len(trees) != 1 or not isinstance(trees[0], exp.Query):
         raise RewriteError(f"{model}'s SQL must be one SELECT, whose rows are the topic's entries; put other "
                            "statements in hooks")
-    if not any(call.name.lower() in DEDUP_FUNCTIONS for call in trees[0].find_all(exp.Anonymous)):
+    if not any(call.name.lower() in DEDUP_CALLS for call in trees[0].find_all(exp.Anonymous)):
         raise RewriteError(
             f"{model}'s SELECT has no WHERE is_not_dup(producer, sequence_id): a seqdedup_topic model says which "
             "columns name the producer and the sequence id; add the condition, for example "
@@ -165,7 +162,7 @@ def parse_select(text: str, model: str = "the model") -> exp.Query:
 
 
 def calls_is_not_dup(sql: str, dialect) -> str | None:
-    """The function of ``DEDUP_FUNCTIONS`` a statement calls (the name followed by a parenthesis, outside strings
+    """The function of ``DEDUP_CALLS`` a statement calls (the name followed by a parenthesis, outside strings
     and comments), or None.
 
     Example:
@@ -174,7 +171,7 @@ def calls_is_not_dup(sql: str, dialect) -> str | None:
         >>> calls_is_not_dup("select count(*) from duckdb_functions() where function_name = 'is_new'", "duckdb")
     """
     lowered = sql.lower()
-    if not any(name in lowered for name in DEDUP_FUNCTIONS):       # (most statements: no tokenizing)
+    if not any(name in lowered for name in DEDUP_CALLS):       # (most statements: no tokenizing)
         return None
     try:
         tokens = sqlglot.tokenize(sql, read=dialect)
@@ -182,7 +179,7 @@ def calls_is_not_dup(sql: str, dialect) -> str | None:
         return None                            # the engine says what is wrong with it
     names = (TokenType.VAR, TokenType.IDENTIFIER)
     return next((token.text.lower() for token, after in zip(tokens, tokens[1:])
-                 if token.token_type in names and token.text.lower() in DEDUP_FUNCTIONS
+                 if token.token_type in names and token.text.lower() in DEDUP_CALLS
                  and after.token_type == TokenType.L_PAREN), None)
 
 
@@ -211,7 +208,7 @@ def without_dedup(query: exp.Query) -> exp.Query:
         'SELECT a FROM t WHERE TRUE AND a > 0'
     """
     return query.copy().transform(
-        lambda node: exp.true() if isinstance(node, exp.Anonymous) and node.name.lower() in DEDUP_FUNCTIONS else node)
+        lambda node: exp.true() if isinstance(node, exp.Anonymous) and node.name.lower() in DEDUP_CALLS else node)
 
 
 def topic_columns(model: TopicModel, returned: list[tuple[str, exp.DataType]]) -> dict[str, object]:
