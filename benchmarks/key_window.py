@@ -63,11 +63,6 @@ def main() -> None:
     ap.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb")
     ap.add_argument("--window", type=int, default=10_000_000, help="keys in the window before the statement")
     args = ap.parse_args()
-    if args.engine == "spark" and (args.rows, args.window) == (5_000_000, 10_000_000):
-        # a local Spark's 1 GB driver gathers a statement's outcome per producer: about a million keys fit
-        args.rows, args.topic_rows, args.window, args.data = 1_000_000, 200_000, 500_000, args.data / "spark-1m"
-        print("spark: 1M rows on a window of 500,000 keys (a statement of millions of new keys runs a 1 GB driver "
-              "out of heap: docs/performance.md, The key window)")
     make_workload(args.data, args.rows, args.producers, args.topic_rows)
     wall: dict[str, list[float]] = {"producer_ids": [], "key_window": []}
     cpu: dict[str, list[float]] = {name: [] for name in wall}

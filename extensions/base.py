@@ -116,6 +116,11 @@ class EngineAdapter:
         """A query's rows as a ``pyarrow.Table``."""
         raise NotImplementedError
 
+    def fetch_bulk(self, query: exp.Expression):
+        """``fetch_arrow`` of a query that may give millions of rows (a topic's whole state, recovered): an engine
+        that gathers a result in a heap of its own first may bring such rows another way."""
+        return self.fetch_arrow(query)
+
     def relation(self, name: str, table, *, committed: bool = False) -> exp.Table:
         """A pyarrow Table readable by name (``name``, dropped with ``drop_temp_table``) without copying it row by
         row through Python: the producers' marks enter a statement this way."""

@@ -11,6 +11,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
+import pyarrow as pa
 from sqlglot import exp
 
 from seqdedup.catalog.schema import FOREIGN_COLUMNS, SYSTEM_COLUMNS, create_table, foreign_commits, written_by_seqdedup
@@ -26,6 +27,12 @@ def by(collaborator: str, method):
     def call(self, *args, **kwargs):
         return getattr(functools.reduce(getattr, path, self), name)(*args, **kwargs)
     return call
+
+
+def producers_of(adapter, rows: exp.Expression) -> pa.Array:
+    """The ``_producer`` column of a relation of topic rows."""
+    got = adapter.fetch_arrow(exp.select("_producer").from_(rows.as_("w")))
+    return got.column(0).combine_chunks().cast(pa.string())
 
 
 @dataclass
@@ -75,8 +82,9 @@ class TransactionalStorage:
                       proceed: Callable[[dict], bool], name: str, split: str | None = None) -> Decided:
         """The window plan's write: the rows of ``decided`` whose column ``keep`` is true, through the INSERT that
         ``insert_for`` makes of them; the ``metrics`` (aggregates over every row of ``decided``) and the
-        ``outcome`` columns of its ``last`` rows (one per producer). ``name``: a temporary name free for the decided
-        rows, the same from one statement of this shape to the next (so is the SQL that reads them).
+        ``outcome`` columns of its ``last`` rows (one per producer; where ``last`` is None, ``outcome`` is aggregates
+        over every row: one row). ``name``: a temporary name free for the decided rows, the same from one statement
+        of this shape to the next (so is the SQL that reads them).
 
         Here the decided rows are materialized once, the metrics read first, and nothing is written unless
         ``proceed(metrics)``. An engine that can observe a job (Spark) does it all in one pass and writes anyway:
@@ -89,8 +97,8 @@ class TransactionalStorage:
             if not proceed(got):
                 return Decided(got)
             self.write_topic(topic, insert_for(exp.select("*").from_(table.copy()).where(exp.column(keep))))
-            rows = self.adapter.fetch_arrow(exp.select(*[e.copy() for e in outcome]).from_(table.copy()).where(
-                exp.column(last)))
+            rows = exp.select(*[e.copy() for e in outcome]).from_(table.copy())
+            rows = self.adapter.fetch_arrow(rows if last is None else rows.where(exp.column(last)))
             return Decided(got, rows)
         finally:
             self.adapter.drop_temp_table(table.name)
@@ -113,6 +121,10 @@ class TransactionalStorage:
         commit's rows in the topic itself."""
         return exp.select("*").from_(topic.table.copy()).where(
             exp.column("_commit").eq(exp.Placeholder(this="__sd_commit"))).subquery()
+
+    def staged_producers(self, topic) -> pa.Array:
+        """The producer of each topic row the open commit wrote (a statement of keys: the keys it wrote)."""
+        return producers_of(self.adapter, self.staged_rows(topic))
 
     def published_commits(self, topic) -> set[int]:
         """The topic's published commits, where the engine tracks them (``TRACKS_COMMITS``); else empty."""

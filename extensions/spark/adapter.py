@@ -26,6 +26,7 @@ from .errors import engine_error
 from .files import TableFiles
 from .frames import command_rows, functions_of, is_remote, to_arrow
 from .jvm import estimated_bytes, java, optimized
+from .layout import local_path
 from .partitions import Partitions
 from .quarantine import Quarantine
 from .scratch import INLINE_ROWS, Scratch
@@ -49,6 +50,7 @@ class SparkAdapter(EngineAdapter):
     #: warehouse is on a local file system: a local relation lives whole in the driver's plan (a snapshot of a
     #: million producers' marks, made that way, exhausted a default 1 GB driver heap).
     FILE_ROWS = 100_000
+    BULK_BYTES = 4 << 20        # a larger result of ``fetch_bulk`` comes by file (Spark estimates a state low)
     TRACKS_COMMITS = True    # a commit is published by registering its partition
     RAISE_ERROR = "raise_error"
     #: A producer that holds more than a task's share of a large unordered statement is spread over ranges of its
@@ -177,6 +179,18 @@ class SparkAdapter(EngineAdapter):
     def fetch_arrow(self, query: exp.Expression | str, *, committed: bool = False):
         with self.errors():
             return to_arrow(self.query(query))
+
+    def fetch_bulk(self, query: exp.Expression):
+        """Rows Spark estimates above ``BULK_BYTES``, where the warehouse is on the local disk: written as Parquet
+        by the job and read by Arrow (``Scratch.fetched``). ``toArrow`` gathers every row in the driver's heap
+        first: the state of 10M keys ran a 1 GB driver out of it."""
+        if self.remote or not local_path(self.warehouse()):
+            return self.fetch_arrow(query)
+        with self.errors():
+            frame = self.query(query)
+            if estimated_bytes(optimized(frame)) <= self.BULK_BYTES:
+                return to_arrow(frame)
+            return self.scratch.fetched(frame)
 
     def marks_map(self, table):
         # (a map parameter must be a map() of literals of one type, or Spark refuses it: INVALID_SQL_ARG)

@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 from typing import Callable, TypeVar
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from sqlglot import exp
 
 from seqdedup.catalog.names import STAGING
 from seqdedup.catalog.schema import COMMITS, arrow_schema, catalog_table
 from seqdedup.errors import CommitConflict, EngineError, already_exists
 
-from ..storage import Decided
+from ..storage import Decided, producers_of
 from .collaborator import Collaborator
 from .errors import causes
 from .frames import Observed
@@ -205,19 +206,22 @@ class Commits(Collaborator):
 
     def write_decided(self, topic, decided, keep, insert_for, metrics, outcome, last, proceed, name, split=None):
         """One job: the decided rows are observed (the metrics, and the outcome of each producer's last row, as a
-        list) on their way to the commit's directory, whatever the metrics say (the caller discards them). With
-        ``split`` (the name of a column of ``decided``, true for an entry dropped, where ``stages_apart``), the
+        list, or the outcome's aggregates where ``last`` is None) on their way to the commit's directory, whatever
+        the metrics say (the caller discards them). With ``split`` (the name of a column of ``decided``, true for an entry dropped, where ``stages_apart``), the
         dropped entries are written by the same job, apart (``dropped_rows``); ``insert_for`` then gives the column
         last."""
         F = self.F
 
-        named = exp.func("named_struct", *[part for e in outcome
-                                            for part in (exp.Literal.string(e.alias_or_name), e.unalias())])
-        rows = exp.func("collect_list", exp.Case(ifs=[exp.If(this=exp.column(last), true=named)]))
+        if last is None:     # (aggregates: one row, observed as metrics are)
+            observe = {**metrics, **{f"__sd_outcome_{e.alias}": e.unalias() for e in outcome}}
+        else:
+            named = exp.func("named_struct", *[part for e in outcome
+                                                for part in (exp.Literal.string(e.alias_or_name), e.unalias())])
+            observe = {**metrics, "__sd_outcome": exp.func("collect_list", exp.Case(ifs=[exp.If(
+                this=exp.column(last), true=named)]))}
         with self.adapter.errors():
             observed = Observed(self.adapter.frame(decided),
-                                **{k: F.expr(self.adapter.sql(e)) for k, e in metrics.items()},
-                                 __sd_outcome=F.expr(self.adapter.sql(rows)))
+                                **{k: F.expr(self.adapter.sql(e)) for k, e in observe.items()})
             kept = observed.frame.where(F.col(keep) | F.col(split) if split else F.col(keep))
             if self.adapter.remote:     # a Connect client reads an observation only from the very plan it sent
                 insert = insert_for(exp.table_(name))
@@ -234,8 +238,9 @@ class Commits(Collaborator):
                     got = observed.values()
                 finally:
                     self.spark.catalog.dropTempView(name)
-        outcome_rows = [row.asDict() for row in got.pop("__sd_outcome")]
-        return Decided(got, outcome_rows)
+        if last is None:
+            return Decided(got, [{e.alias: got.pop(f"__sd_outcome_{e.alias}") for e in outcome}])
+        return Decided(got, [row.asDict() for row in got.pop("__sd_outcome")])
 
     def staged_rows(self, topic) -> exp.Expression:
         """The rows the open commit staged (its directory's Parquet files, ``_commit`` left out), as a relation; an
@@ -244,6 +249,15 @@ class Commits(Collaborator):
         if directory is None:
             return exp.select("*").from_(topic.table.copy()).where(exp.false()).subquery()
         return exp.Table(this=exp.to_identifier(directory, quoted=True), db=exp.to_identifier("parquet"))
+
+    def staged_producers(self, topic) -> pa.Array:
+        """The producer of each row the open commit staged: read from its files by Arrow where they are on the local
+        disk (a statement of millions of keys would gather them in the driver's heap through a job), else by one."""
+        directory = self._open[topic.key].directory
+        local = local_path(directory) if directory else None
+        if local is None:
+            return producers_of(self.adapter, self.staged_rows(topic))
+        return pq.read_table(local, columns=["_producer"]).column(0).combine_chunks().cast(pa.string())
 
     def discard(self, topic) -> None:
         current = self._open[topic.key]

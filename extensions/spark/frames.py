@@ -62,12 +62,17 @@ def to_arrow(frame):
     come with serves as well. (A client whose frames lack ``_to_table``, or a reply without a schema: ``toArrow``.)"""
     if not is_remote(frame) or not hasattr(frame, "_to_table"):
         return frame.toArrow()
-    from pyspark.sql.pandas.types import to_arrow_schema
-
     table, schema = frame._to_table()
     if schema is None:
         return frame.toArrow()
-    return table.cast(to_arrow_schema(schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC"))
+    return table.cast(arrow_schema_of(schema))
+
+
+def arrow_schema_of(schema):
+    """The Arrow schema ``toArrow`` gives rows of a Spark schema in (timestamps in UTC)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, error_on_duplicated_field_names_in_struct=True, timezone="UTC")
 
 
 def command_rows(frame) -> list[tuple] | None:

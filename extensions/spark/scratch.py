@@ -13,7 +13,7 @@ from seqdedup.errors import TopicError
 
 from ..base import EngineAdapter
 from .collaborator import Collaborator
-from .frames import frame_of, is_remote, same_session, schema_of
+from .frames import arrow_schema_of, frame_of, is_remote, same_session, schema_of
 from .jvm import GENERATOR, estimated_bytes, optimized
 from .layout import local_path, remove_directory
 
@@ -59,6 +59,19 @@ class Scratch(Collaborator):
 
     def create(self, name: str, query: exp.Expression) -> exp.Table:
         return self._materialize(name, self.adapter.frame(query))
+
+    def fetched(self, frame):
+        """A frame's rows as an Arrow table, written by its job as Parquet to the scratch folder (on the local disk)
+        and read from there, in the schema ``toArrow`` gives them (Spark writes an instant, which Arrow reads without
+        its time zone: UTC)."""
+        import pyarrow.parquet as pq
+
+        directory = f"{self.adapter.warehouse()}/{SCRATCH}/fetched-{uuid.uuid4().hex[:8]}"
+        try:
+            frame.write.mode("error").parquet(directory)
+            return pq.read_table(local_path(directory)).cast(arrow_schema_of(frame.schema))
+        finally:
+            remove_directory(directory)
 
     def rows(self, table: exp.Table) -> int:
         """Of one written to the scratch folder on the local disk: from its Parquet files' footers, with no job."""

@@ -56,6 +56,7 @@ class Outcome:
     values: exp.Expression | None = None    # the statement's rows as read once, when the plan read them so
     apart: bool = False                 # its write staged the entries it dropped apart (``dropped_rows``)
     dropped: exp.Expression | None = None   # the entries it dropped, where it set them apart (``sql.plan.ledger``)
+    keys: pa.Array | None = None        # a statement of keys (R20) counted together: the keys it wrote (``together``)
 
 
 def inputs(run, targets: list[str], values: list[str], **given) -> plan.Inputs:
@@ -91,17 +92,20 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
         except EngineError as error:
             raise Unsettled(error) from error
     spread_key = given.ranges.sql() if given.ranges is not None else ""
+    together = keyed_together(run, given, after, split)
+    given = dataclasses.replace(given, together=together)
 
     def decide_and_write(i: plan.Inputs):
         decided = run.kept(f"window {not i.read_once} {gather} {marks is MARKS} {spread_key} {split}",
                            lambda: steps["decide"].build(dataclasses.replace(i, number=adapter.row_number())))
         # (the engine reads the metrics and the outcome off its own table of the decided rows: their columns only)
         metrics = run.kept(f"metrics {seen}", lambda: steps["metrics"].build(i)).expressions
-        outcome = run.kept(f"outcome {checked}", lambda: steps["outcome"].build(i)).expressions
+        outcome = run.kept(f"outcome {checked} {together}", lambda: steps["outcome"].build(i)).expressions
         write = steps["split write" if split else "write"]
         return adapter.storage.write_decided(run.ref, decided, plan.ACCEPTED,
                                              lambda rows: write.build(i.having(accepted=rows)),
-                                             {m.alias: m.this for m in metrics}, outcome, plan.LAST,
+                                             {m.alias: m.this for m in metrics}, outcome,
+                                             None if together else plan.LAST,
                                              proceed=settled, name=scratch.name("__sd_decided"),
                                              split=plan.DROPPED_ENTRY if split else None)
 
@@ -139,8 +143,28 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
     producers = outcome_table(written.outcome)
     if given.ranges is not None:        # (a row per range of each producer)
         producers = outcome_table(spread.summed(producers))
+    keys = None
+    if together:
+        producers = producers.filter(pc.greater(producers.column("sent"), 0))     # (none sent: no row)
+        keys = written_keys(run) if state.enabled else None
     end = max(state.end, metrics["end"] or 0)
-    return Outcome(producers, end, 1, values=given.tables.get("values"), apart=split)
+    return Outcome(producers, end, 1, values=given.tables.get("values"), apart=split, keys=keys)
+
+
+def keyed_together(run, given: plan.Inputs, after: bool, split: bool) -> bool:
+    """Whether the window plan reports a statement of keys (R20) as one row of counts, its keys read back from the
+    rows it wrote (``written_keys``): a row per key would be gathered by the driver as a list, a row per entry
+    (Spark's driver runs out of heap at a million or two). Not where the ledger's reasons are judged after the write
+    against each key's mark (``by_difference``), nor where a key's entries are spread over ranges."""
+    return run.statement.keyed and given.ranges is None and (split or not after)
+
+
+def written_keys(run) -> pa.Array:
+    """The keys the open commit wrote (each once: a key a statement writes had no mark, and it writes one copy)."""
+    try:
+        return run.adapter.storage.staged_producers(run.ref)
+    except EngineError as error:
+        raise Unsettled(error) from error
 
 
 def dropped_after_plan(run, state: TopicState) -> bool:
@@ -162,8 +186,7 @@ def keys_together(producers: pa.Table) -> pa.Table:
     if not producers.num_rows:
         return producers
     together = {"producer": pa.array([None], pa.string())}
-    for name, how in (("sent", "sum"), ("written", "sum"), ("duplicates", "sum"), ("first_position", "min"),
-                      ("last_position", "max"), ("highest", "max"), ("out_of_order", "sum")):
+    for name, how in plan.spread.OUTCOME_SUMS.items():
         column = producers.column(name)
         together[name] = pa.array([getattr(pc, how)(column).as_py() or (0 if how == "sum" else None)], pa.int64())
     return pa.table(together, schema=OUTCOME)
@@ -310,7 +333,8 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
     judged = payloads.judged(state)       # R16, R18: the dropped entries set apart, for the ledger and conflicts
     columns = payloads.sent(run, state, targets, values, "r")
     i = inputs(run, targets, values, read_once=large, checked=state.enabled, dropped=judged,
-               fingerprint=payloads.fingerprint(run, state, columns), entry=payloads.entry(state, targets, columns))
+               fingerprint=payloads.fingerprint(run, state, columns), entry=payloads.entry(state, targets, columns),
+               together=run.statement.keyed)     # (its keys counted as one row, read back once written)
     shape = f"{i.fingerprint is not None} {i.entry is not None}"
     try:
         if large:       # the marks of the producers the rows carry, read from the rows (a semi-join)
@@ -355,7 +379,8 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
         step = "drop rejected" if late else "drop repeats"
         adapter.execute(kept(f"{step} {rounds}", lambda: steps[step].build(i)))
     outcome = steps[("outcome rejected" if late else "outcome repeats") if removed else "outcome"]
-    table = adapter.fetch_arrow(kept(f"row outcome {late} {rounds} {bool(removed)}", lambda: outcome.build(i)))
+    table = adapter.fetch_arrow(kept(f"row outcome {late} {rounds} {bool(removed)} {i.together}",
+                                     lambda: outcome.build(i)))
     if judged and dropped is None and dropped_any(table):
         dropped = set_apart()       # (only entries at or below their mark: nothing was removed)
     first = table.column(plan.FIRST).to_pylist()
@@ -367,7 +392,8 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
             raise Unsettled(error) from error
     producers = outcome_table(table)
     end = max([state.end] + [p for p in producers.column("last_position").to_pylist() if p is not None])
-    return Outcome(producers, end, rounds, dropped=dropped)
+    keys = written_keys(run) if i.together and state.enabled else None
+    return Outcome(producers, end, rounds, dropped=dropped, keys=keys)
 
 
 def decide(run, i: plan.Inputs, steps: dict[str, plan.Step], scratch: Scratch) -> tuple[exp.Table, int]:
@@ -397,7 +423,8 @@ def settled(metrics: dict) -> bool:
 
 def outcome_table(table) -> pa.Table:
     """The outcome in its schema (engines return integer columns of several widths, or rows), in no order (a
-    statement's result sorts it by producer)."""
+    statement's result sorts it by producer). A column it lacks is NULL (the producer of an outcome together)."""
     if not isinstance(table, pa.Table):
         table = pa.Table.from_pylist(list(table), schema=OUTCOME) if table else OUTCOME.empty_table()
-    return pa.Table.from_arrays([table.column(f.name).cast(f.type) for f in OUTCOME], schema=OUTCOME)
+    return pa.Table.from_arrays([table.column(f.name).cast(f.type) if f.name in table.column_names
+                                 else pa.nulls(table.num_rows, f.type) for f in OUTCOME], schema=OUTCOME)

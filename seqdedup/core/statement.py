@@ -126,7 +126,7 @@ class Run:
                         if state.topic.applied.dropped_entries != "nothing":     # R16: keeps no counts either
                             self.run_log(reported, statement_id, now, commit, conflicts)
                     written = pc.sum(outcome.producers.column("written")).as_py() or 0
-                    delta = _delta(outcome.producers, now) if state.enabled else None
+                    delta = _delta(outcome.producers, now, outcome.keys) if state.enabled else None
                     if state.enabled and not keyed:     # R6: pushed, not yet persisted, until the commit is published
                         writer.pushed.claim(ref.key, dict(zip(delta.column("producer").to_pylist(),
                                                               delta.column("sequence_id").to_pylist())))
@@ -204,11 +204,15 @@ def ledger_rows(adapter, catalog, ref, statement_id: str) -> pa.Table:
     return adapter.fetch_arrow(ledger.order_by("producer", "sequence_id", "reason"))
 
 
-def _delta(producers: pa.Table, now: dt.datetime) -> pa.Table:
-    """The marks a statement sets: each producer that wrote, at the highest id it wrote, written now."""
+def _delta(producers: pa.Table, now: dt.datetime, keys: pa.Array | None = None) -> pa.Table:
+    """The marks a statement sets: each producer that wrote, at the highest id it wrote, written now (the ``keys``
+    written, at their only id, where the plan counted a statement's keys together: ``plans.keyed_together``)."""
     wrote = producers.filter(pc.greater(producers.column("written"), 0))
-    return marks_table(pa.table({"producer": wrote.column("producer"), "sequence_id": wrote.column("highest"),
-                                 "last_publish_time": pa.repeat(pa.scalar(now, pa.timestamp("us")), wrote.num_rows)}))
+    names, ids = wrote.column("producer"), wrote.column("highest")
+    if keys is not None:
+        names, ids = keys, pa.repeat(pa.scalar(0, pa.int64()), len(keys))
+    return marks_table(pa.table({"producer": names, "sequence_id": ids,
+                                 "last_publish_time": pa.repeat(pa.scalar(now, pa.timestamp("us")), len(names))}))
 
 
 #: How many times a statement decides again when another driver published its commit number first.

@@ -330,7 +330,7 @@ def _load(catalog: Catalog, adapter, ref: TopicRef, topic) -> TopicState:
         # make it: empty, whether deduplication was just disabled or just enabled again (R10).
         marks, recent = Marks.of(), marks_table()
     else:
-        recovered = adapter.fetch_arrow(producer_state_query(
+        recovered = adapter.fetch_bulk(producer_state_query(
             ref.key, ref.table, header, adapter.storage.visible_commits(ref, include_open=False), own))
         marks = Marks.of(recovered)
         recent = marks.table.filter(pc.fill_null(recovered.column("replayed"), False))    # replayed: changed since

@@ -100,14 +100,15 @@ def rows_written(rows: exp.Table, value_columns: list[str], key_columns: list[st
         _candidate())
 
 
-def row_outcome(rows: exp.Table, dropped: exp.Query | None, base: exp.Expression, late: exp.Query | None = None
-                ) -> exp.Select:
+def row_outcome(rows: exp.Table, dropped: exp.Query | None, base: exp.Expression, late: exp.Query | None = None,
+                together: bool = False) -> exp.Select:
     """The per-producer outcome (``OUTCOME``) of the row plan, read before the write, and the first row's number
     (``FIRST``, which the write is given): what is left in the rows is written (candidates) or a duplicate at or
     below the mark; ``dropped`` gives, per producer, the rows removed (``__sd_dropped``; None: none were);
     ``late`` (an ordered statement or batch entries) its candidate ids that no entry was written with (``LATE``:
     they came late). The first row is the least of the producers' first rows (a window over the groups: one query
-    plan, where a subquery per use cost a small statement about a millisecond).
+    plan, where a subquery per use cost a small statement about a millisecond). ``together``: one row for every
+    producer at once, whose producer is NULL (a statement of keys, R20: a row per key would be a row per entry).
 
     Example:
         >>> row_outcome(exp.table_("r"), None, exp.Placeholder(this="b")).sql("duckdb")  # doctest: +ELLIPSIS
@@ -116,13 +117,20 @@ def row_outcome(rows: exp.Table, dropped: exp.Query | None, base: exp.Expression
     def candidate(value: exp.Expression) -> exp.Expression:
         return exp.Case(ifs=[exp.If(this=_candidate(), true=value)])
 
-    kept = exp.select(PRODUCER, exp.alias_(exp.Count(this=exp.Star()), "__sd_left"),
+    first_row = exp.Min(this=exp.column(ROW_ID))
+    kept = exp.select(exp.alias_(exp.cast(exp.null(), "text"), PRODUCER) if together else PRODUCER,
+                      exp.alias_(exp.Count(this=exp.Star()), "__sd_left"),
                       exp.alias_(exp.func("count_if", _candidate()), WRITTEN),
                       exp.alias_(exp.Min(this=candidate(exp.column(ROW_ID))), "__sd_first_written"),
                       exp.alias_(exp.Max(this=candidate(exp.column(ROW_ID))), "__sd_last_written"),
                       exp.alias_(exp.Max(this=candidate(exp.column(HIGHEST))), TOP),
-                      exp.alias_(exp.Window(this=exp.Min(this=exp.Min(this=exp.column(ROW_ID)))), "__sd_first")
-                      ).from_(rows.copy()).group_by(PRODUCER)
+                      exp.alias_(first_row if together else exp.Window(this=exp.Min(this=first_row)), "__sd_first")
+                      ).from_(rows.copy())
+    if together:    # (no row where there are none, as a GROUP BY gives)
+        kept = kept.having(exp.Count(this=exp.Star()) > 0)
+        dropped, late = (_summed(q, c) for q, c in ((dropped, "__sd_dropped"), (late, LATE)))
+    else:
+        kept = kept.group_by(PRODUCER)
     r, d, x = "r", "d", "x"
     sent = exp.column("__sd_left", table=r)
     if dropped is not None:
@@ -139,13 +147,17 @@ def row_outcome(rows: exp.Table, dropped: exp.Query | None, base: exp.Expression
                         exp.alias_(exp.column(TOP, table=r), "highest"), exp.alias_(late_ones, "out_of_order"),
                         exp.alias_(first.copy(), FIRST))
              .from_(kept.subquery(r)))
-    if dropped is not None:
-        query = query.join(source(dropped, d), join_type="left",
-                           on=exp.column(PRODUCER, table=d).eq(exp.column(PRODUCER, table=r)))
-    if late is not None:
-        query = query.join(source(late, x), join_type="left",
-                           on=exp.column(PRODUCER, table=x).eq(exp.column(PRODUCER, table=r)))
+    for counts, alias in ((dropped, d), (late, x)):
+        if counts is not None:
+            query = query.join(source(counts, alias), join_type="left", on=exp.true() if together else exp.column(
+                PRODUCER, table=alias).eq(exp.column(PRODUCER, table=r)))
     return query
+
+
+def _summed(counts: exp.Query | None, column: str) -> exp.Query | None:
+    """Per producer ``counts`` (of ``column``), summed over every producer."""
+    return None if counts is None else exp.select(exp.alias_(exp.Sum(this=exp.column(column)), column)).from_(
+        source(counts, "c"))
 
 
 def dropped_repeats(repeats: exp.Table) -> exp.Select:
@@ -206,13 +218,13 @@ STEPS = plan_of(
                              "rejected, set apart", lambda i: ledger.dropped_rejected(
                                  i.table("rows"), i.table("decisions"), i.fingerprint, i.entry)),
     Step("drop rejected", "the rejected removed", lambda i: drop_rejected(i.table("rows"), i.table("decisions"))),
-    Step("outcome", "outcome per producer, where no row was removed", lambda i: row_outcome(
-        i.table("rows"), None, i.base).order_by("producer")),
+    Step("outcome", "outcome per producer (all at once: a statement of keys), where no row was removed",
+         lambda i: row_outcome(i.table("rows"), None, i.base, together=i.together).order_by("producer")),
     Step("outcome repeats", "outcome per producer, without ORDER BY or batch entries", lambda i: row_outcome(
-        i.table("rows"), dropped_repeats(i.table("repeats")), i.base).order_by("producer")),
+        i.table("rows"), dropped_repeats(i.table("repeats")), i.base, together=i.together).order_by("producer")),
     Step("outcome rejected", "outcome per producer, with them", lambda i: row_outcome(
         i.table("rows"), dropped_rejected(i.table("decisions")), i.base,
-        late_ids(i.table("decisions"), i.table("rows"))).order_by("producer")),
+        late_ids(i.table("decisions"), i.table("rows")), together=i.together).order_by("producer")),
     Step("write", "write", lambda i: insert_rows(i.topic, i.targets, i.values, rows_written(
         i.table("rows"), i.values, i.statement.key_columns, i.base), i.publish_time, i.commit)),
 )

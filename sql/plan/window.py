@@ -10,7 +10,7 @@ from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
 from .common import (ACCEPTED, DROPPED_ENTRY, FIRST_POSITION, IDS, INVALID, LAST, LAST_POSITION, MARK, POSITION, SEEN,
                      SENT, TOP, WRITTEN, insert_rows, invalid, ordered, source)
-from .spread import FIRST_LOOK, LARGEST, RANGE, REACH, first_look, largest_producers, spread_rows
+from .spread import FIRST_LOOK, LARGEST, OUTCOME_SUMS, RANGE, REACH, first_look, largest_producers, spread_rows
 from .steps import CARRIED, VALUES, Step, plan_of
 
 
@@ -180,6 +180,20 @@ def window_outcome(late: bool = False) -> list[exp.Expression]:
                        "out_of_order")]
 
 
+def outcome_together(late: bool = False) -> list[exp.Expression]:
+    """Every producer's outcome at once: ``window_outcome`` less the producer, aggregated over the ``LAST`` rows as
+    ``OUTCOME_SUMS`` combines them. For a statement of keys (R20), whose counts are reported together: a row per
+    producer would be a row per entry, gathered by the driver.
+
+    Example:
+        >>> outcome_together()[0].sql("spark")
+        'SUM(CASE WHEN __sd_last THEN __sd_sent END) AS sent'
+    """
+    how = {"sum": exp.Sum, "min": exp.Min, "max": exp.Max}
+    return [exp.alias_(how[OUTCOME_SUMS[e.alias]](this=exp.Case(ifs=[exp.If(this=exp.column(LAST), true=e.unalias())])),
+                       e.alias) for e in window_outcome(late)[1:]]
+
+
 def window_metrics(seen: bool = False) -> dict[str, exp.Expression]:
     """Aggregates over every row of ``window_decisions``: what the runner checks before it publishes (with
     ``seen``, also how many entries have a producer the first read did not carry)."""
@@ -237,11 +251,18 @@ STEPS = plan_of(
              refuse=i.refuse, ranges=i.ranges))),
     Step("metrics", "metrics, checked before publishing", lambda i: exp.select(
         *[exp.alias_(e, k) for k, e in window_metrics(i.seen).items()]).from_(i.table("decided"))),
-    Step("outcome", "outcome per producer (its last row)", lambda i: exp.select(
-        *window_outcome(i.checked and i.statement.ordered)).from_(i.table("decided")).where(exp.column(LAST))),
+    Step("outcome", "outcome per producer (its last row; all at once: a statement of keys)",
+         lambda i: _outcome(i)),
     Step("write", "write", lambda i: insert_rows(i.topic, i.targets, i.values, _accepted(i), i.publish_time, i.commit)),
     Step("split write", "where the ledger reads them: write, the dropped entries staged apart", split_write),
 )
+
+
+def _outcome(i) -> exp.Select:
+    late = i.checked and i.statement.ordered
+    if i.together:
+        return exp.select(*outcome_together(late)).from_(i.table("decided"))
+    return exp.select(*window_outcome(late)).from_(i.table("decided")).where(exp.column(LAST))
 
 
 def _fated(i, decided: exp.Select) -> exp.Select:

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 
 from seqdedup import InvalidEntryError, RewriteError
+from seqdedup.errors import SeqdedupWarning
 from seqdedup.udfs import KeyWindow, WindowPolicy
 
 from .test_matches_reference import fresh
@@ -85,6 +86,7 @@ def test_is_new_writes_what_the_window_model_writes(engine, tmp_path_factory):
     check()
 
 
+@pytest.mark.connect_ci             # (the rules through a Spark Connect client too)
 def test_a_key_window_behaves_as_r20_says(dedup):
     topic(dedup, dropped_entries="keys", payload_conflicts="ignore")     # (every copy has a payload of its own)
     pair = "is_new(k, part)"
@@ -93,6 +95,9 @@ def test_a_key_window_behaves_as_r20_says(dedup):
     # together, in one row whose producer is NULL
     assert (first.written, first.duplicates, [p.producer for p in first.producers]) == (4, 2, [None])
     assert sorted(first.dropped["reason"]) == ["repeat", "repeat"]
+    # (the keys' positions together: the first and last the statement wrote)
+    positions = tuple(dedup.session.sql("SELECT min(_position), max(_position) FROM events").rows[0])
+    assert (first.producers[0].first_position, first.producers[0].last_position) == positions
     again = send(dedup, ["b", "d", "b"], key=pair)
     assert (again.written, sorted(again.dropped["reason"])) == (1, ["retry", "retry"])     # b: in the window
     assert send(dedup, ["b"]).written == 1          # a key of one part is another key than (b, NULL)
@@ -114,8 +119,19 @@ def test_a_null_key_is_refused_and_the_statement_writes_nothing(dedup):
     assert written(dedup) == []
     with pytest.raises(RewriteError, match="is_new or is_not_dup, not both"):
         send(dedup, ["a"], key="is_new(k) AND is_not_dup(k, 0)")
+    with pytest.raises(RewriteError, match="is_new takes a key of one to three parts"):
+        send(dedup, ["a"], key="is_new(k, part, payload, arrival)")
     with pytest.raises(RewriteError, match="is_new must be a condition of the WHERE clause joined by AND, not inside OR"):
         send(dedup, ["a"], key="is_new(k) OR k = 'b'")
+
+
+def test_with_deduplication_off_every_copy_of_a_key_is_written(dedup):
+    topic(dedup)
+    with pytest.warns(SeqdedupWarning, match="deduplication is off now"):
+        dedup.session.alter_topic("events", deduplication_enabled=False)
+    result = send(dedup, ["a", "a", "b"])
+    assert (result.written, result.duplicates, [p.producer for p in result.producers]) == (3, 0, [None])
+    assert sorted(k for k, _ in written(dedup)) == ["a", "a", "b"]
 
 
 def test_a_statement_carrying_much_of_a_large_state_joins_all_of_it(dedup, monkeypatch):

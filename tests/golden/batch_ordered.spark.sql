@@ -191,7 +191,7 @@ SELECT
   COUNT_IF(__sd_accepted) AS written
 FROM __sd_decided;
 
--- window plan: outcome per producer (its last row)
+-- window plan: outcome per producer (its last row; all at once: a statement of keys)
 SELECT
   __sd_producer AS producer,
   __sd_sent AS sent,

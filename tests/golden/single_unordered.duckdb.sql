@@ -295,7 +295,7 @@ WHERE
       NOT __sd_accepted
   );
 
--- rows plan: outcome per producer, where no row was removed
+-- rows plan: outcome per producer (all at once: a statement of keys), where no row was removed
 SELECT
   r.__sd_producer AS producer,
   r.__sd_left AS sent,
