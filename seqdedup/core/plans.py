@@ -249,14 +249,17 @@ def marks_relation(run, state: TopicState, scratch: Scratch, given: plan.Inputs,
 CARRIED_NAMES = 1 << 16
 
 
-def carried_marks(run, state: TopicState, given: plan.Inputs) -> pa.Table | None:
+def carried_marks(run, state: TopicState, given: plan.Inputs, entries: int | None = None) -> pa.Table | None:
     """The marks of the producers the statement carries, and a row with no mark for each that has none: a
     semi-join of a large state, so that the engine gets the few marks the statement needs. None where it carries
     more than 1/``WHOLE_STATE_FROM`` of the state's producers (a statement of many keys, R20): the engine joins the
-    whole state for less than the names cost to read and look up (no more of them than that are read)."""
+    whole state for less than the names cost to read and look up (no more of them than that are read). A statement
+    of keys with more ``entries`` than that (it has about as many keys as entries) joins the whole state unread."""
     whole = run.adapter.WHOLE_STATE_FROM
     # (a power of two, so that few trees are kept; at least CARRIED_NAMES, which cost little to read)
     limit = None if whole is None else max(1 << (state.marks.num_rows // whole).bit_length(), CARRIED_NAMES)
+    if limit is not None and run.statement.keyed and entries is not None and entries > limit:
+        return None
     query = run.kept(f"carried {limit}", lambda: plan.CARRIED.build(given) if limit is None else
                      plan.CARRIED.build(given).limit(limit + 1))
     carried = run.adapter.fetch_arrow(query)
@@ -338,9 +341,10 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
     shape = f"{i.fingerprint is not None} {i.entry is not None}"
     try:
         if large:       # the marks of the producers the rows carry, read from the rows (a semi-join)
-            i = i.having(values=scratch.table("__sd_values", steps["values"].build(i)))
+            values, entries = adapter.create_counted_temp_table(scratch.name("__sd_values"), steps["values"].build(i))
+            i = i.having(values=values)
             run.statement = i.read
-            carried = carried_marks(run, state, i)
+            carried = carried_marks(run, state, i, entries)
             marks = scratch.relation("__sd_marks", state.marks.table if carried is None else carried)
         else:
             marks = scratch.relation("__sd_marks", state.marks.table) if marked else None
