@@ -252,10 +252,11 @@ class Commits(Collaborator):
 
     def staged_producers(self, topic) -> pa.Array:
         """The producer of each row the open commit staged: read from its files by Arrow where they are on the local
-        disk (a statement of millions of keys would gather them in the driver's heap through a job), else by one."""
+        disk (a statement of millions of keys would gather them in the driver's heap through a job), else by one (a
+        Spark Connect client's too: the server's disk need not be the client's, and the server streams the rows)."""
         directory = self._open[topic.key].directory
         local = local_path(directory) if directory else None
-        if local is None:
+        if local is None or self.adapter.remote:
             return producers_of(self.adapter, self.staged_rows(topic))
         return pq.read_table(local, columns=["_producer"]).column(0).combine_chunks().cast(pa.string())
 
