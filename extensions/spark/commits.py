@@ -207,9 +207,9 @@ class Commits(Collaborator):
     def write_decided(self, topic, decided, keep, insert_for, metrics, outcome, last, proceed, name, split=None):
         """One job: the decided rows are observed (the metrics, and the outcome of each producer's last row, as a
         list, or the outcome's aggregates where ``last`` is None) on their way to the commit's directory, whatever
-        the metrics say (the caller discards them). With ``split`` (the name of a column of ``decided``, true for an entry dropped, where ``stages_apart``), the
-        dropped entries are written by the same job, apart (``dropped_rows``); ``insert_for`` then gives the column
-        last."""
+        the metrics say (the caller discards them). With ``split`` (the name of a column of ``decided``, true for an
+        entry dropped, where ``stages_apart``), the dropped entries are written by the same job, apart
+        (``dropped_rows``); ``insert_for`` then gives the column last."""
         F = self.F
 
         if last is None:     # (aggregates: one row, observed as metrics are)
