@@ -249,15 +249,35 @@ def marks_relation(run, state: TopicState, scratch: Scratch, given: plan.Inputs,
 CARRIED_NAMES = 1 << 16
 
 
+def carried_limit(adapter, state: TopicState) -> int | None:
+    """The most producers a statement may carry and still be joined to their marks alone (None: any number)."""
+    whole = adapter.WHOLE_STATE_FROM
+    # (a power of two, so that few trees are kept; at least CARRIED_NAMES, which cost little to read)
+    return None if whole is None else max(1 << (state.marks.num_rows // whole).bit_length(), CARRIED_NAMES)
+
+
+def more_entries(run, limit: int | None) -> bool:
+    """Whether the statement has more than ``limit`` entries: its first ``limit`` + 1 rows read, no more (the
+    engine stops its scan there). A statement of keys has about as many keys as entries, so one with more joins the
+    whole state without reading its rows into a table first to count its keys (5M keys: 0.8 s of 5 s on DuckDB).
+    A source that gives other rows when read again changes only which join is made, never the decision."""
+    if limit is None:
+        return False
+    probe = run.kept(f"more entries {limit}", lambda: exp.select(exp.Count(this=exp.Star())).from_(
+        exp.select(exp.convert(1)).from_(run.statement.keys.subquery("k")).limit(limit + 1).subquery("f")))
+    try:
+        return run.adapter.fetchall(probe)[0][0] > limit
+    except EngineError as error:
+        raise Unsettled(error) from error
+
+
 def carried_marks(run, state: TopicState, given: plan.Inputs, entries: int | None = None) -> pa.Table | None:
     """The marks of the producers the statement carries, and a row with no mark for each that has none: a
     semi-join of a large state, so that the engine gets the few marks the statement needs. None where it carries
     more than 1/``WHOLE_STATE_FROM`` of the state's producers (a statement of many keys, R20): the engine joins the
     whole state for less than the names cost to read and look up (no more of them than that are read). A statement
     of keys with more ``entries`` than that (it has about as many keys as entries) joins the whole state unread."""
-    whole = run.adapter.WHOLE_STATE_FROM
-    # (a power of two, so that few trees are kept; at least CARRIED_NAMES, which cost little to read)
-    limit = None if whole is None else max(1 << (state.marks.num_rows // whole).bit_length(), CARRIED_NAMES)
+    limit = carried_limit(run.adapter, state)
     if limit is not None and run.statement.keyed and entries is not None and entries > limit:
         return None
     query = run.kept(f"carried {limit}", lambda: plan.CARRIED.build(given) if limit is None else
@@ -333,6 +353,8 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
     adapter, kept, steps = run.adapter, run.kept, plan.PLANS["rows"]
     marked = state.marks.num_rows if state.enabled else 0
     large = adapter.SEMI_JOIN_ABOVE is not None and marked > adapter.SEMI_JOIN_ABOVE
+    if large and run.statement.keyed and more_entries(run, carried_limit(adapter, state)):
+        large = False       # (it joins the whole state, so its rows are read once by the step that joins them)
     judged = payloads.judged(state)       # R16, R18: the dropped entries set apart, for the ledger and conflicts
     columns = payloads.sent(run, state, targets, values, "r")
     i = inputs(run, targets, values, read_once=large, checked=state.enabled, dropped=judged,
