@@ -14,7 +14,7 @@ from seqdedup.errors import CatalogError, TopicError
 from seqdedup.udfs import Policies
 
 from . import policies as policy
-from .schema import SYSTEM_COLUMNS, TOPICS, arrow_schema, catalog_table
+from .schema import SYSTEM_COLUMNS, TOPICS, arrow_schema, catalog_table, system_columns
 from .setup import CatalogSetup, shape_problem
 from .state import (SnapshotHeader, chain_of, complete_snapshots, last_position_query, literal, snapshot_headers_query,
                     snapshot_insert, snapshot_rows)
@@ -100,6 +100,7 @@ class Topic:
     ref: TopicRef
     user_columns: list[tuple[str, str]]          # the user's columns (name, type), in order
     settings: dict[str, dict[str, str]] = field(default_factory=dict)   # scope -> policy -> value as set
+    id_parts: int | None = None                  # the parts of its composite ids (R19, ``ids``); None: integer ids
 
     @functools.cached_property
     def applied(self) -> Policies:
@@ -165,26 +166,29 @@ class Catalog:
 
     def topic(self, ref: TopicRef) -> Topic:
         """The registered topic, or a TopicError naming it and how to create it."""
-        registered, settings, _ = self._lookup(ref)
+        registered, settings, numbers = self._lookup(ref)
         if not registered:
             raise TopicError(f"unknown topic {ref.key}; create it first (seqdedup topic create {ref.key} ..., or "
                              "CREATE TABLE ... TBLPROPERTIES ('seqdedup.deduplication_enabled' = 'true'))")
-        return self.described(ref, settings)
+        return self.described(ref, settings, numbers["registered"][1] - 1 or None)
 
-    def described(self, ref: TopicRef, settings: dict[str, dict[str, str]]) -> Topic:
-        """The registered topic ``ref``, whose policy ``settings`` are known: its table checked and described."""
+    def described(self, ref: TopicRef, settings: dict[str, dict[str, str]], id_parts: int | None = None) -> Topic:
+        """The registered topic ``ref``, whose policy ``settings`` and id shape (``id_parts``) are known: its table
+        checked and described."""
+        system = system_columns(id_parts)
         columns = self.executor.columns(ref.table)
         if not columns:
             raise CatalogError(f"topic {ref.key} is registered but its table is missing (dropped outside seqdedup?); "
                                "restore the table from a backup of this database: it holds the topic's entries, "
                                "which the catalog cannot rebuild")
-        problem = shape_problem(columns, SYSTEM_COLUMNS, self.executor.DIALECT)
+        problem = shape_problem(columns, system, self.executor.DIALECT)
         if problem:
             raise CatalogError(f"the table of topic {ref.key} is damaged: {problem} (changed outside seqdedup?); "
                                "restore the table from a backup of this database")
-        return Topic(ref=ref, user_columns=[c for c in columns if c[0] not in SYSTEM_COLUMNS], settings=settings)
+        return Topic(ref=ref, user_columns=[c for c in columns if c[0] not in system], settings=settings,
+                     id_parts=id_parts)
 
-    def create_table(self, ref: TopicRef, columns: dict[str, exp.DataType]) -> bool:
+    def create_table(self, ref: TopicRef, columns: dict[str, exp.DataType], id_parts: int | None = None) -> bool:
         """The topic's table, with the user's columns and the system columns (before ``register``); False when an
         interrupted create had left it, empty, and it was taken over."""
         clash = sorted(set(columns) & set(SYSTEM_COLUMNS))
@@ -197,16 +201,16 @@ class Catalog:
         if self._adoptable(ref, columns):
             return False
         self.executor.create_namespace(ref.namespace)
-        self.executor.storage.create_topic_table(ref.table, {**columns, **SYSTEM_COLUMNS})
+        self.executor.storage.create_topic_table(ref.table, {**columns, **system_columns(id_parts)})
         return True
 
-    def register(self, ref: TopicRef, now: dt.datetime) -> None:
+    def register(self, ref: TopicRef, now: dt.datetime, id_parts: int | None = None) -> None:
         """Enter the topic in the registry: the last step of creating it (a row appended: on Spark, no job)."""
         import pyarrow as pa
 
         self.executor.append_rows(catalog_table("seqdedup_topics"), pa.Table.from_pylist(
-            [{"topic": ref.key, "namespace": ref.namespace, "name": ref.name, "created_at": now}],
-            schema=arrow_schema(TOPICS)))
+            [{"topic": ref.key, "namespace": ref.namespace, "name": ref.name, "created_at": now,
+              "id_parts": id_parts}], schema=arrow_schema(TOPICS)))
 
     def _adoptable(self, ref: TopicRef, columns: dict[str, exp.DataType]) -> bool:
         """The table exists already: take it over if an interrupted ``create`` left it (the same columns, empty),
@@ -270,7 +274,9 @@ class Catalog:
             return exp.select(literal(kind).as_("kind"), scope.as_("scope"), key.as_("key"), value.as_("value"),
                               number.as_("number"), snapshot_id.as_("snapshot_id")).from_(source)
 
-        parts = [rows("registered", catalog_table("seqdedup_topics"), literal(1))
+        # (a registered topic's id shape rides in its snapshot_id slot: its id_parts, 0 for integer ids)
+        parts = [rows("registered", catalog_table("seqdedup_topics"), literal(1),
+                      exp.func("coalesce", exp.column("id_parts"), literal(0)))
                  .where(exp.column("topic").eq(literal(ref.key))),
                  rows("setting", catalog_table("seqdedup_policies"), exp.column("version"), scope=exp.column("scope"),
                       key=exp.column("key"), value=exp.column("value")).where(_applying_to(ref))]
@@ -395,15 +401,17 @@ class Catalog:
 
     def write_snapshot(self, ref: TopicRef, marks: exp.Expression | None, *, header: SnapshotHeader | None,
                        position: int, kind: str, now: dt.datetime, commit: int,
-                       max_producers: int | None = None, parent: int | None = None, first: int | None = None) -> int:
+                       max_producers: int | None = None, parent: int | None = None, first: int | None = None,
+                       id_parts: int | None = None) -> int:
         """Write a snapshot of ``marks`` (None: an empty one; a query or table; or a ``pyarrow.Table`` of marks in
         memory, appended as rows) at ``position``, an increment of ``parent`` if given; returns its id. Without a
-        ``header`` (a topic's first snapshot), its id is ``first`` (``creation``) or read."""
+        ``header`` (a topic's first snapshot), its id is ``first`` (``creation``) or read. ``id_parts``: a query's
+        marks are composite ids (R19)."""
         snapshot_id = header.next_snapshot_id if header else first or self._next_snapshot_id(ref)
         options = dict(snapshot_id=snapshot_id, position=position, kind=kind, now=now, commit=commit,
                        max_producers=max_producers, parent=parent)
         if isinstance(marks, exp.Expression):
-            self.executor.execute(snapshot_insert(ref.key, marks, **options))
+            self.executor.execute(snapshot_insert(ref.key, marks, id_parts=id_parts, **options))
         else:
             self.executor.append_rows(catalog_table("producer_sequences"), snapshot_rows(
                 ref.key, marks, attempt=self.executor.storage.attempt(ref), **options))

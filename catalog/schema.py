@@ -50,10 +50,12 @@ PRODUCER_SEQUENCES = _types(
     commit_id="bigint",           # the topic commit that wrote the row; it counts only once that commit is published
     parent_id="bigint",           # an increment's: the snapshot it adds to; NULL on a full snapshot
     attempt="text",               # which attempt at the commit wrote the row, where several drivers may (COMMITS)
+    composite_id="text",          # a topic of composite ids' mark (R19, catalog.ids), in place of sequence_id
 )
 
 #: The topic registry.
-TOPICS = _types(topic="text", namespace="text", name="text", created_at="timestamp")
+TOPICS = _types(topic="text", namespace="text", name="text", created_at="timestamp",
+                id_parts="bigint")        # the parts of its composite ids (R19, catalog.ids); NULL: integer ids
 
 #: Policy settings (R9), append-only: the row with the highest version per (scope, target, key) is in force;
 #: a NULL value means unset.
@@ -79,6 +81,7 @@ DROPPED = _types(
     dropped_at="timestamp",       # the statement's time (its run log rows' executed_at)
     entry="text",                 # with ``rows``: the entry's own columns as a JSON object; else NULL
     attempt="text",               # see PRODUCER_SEQUENCES
+    composite_id="text",          # a topic of composite ids' (R19, catalog.ids), its ids NULL then
 )
 
 #: The holes statements left after their producers' marks (R17), where the topic's ``gap_policy`` is ``record``: one
@@ -142,8 +145,9 @@ LEASE_PARTITIONS = _types(
 ADDED_TABLES = frozenset({"seqdedup_consumers", "seqdedup_commits", "seqdedup_dropped", "seqdedup_gaps"})
 #: Columns added to the version-2 layout in the same way, by table: ``Catalog.create()`` adds them (NULL in old rows).
 ADDED_COLUMNS = {"seqdedup_statements": ("out_of_order", "attempt", "payload_conflicts"),
-                 "producer_sequences": ("parent_id", "attempt"),
-                 "seqdedup_consumers": ("attempt",)}
+                 "producer_sequences": ("parent_id", "attempt", "composite_id"),
+                 "seqdedup_consumers": ("attempt",), "seqdedup_topics": ("id_parts",),
+                 "seqdedup_dropped": ("composite_id",)}
 
 #: The attempt that writes a catalog row, bound for the length of a commit (``Writer.commit``): NULL where one
 #: process writes.
@@ -152,6 +156,14 @@ ATTEMPT = exp.cast(exp.Placeholder(this="__sd_attempt"), "text")
 #: Columns seqdedup adds to every topic, after the user's own, with their types (what each holds: ``names.SYSTEM``).
 SYSTEM_COLUMNS = dict(zip(SYSTEM, map(exp.DataType.build,
                                       ("text", "bigint", "bigint", "bigint", "timestamp", "bigint")), strict=True))
+
+
+def system_columns(id_parts: int | None) -> dict[str, exp.DataType]:
+    """The system columns of a topic whose ids have ``id_parts`` parts (None: integer ids, ``SYSTEM_COLUMNS``)."""
+    if id_parts is None:
+        return SYSTEM_COLUMNS
+    text = exp.DataType.build("text")
+    return {**SYSTEM_COLUMNS, "_sequence_id": text, "_highest_sequence_id": text}
 
 
 #: Columns of ``<topic>_foreign``, the table a topic's foreign rows are moved into (``seqdedup topic quarantine``):

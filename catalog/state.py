@@ -118,17 +118,29 @@ def snapshot_headers_query(topic: str, visible: exp.Expression) -> exp.Expressio
                     visible=visible)
 
 
+def snapshot_marks(id_parts: int | None = None) -> exp.Expression:
+    """``producer_sequences`` as a topic's marks are read from it: a topic of composite ids (R19, ``id_parts``)
+    keeps its marks in ``composite_id``, read as its ``sequence_id``."""
+    if id_parts is None:
+        return PRODUCER_SEQUENCES_TABLE.copy()
+    columns = [exp.alias_(exp.column("composite_id"), name) if name == "sequence_id" else exp.column(name)
+               for name in PRODUCER_SEQUENCES if name != "composite_id"]
+    return exp.select(*columns).from_(PRODUCER_SEQUENCES_TABLE.copy()).subquery("producer_sequences")
+
+
 def producer_state_query(topic: str, topic_table: exp.Table, header: SnapshotHeader,
-                         visible: exp.Expression, own: exp.Expression | None = None) -> exp.Expression:
+                         visible: exp.Expression, own: exp.Expression | None = None,
+                         id_parts: int | None = None) -> exp.Expression:
     """The marks of every producer the state knows: (producer, sequence_id, last_publish_time, replayed).
     ``visible`` (a condition on ``commit_id``, and ``attempt``) keeps out the rows of a commit that was not
     published, or was another attempt's: they may carry a snapshot id of the chain too. The replay reads the topic's
-    rows where ``own`` holds (seqdedup's, ``schema.written_by_seqdedup``: by default, every one)."""
+    rows where ``own`` holds (seqdedup's, ``schema.written_by_seqdedup``: by default, every one). ``id_parts``: the
+    topic's composite ids (R19; None: integer ids)."""
     return template(
         "producer_state",
         topic=literal(topic),
         topic_table=topic_table.copy(),
-        producer_sequences=PRODUCER_SEQUENCES_TABLE,
+        producer_sequences=snapshot_marks(id_parts),
         in_chain=exp.and_(exp.column("snapshot_id").isin(*[literal(i) for i in header.chain or (header.snapshot_id,)]),
                           visible),
         after=literal(header.position),
@@ -197,6 +209,8 @@ def snapshot_rows(topic: str, marks, *, snapshot_id: int, position: int, kind: s
     schema = arrow_schema(PRODUCER_SEQUENCES)
     if marks is None:                  # a snapshot of no producer: its header alone
         marks = schema.empty_table()
+    elif pa.types.is_string(marks.schema.field("sequence_id").type):     # composite ids (R19): their own column
+        marks = marks.rename_columns(["composite_id" if n == "sequence_id" else n for n in marks.column_names])
     if max_producers is not None:      # R12: the most recently active producers
         marks = marks.sort_by([("last_publish_time", "descending"), ("producer", "ascending")]).slice(
             0, max_producers)
@@ -220,6 +234,7 @@ def snapshot_insert(
     commit: int,
     max_producers: int | None = None,
     parent: int | None = None,
+    id_parts: int | None = None,
 ) -> exp.Insert:
     """One statement that writes a whole snapshot: the producer rows of ``marks`` and the header counting them.
 
@@ -227,7 +242,8 @@ def snapshot_insert(
     producer: then the header alone, a row of literals (on Spark one job, where counting an empty query adds one).
     With ``max_producers`` only the most recently active producers are kept (R12); the others survive a restart
     only through replay. With ``parent``, the snapshot is an increment of that one: ``marks`` holds the producers
-    that changed since, and a NULL sequence_id for each one purged.
+    that changed since, and a NULL sequence_id for each one purged. ``id_parts``: the marks are composite ids
+    (R19), kept in ``composite_id``.
 
     Example:
         >>> import datetime as dt
@@ -246,7 +262,8 @@ def snapshot_insert(
         values = {**common, "producer": exp.cast(exp.null(), "text"), "sequence_id": exp.cast(exp.null(), "bigint"),
                   "last_publish_time": exp.cast(exp.null(), "timestamp"), "producers": producers,
                   "kind": literal(kind), "taken_at": literal(now), "commit_id": literal(commit),
-                  "parent_id": parent_id.copy(), "attempt": ATTEMPT.copy()}
+                  "parent_id": parent_id.copy(), "attempt": ATTEMPT.copy(),
+                  "composite_id": exp.cast(exp.null(), "text")}
         return exp.select(*[exp.alias_(value, name) for name, value in values.items()])
 
     if marks is None:
@@ -257,12 +274,16 @@ def snapshot_insert(
     )
     if max_producers is not None:
         kept = kept.order_by("last_publish_time DESC", "producer").limit(max_producers)
+    ids = (exp.column("sequence_id"), exp.cast(exp.null(), "text"))
+    if id_parts is not None:
+        ids = (exp.cast(exp.null(), "bigint"), exp.column("sequence_id"))
     rows = exp.select(
         *[exp.alias_(v, k) for k, v in common.items()],
-        "producer", "sequence_id", "last_publish_time",
+        "producer", exp.alias_(ids[0], "sequence_id"), "last_publish_time",
         exp.alias_(exp.cast(exp.null(), "bigint"), "producers"),
         exp.alias_(literal(kind), "kind"), exp.alias_(literal(now), "taken_at"), exp.alias_(literal(commit), "commit_id"),
         exp.alias_(parent_id, "parent_id"), exp.alias_(ATTEMPT.copy(), "attempt"),
+        exp.alias_(ids[1], "composite_id"),
     ).from_("kept")
     body = exp.union(rows, header(exp.select(exp.Count(this=exp.Star())).from_("kept").subquery()), distinct=False)
     body = exp.select("*").from_(body.subquery("snapshot")).with_("kept", as_=kept)

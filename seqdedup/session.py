@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Callable, Iterable
 
 from sqlglot import exp
 
+from seqdedup.catalog import ids
 from seqdedup.catalog.catalog import Topic, TopicRef
 from seqdedup.catalog.schema import DROPPED, GAPS
 from seqdedup.catalog.state import literal
@@ -91,13 +92,16 @@ class Session:
     # --- topics and policies (R9, R10) ---------------------------------------------------------------------------
 
     def create_topic(self, name: str, columns: dict[str, str] | Iterable[tuple[str, str]], *,
-                     namespace: str | None = None, if_not_exists: bool = False, **policies: object) -> Topic:
+                     namespace: str | None = None, if_not_exists: bool = False, id_parts: int | None = None,
+                     **policies: object) -> Topic:
         """Create a topic with the user's columns (name -> Spark SQL type) and topic-level policies.
 
+        ``id_parts`` (1 to 3): its sequence ids are composite, tuples of that many unsigned 64-bit integers compared
+        in order (R19: a CDC source's position, such as ``is_not_dup(slot, (lsn, event))``); left out, BIGINT.
         A topic that exists already is a TopicError, unless ``if_not_exists``: then nothing changes (its columns
         and policies stay as they are)."""
         return creation.create_topic(self.broker, self.ref(name, namespace), columns, if_not_exists=if_not_exists,
-                                     policies=policies, wait=self.TOPIC_WAIT_SECONDS)
+                                     policies=policies, wait=self.TOPIC_WAIT_SECONDS, id_parts=id_parts)
 
     def alter_topic(self, name: str, **policies: object) -> Topic:
         """Set topic policies; a value of ``None`` unsets one (then the namespace or global value applies). Turning
@@ -213,10 +217,14 @@ class Session:
         return QueryResult(["producer", "sequence_id", "last_publish_time"],
                            [tuple(r.values()) for r in marks.to_pylist()])
 
-    def last_sequence_id(self, topic: str, producer: str) -> int:
-        """R13: the producer's persisted mark, or -1 when it has none (or deduplication is disabled)."""
-        mark = self.state(topic).mark(producer)
-        return -1 if mark is None else mark
+    def last_sequence_id(self, topic: str, producer: str) -> int | tuple[int, ...]:
+        """R13: the producer's persisted mark, or -1 when it has none (or deduplication is disabled); a tuple on a
+        topic of composite ids (R19)."""
+        state = self.state(topic)
+        mark = state.mark(producer)
+        if mark is None:
+            return -1
+        return mark if state.topic.id_parts is None else ids.decoded(mark)
 
     def dup_status(self, topic: str, producer: str, sequence_id: int,
                    highest_sequence_id: int | None = None) -> DupStatus:

@@ -18,6 +18,7 @@ from typing import Callable
 import sqlglot
 from sqlglot import exp
 
+from seqdedup.catalog import ids
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 from seqdedup.errors import RewriteError, at
 
@@ -29,6 +30,24 @@ DEDUP_CALLS = ("is_not_dup", "is_new")
 
 #: is_not_dup's arguments as written (the type check reads them before a COALESCE could convert them).
 ARGUMENTS = ("__sd_arg_producer", "__sd_arg_sequence_id", "__sd_arg_highest")
+#: The parts of a composite id as written (R19), numbered from 0 after this stem.
+PART = "__sd_arg_part"
+
+
+def composite_parts(argument: exp.Expression) -> list[exp.Expression] | None:
+    """The parts of a composite id (R19) as the user wrote it: ``(a, b)``, ``struct(a, b)`` or ``named_struct``
+    (Spark), ``row(a, b)`` or ``{'a': a, 'b': b}`` (DuckDB); None for any other expression (an integer id).
+
+    Example:
+        >>> [p.sql() for p in composite_parts(sqlglot.parse_one("struct(lsn AS l, idx)", read="spark"))]
+        ['lsn', 'idx']
+    """
+    if isinstance(argument, exp.Tuple) or (isinstance(argument, exp.Anonymous) and argument.name.lower() == "row"):
+        return list(argument.expressions)
+    if isinstance(argument, exp.Struct):
+        return [e.expression if isinstance(e, (exp.PropertyEQ, exp.Slice)) else e.unalias()
+                for e in argument.expressions]
+    return None
 
 
 def calls(tree: exp.Expression, name: str) -> list[exp.Anonymous]:
@@ -49,6 +68,7 @@ class DedupInsert:
     arguments: exp.Select           # is_not_dup's arguments as written (no COALESCE), to check their types first
     call: exp.Anonymous             # the is_not_dup call as the user wrote it, for the line and column in errors
     source: exp.Insert              # the statement as the user wrote it, for errors about it
+    id_parts: int | None = None     # the parts of its composite ids (R19, catalog.ids); None: integer ids
 
     @property
     def ordered(self) -> bool:
@@ -218,10 +238,12 @@ def _arrival_order(select: exp.Select) -> list[exp.Ordered]:
     return resolved
 
 
-def expand_is_not_dup(tree: exp.Insert, binary: Callable[[exp.Expression], exp.Expression] | None = None
-                      ) -> DedupInsert:
+def expand_is_not_dup(tree: exp.Insert, binary: Callable[[exp.Expression], exp.Expression] | None = None,
+                      one_part: bool = False) -> DedupInsert:
     """Split a validated INSERT into its target, the narrow key query and the values query (plan step 1).
-    ``binary`` (the engine's ``EngineAdapter.binary``) makes the producer compare byte for byte.
+    ``binary`` (the engine's ``EngineAdapter.binary``) makes the producer compare byte for byte. A composite id
+    (``composite_parts``) is encoded as its text (``catalog.ids``); ``one_part``: the topic's ids have one part,
+    so an id written as a plain expression is one too.
 
     Example:
         >>> d = expand_is_not_dup(sqlglot.parse_one(
@@ -242,6 +264,15 @@ def expand_is_not_dup(tree: exp.Insert, binary: Callable[[exp.Expression], exp.E
     producer, sequence_id, *rest = [a.copy() for a in call.expressions]
     if binary is not None:      # producer names compare byte for byte, whatever collation the source declares
         producer = binary(producer)
+    parts = composite_parts(sequence_id) or ([sequence_id] if one_part else None)
+    if parts is not None:
+        if rest:
+            raise RewriteError(f"a composite id has no batch entries, so is_not_dup takes no highest_sequence_id with "
+                               f"one{at(call.expressions[2])}: send each event with its own position")
+        if not 1 <= len(parts) <= ids.MAX_PARTS:
+            raise RewriteError(f"a composite id has 1 to {ids.MAX_PARTS} parts; this one has {len(parts)}"
+                               f"{at(call.expressions[1])}")
+        sequence_id = ids.encode(parts)
     highest = exp.func("coalesce", rest[0], sequence_id.copy()) if rest else sequence_id.copy()
     user_order = _arrival_order(select)
 
@@ -251,7 +282,10 @@ def expand_is_not_dup(tree: exp.Insert, binary: Callable[[exp.Expression], exp.E
     select.set("where", exp.Where(this=exp.and_(*remaining)) if remaining else None)
     select.set("order", None)
     arguments = select.copy()
-    arguments.set("expressions", [exp.alias_(a.copy(), name) for a, name in zip(call.expressions, ARGUMENTS)])
+    written = list(zip(call.expressions, ARGUMENTS))
+    if parts is not None:
+        written = written[:1] + [(part, f"{PART}{i}") for i, part in enumerate(parts)]
+    arguments.set("expressions", [exp.alias_(a.copy(), name) for a, name in written])
 
     keys = [exp.alias_(producer, PRODUCER), exp.alias_(sequence_id, SEQUENCE_ID), exp.alias_(highest, HIGHEST)]
     keys += [exp.alias_(o.this.copy(), f"__sd_o{i}") for i, o in enumerate(user_order)]
@@ -271,7 +305,8 @@ def expand_is_not_dup(tree: exp.Insert, binary: Callable[[exp.Expression], exp.E
     target = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
     columns = [c.name for c in tree.this.expressions] if isinstance(tree.this, exp.Schema) else None
     return DedupInsert(target=target.copy(), columns=columns, keys=key_select, values=value_select, order=order,
-                       key_columns=[k.alias for k in keys], arguments=arguments, call=call, source=tree)
+                       key_columns=[k.alias for k in keys], arguments=arguments, call=call, source=tree,
+                       id_parts=None if parts is None else len(parts))
 
 
 def _conjuncts(condition: exp.Expression) -> list[exp.Expression]:

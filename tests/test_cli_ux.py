@@ -80,7 +80,7 @@ def by_hand(tmp_path, *statements: str) -> None:
 def test_recover_that_blesses_a_wrong_state_exits_nonzero_and_repairs_when_asked(run, tmp_path):
     events(run, ("p", 1), ("q", 2))
     by_hand(tmp_path, "INSERT INTO producer_sequences SELECT topic, 1000, (SELECT max(_position) FROM events), who, "
-                      "CASE who WHEN 'p' THEN 100 ELSE 2 END, taken_at, NULL, 'snapshot', taken_at, commit_id, NULL, NULL "
+                      "CASE who WHEN 'p' THEN 100 ELSE 2 END, taken_at, NULL, 'snapshot', taken_at, commit_id, NULL, NULL, NULL "
                       "FROM producer_sequences, (VALUES ('p'), ('q'), (NULL)) AS m(who) WHERE snapshot_id = 1",
             "UPDATE producer_sequences SET producers = 2 WHERE snapshot_id = 1000 AND producer IS NULL")
     assert json.loads(run("state", "events", "--json")[1])["rows"][0][:2] == ["p", 100]

@@ -17,7 +17,7 @@ FROM :topic_table
 WHERE :commits AND _position > :after AND :own
 GROUP BY _commit, _producer
 UNION ALL
-SELECT 'snapshot', s.commit_id, CAST(NULL AS STRING), CAST(NULL AS BIGINT), s.taken_at, s.producers, s.position,
+SELECT 'snapshot', s.commit_id, CAST(NULL AS STRING), NULL, s.taken_at, s.producers, s.position,
        s.kind, s.snapshot_id, s.parent_id, s.attempt IS NULL OR w.attempt = s.attempt, w.commit_id IS NOT NULL
 FROM :producer_sequences AS s
 LEFT JOIN (SELECT DISTINCT commit_id, attempt FROM :commits_table WHERE topic = :topic) AS w

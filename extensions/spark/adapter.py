@@ -195,7 +195,9 @@ class SparkAdapter(EngineAdapter):
     def marks_map(self, table):
         # (a map parameter must be a map() of literals of one type, or Spark refuses it: INVALID_SQL_ARG)
         F = self.F
-        marks = table.column("sequence_id").fill_null(-1).cast(pa.string()).to_pylist()
+        ids = table.column("sequence_id")
+        # (none: -1, or '' below every composite id's text, R19)
+        marks = ids.fill_null("" if pa.types.is_string(ids.type) else -1).cast(pa.string()).to_pylist()
         return F.create_map(*[F.lit(value) for pair in zip(table.column("producer").to_pylist(), marks)
                               for value in pair])
 

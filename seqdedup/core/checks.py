@@ -18,6 +18,29 @@ from .topic_state import TopicState
 COMPUTING = re.compile(r"overflow|out of range|cast|conver|divi|arithmetic|invalid input|numeric", re.IGNORECASE)
 
 
+def id_shape(run, topic) -> None:
+    """R19: the statement's ids have the shape of the topic's (an integer, or a composite id of so many parts), or
+    a RewriteError says how to write them; a plain id on a topic of one-part ids is read as that part."""
+    statement, parts = run.statement, topic.id_parts
+    if parts == 1 and statement.id_parts is None and not statement.keyed and not statement.batched:
+        run.statement = run.written = rewrite.expand_is_not_dup(statement.source, run.adapter.binary, one_part=True)
+        return
+    if statement.id_parts == parts:
+        return
+    where = at(statement.call)
+    if statement.keyed:
+        raise RewriteError(f"is_new{where} decides by keys, whose only id is the integer 0, but topic "
+                           f"{topic.ref.key} takes composite ids of {parts} parts: write keys into a topic of integer "
+                           "ids (created without id_parts)")
+    if parts is None:
+        raise RewriteError(f"topic {topic.ref.key} takes integer sequence ids (BIGINT), but is_not_dup{where} gives a "
+                           f"composite id of {statement.id_parts} parts: give one integer, or create the topic with "
+                           f"id_parts={statement.id_parts}")
+    raise RewriteError(f"topic {topic.ref.key} takes composite ids of {parts} parts (R19), but is_not_dup{where} "
+                       f"gives {'an integer id' if statement.id_parts is None else f'{statement.id_parts} parts'}: "
+                       f"write its id as a tuple of {parts}, is_not_dup(producer, ({', '.join('abc'[:parts])}))")
+
+
 def check(run, state: TopicState) -> tuple[list[str], list[str]]:
     """Types and shape, read from the SELECT without running it: the producer a string, ids integers, the
     values fitting the topic's columns, no column named like seqdedup's own. Returns (targets, value columns)."""
@@ -32,12 +55,17 @@ def check(run, state: TopicState) -> tuple[list[str], list[str]]:
     checks = ((rewrite.ARGUMENTS[0], "producer", adapter.STRING_TYPES, "a string: CAST it to STRING"),
               (rewrite.ARGUMENTS[1], "sequence_id", adapter.INTEGER_TYPES, ids),
               (rewrite.ARGUMENTS[2], "highest_sequence_id", adapter.INTEGER_TYPES, ids))
+    parts = "an integer: CAST it to BIGINT, or to DECIMAL(20, 0) for values of 2^63 and above (each part is 0 to " \
+            "18446744073709551615)"
+    checks += tuple((name, f"sequence_id's part {name[len(rewrite.PART):]}", adapter.INTEGER_TYPES | {"DECIMAL"},
+                     parts) for name in types if name.startswith(rewrite.PART))
     for column, role, allowed, fix in checks:
         kind = types.get(column)
         if kind is None:
             continue
         base = re.split(r"[( ]", kind.strip('"'), maxsplit=1)[0].upper()    # STRING COLLATE UTF8_LCASE: STRING
-        if base not in allowed | adapter.NULL_TYPES:
+        whole = base != "DECIMAL" or re.search(r",\s*0\s*\)", kind)     # (a DECIMAL's scale 0: whole numbers)
+        if base not in allowed | adapter.NULL_TYPES or not whole:
             raise InvalidEntryError(f"is_not_dup's {role} argument has type {kind.upper()}; it must be {fix}")
     if columns is None:
         columns = describe(run, run.kept("values", lambda: statement.values))
@@ -109,6 +137,10 @@ def refuse_invalid(run) -> None:
         (h < s, "highest_sequence_id below sequence_id",
          "a batch entry's highest id must be at least its lowest id"),
     ]
+    if run.statement.id_parts is not None:     # (R19: an id of a part out of range is encoded as NULL)
+        problems[1:] = [(s.is_(exp.null()), "a composite sequence_id with a part that is NULL, negative, not a "
+                         "whole number, or above 18446744073709551615",
+                         "each part of a composite id is an unsigned 64-bit integer")]
     keys = run.statement.keys.subquery("k")
     if run.statement.keyed:     # (is_new: the producer is the key's digest, NULL only for a NULL key of one part)
         nulls = run.adapter.fetchall(exp.select(exp.func("count_if", p.is_(exp.null()))).from_(keys.copy()))[0][0]

@@ -14,7 +14,7 @@ from typing import Iterable
 import sqlglot
 from sqlglot import exp
 
-from seqdedup.catalog import policies as policy
+from seqdedup.catalog import ids, policies as policy
 from seqdedup.catalog.catalog import Creation, Topic, TopicRef
 from seqdedup.errors import CommitConflict, EngineError, TopicError, already_exists
 
@@ -24,10 +24,11 @@ from .topic_state import created
 
 
 def create_topic(broker: Broker, ref: TopicRef, columns: dict[str, str] | Iterable[tuple[str, str]], *,
-                 if_not_exists: bool, policies: dict[str, object], wait: float) -> Topic:
+                 if_not_exists: bool, policies: dict[str, object], wait: float, id_parts: int | None = None) -> Topic:
     """Create the topic ``ref`` with the user's columns (name -> Spark SQL type) and topic-level policies; ``wait``:
     the seconds to wait for the registry row of a table another driver created first (see
-    ``Session.create_topic``)."""
+    ``Session.create_topic``); ``id_parts``: the parts of its composite ids (R19; None: integer ids)."""
+    id_parts = ids.check_parts(id_parts)
     if "." in ref.namespace:    # its key, namespace.name, would be that of a topic with a dot in its name
         raise TopicError(f"namespace {ref.namespace!r} has a dot: topic {ref.key} could not be told apart from "
                          f"topic {ref.key.split('.', 1)[0]!r}.{ref.key.split('.', 1)[1]!r} in the catalog; use "
@@ -59,8 +60,8 @@ def create_topic(broker: Broker, ref: TopicRef, columns: dict[str, str] | Iterab
                                  "query of the session would read instead of the topic; drop it first "
                                  f"(session.unregister({ref.name!r})) or name the topic otherwise")
             try:
-                settings, first = _create(broker, ref, types, policies, creation)
-                topic = catalog.described(ref, settings)      # (its settings not read a second time)
+                settings, first = _create(broker, ref, types, policies, creation, id_parts)
+                topic = catalog.described(ref, settings, id_parts)      # (its settings not read a second time)
                 if first is not None:       # its first statement needs no recovery
                     writer.keep(ref, created(topic, **first))
                 return topic
@@ -77,7 +78,7 @@ def create_topic(broker: Broker, ref: TopicRef, columns: dict[str, str] | Iterab
 
 
 def _create(broker: Broker, ref: TopicRef, types: dict[str, exp.DataType], policies: dict[str, object],
-            creation: Creation) -> tuple[dict[str, dict[str, str]], dict | None]:
+            creation: Creation, id_parts: int | None) -> tuple[dict[str, dict[str, str]], dict | None]:
     """The table, the first commit and the registry row, from what ``creation`` read; returns the topic's policy
     settings, and what its state is made of (``topic_state.created``) when the table is new (None: one taken
     over, recovered)."""
@@ -85,7 +86,7 @@ def _create(broker: Broker, ref: TopicRef, types: dict[str, exp.DataType], polic
     now = broker.clock()
     try:
         with broker.adapter.transaction():
-            new = catalog.create_table(ref, types)
+            new = catalog.create_table(ref, types, id_parts)
             failpoint("after_topic_table")
             with writer.commit(ref, catalog.next_commit(ref, creation.written)) as commit:
                 catalog.set_policies("topic", ref.key, policies, now, base=creation.version)
@@ -94,7 +95,7 @@ def _create(broker: Broker, ref: TopicRef, types: dict[str, exp.DataType], polic
                 snapshot_id = catalog.write_snapshot(ref, None, header=None, position=0, kind=kind, now=now,
                                                      commit=commit.number, first=creation.snapshot_id)
                 failpoint("after_snapshot_rows")
-            catalog.register(ref, now)
+            catalog.register(ref, now, id_parts)
     finally:
         writer.forget(ref)
     first = dict(commit=commit.number, snapshot_id=snapshot_id, kind=kind, taken_at=now,

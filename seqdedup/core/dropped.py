@@ -27,7 +27,7 @@ def _relation(run, state: TopicState, outcome: Outcome, targets: list[str], valu
             return None
         columns = payloads.stored(run, state, "t")
         return plan.ledger.dropped_staged(staged, payloads.fingerprint(run, state, columns),
-                                          payloads.entry(state, targets, columns))
+                                          payloads.entry(state, targets, columns), run.statement.id_parts)
     sent, written = payloads.sent(run, state, targets, values, "v"), payloads.stored(run, state, "w")
     return scratch.table("__sd_dropped", plan.ledger.dropped_by_difference(
         outcome.values, adapter.storage.staged_rows(ref), marks,
@@ -67,7 +67,7 @@ def judge(run, state: TopicState, outcome: Outcome, targets: list[str], values: 
                 adapter.storage.discard_commit_rows(ref)
                 raise PayloadConflictError(conflict_refusal(producer, sequence_id, kept, sent))
         if applied.ledger is not None:
-            adapter.execute(plan.ledger.record(dropped, judged, written, late, NOW, COMMIT))
+            adapter.execute(plan.ledger.record(dropped, judged, written, late, NOW, COMMIT, run.statement.id_parts))
     except EngineError as error:
         raise Unsettled(error) from error
     return found

@@ -24,9 +24,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-#: The columns of the marks.
+#: The columns of the marks (a topic of composite ids, R19, holds its ids as text: ``marks_schema``).
 MARKS = pa.schema([("producer", pa.string()), ("sequence_id", pa.int64()),
                    ("last_publish_time", pa.timestamp("us"))])
+
+
+def marks_schema(ids: pa.DataType | None = None) -> pa.Schema:
+    """The marks' columns with ids of type ``ids`` (None: BIGINT's, ``MARKS``)."""
+    return MARKS if ids is None or ids == pa.int64() else MARKS.set(1, pa.field("sequence_id", ids))
+
+
+def _ids_of(table: pa.Table) -> pa.DataType:
+    """The type of a marks table's ids as the state holds them: text (composite ids, R19) or BIGINT."""
+    kind = table.schema.field("sequence_id").type
+    return pa.string() if pa.types.is_string(kind) or pa.types.is_large_string(kind) else pa.int64()
 
 #: A base smaller than this is searched by a hash probe and merged at every commit (a pass over it costs less
 #: than sorting it); a larger one is searched through its sorted names.
@@ -39,18 +50,20 @@ SCANNED_FROM = 64
 MERGE_FRACTION = 8
 
 
-def marks_table(table: pa.Table | None = None) -> pa.Table:
+def marks_table(table: pa.Table | None = None, ids: pa.DataType | None = None) -> pa.Table:
     """``table`` (any Arrow table with the marks' columns: engines differ in time zones and nullability) in the
-    marks' schema; an empty one when None."""
+    marks' schema, its ids of type ``ids`` (None: text where the table's are, else BIGINT); an empty one when
+    None."""
     if table is None:
-        return MARKS.empty_table()
+        return marks_schema(ids).empty_table()
+    schema = marks_schema(ids or _ids_of(table))
     columns = []
-    for field in MARKS:
+    for field in schema:
         column = table.column(field.name)
         if pa.types.is_timestamp(column.type) and column.type.tz is not None:
             column = pc.cast(column, pa.timestamp("us", tz=column.type.tz)).cast(pa.timestamp("us"))
         columns.append(column.cast(field.type))
-    return pa.Table.from_arrays(columns, schema=MARKS)
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 def fold(marks: pa.Table, delta: pa.Table) -> pa.Table:
@@ -62,7 +75,7 @@ def fold(marks: pa.Table, delta: pa.Table) -> pa.Table:
     # (threads pay only for large tables: a statement's few marks fold in a fifth of the time without, and a busy
     # machine's scheduler no longer adds a millisecond)
     return marks_table(both.group_by("producer", use_threads=both.num_rows > THREADED_ABOVE).aggregate(
-        [("sequence_id", "max"), ("last_publish_time", "max")]).rename_columns(MARKS.names))
+        [("sequence_id", "max"), ("last_publish_time", "max")]).rename_columns(MARKS.names), _ids_of(marks))
 
 
 def _overlaid(base: pa.Table, fresh: pa.Table) -> pa.Table:
@@ -110,10 +123,15 @@ class Marks:
         self._table = None if fresh.num_rows else base.table
 
     @classmethod
-    def of(cls, table: pa.Table | None = None) -> "Marks":
-        """The marks of ``table`` (one row per producer, the marks' columns); none when None."""
-        table = marks_table(table)
-        return cls(_Base(table), MARKS.empty_table(), table.num_rows)
+    def of(cls, table: pa.Table | None = None, ids: pa.DataType | None = None) -> "Marks":
+        """The marks of ``table`` (one row per producer, the marks' columns, ids of type ``ids``: see
+        ``marks_table``); none when None."""
+        table = marks_table(table, ids)
+        return cls(_Base(table), table.schema.empty_table(), table.num_rows)
+
+    def empty(self) -> pa.Table:
+        """No marks, in these marks' schema."""
+        return self.base.schema.empty_table()
 
     @property
     def base(self) -> pa.Table:
@@ -154,7 +172,7 @@ class Marks:
         """These marks with ``delta`` (new marks) folded in: per producer, the highest id and the latest write."""
         if not delta.num_rows:
             return self
-        delta = marks_table(delta)
+        delta = marks_table(delta, _ids_of(self.base))
         names = pc.unique(delta.column("producer"))
         before = self.lookup(names)
         fresh = _overlaid(self.fresh, fold(before, delta))
@@ -166,7 +184,7 @@ class Marks:
         mark is at it, so a key a statement writes had none): ``folded`` without looking them up."""
         if not delta.num_rows:
             return self
-        fresh = pa.concat_tables([self.fresh, marks_table(delta)])
+        fresh = pa.concat_tables([self.fresh, marks_table(delta, _ids_of(self.base))])
         return self._with(fresh, self.num_rows + delta.num_rows, disjoint=self._disjoint)
 
     def _with(self, fresh: pa.Table, size: int, disjoint: bool) -> "Marks":
@@ -189,11 +207,12 @@ class Marks:
                                        type=MARKS.field("last_publish_time").type)).as_py()
 
 
-def unmarked(producers: pa.Array) -> pa.Table:
-    """Marks rows of ``producers`` with no mark (NULL id and time): tombstones in a snapshot, producers the state
-    does not know in a semi-join of it."""
-    return pa.table({"producer": producers, "sequence_id": pa.nulls(len(producers), pa.int64()),
-                     "last_publish_time": pa.nulls(len(producers), pa.timestamp("us"))}, schema=MARKS)
+def unmarked(producers: pa.Array, ids: pa.DataType | None = None) -> pa.Table:
+    """Marks rows of ``producers`` with no mark (NULL id, of type ``ids``, and time): tombstones in a snapshot,
+    producers the state does not know in a semi-join of it."""
+    schema = marks_schema(ids)
+    return pa.table({"producer": producers, "sequence_id": pa.nulls(len(producers), schema.field(1).type),
+                     "last_publish_time": pa.nulls(len(producers), pa.timestamp("us"))}, schema=schema)
 
 
-__all__ = ["Marks", "MARKS", "marks_table", "unmarked", "fold"]
+__all__ = ["Marks", "MARKS", "marks_schema", "marks_table", "unmarked", "fold"]

@@ -450,7 +450,13 @@ def settled(metrics: dict) -> bool:
 def outcome_table(table) -> pa.Table:
     """The outcome in its schema (engines return integer columns of several widths, or rows), in no order (a
     statement's result sorts it by producer). A column it lacks is NULL (the producer of an outcome together)."""
+    text = OUTCOME.set(OUTCOME.get_field_index("highest"), pa.field("highest", pa.string()))   # (R19's ids)
     if not isinstance(table, pa.Table):
-        table = pa.Table.from_pylist(list(table), schema=OUTCOME) if table else OUTCOME.empty_table()
+        rows = list(table or ())
+        table = pa.Table.from_pylist(rows, schema=text if any(isinstance(r["highest"], str) for r in rows)
+                                     else OUTCOME)
+    schema = OUTCOME
+    if "highest" in table.column_names and pa.types.is_string(table.schema.field("highest").type):
+        schema = text
     return pa.Table.from_arrays([table.column(f.name).cast(f.type) if f.name in table.column_names
-                                 else pa.nulls(table.num_rows, f.type) for f in OUTCOME], schema=OUTCOME)
+                                 else pa.nulls(table.num_rows, f.type) for f in schema], schema=schema)

@@ -56,8 +56,10 @@ import pyarrow as pa
 from sqlglot import exp
 
 from seqdedup.catalog.catalog import Catalog
+from seqdedup.catalog.ids import arrow_type, id_type
 from seqdedup.catalog.schema import catalog_table
-from seqdedup.catalog.state import SnapshotHeader, chain_of, complete_snapshots, literal, snapshot_headers_query
+from seqdedup.catalog.state import (SnapshotHeader, chain_of, complete_snapshots, literal, snapshot_headers_query,
+                                    snapshot_marks)
 
 from . import snapshots
 from .broker import Broker
@@ -170,8 +172,9 @@ def recover(broker: Broker, topic: str, *, repair: bool = False) -> Report:
     broker = getattr(broker, "broker", broker)
     started = time.monotonic()
     ref = broker.ref(topic)
-    applied = broker.topic(ref).applied
-    read = _Reader(broker.adapter, broker.committed, ref)
+    described = broker.topic(ref)
+    applied = described.applied
+    read = _Reader(broker.adapter, broker.committed, ref, described.id_parts)
     headers = read.headers()
     last = read.one(exp.select(exp.func("coalesce", exp.Max(this=exp.column("_position")), literal(0)))
                     .from_(ref.table.copy()).where(read.own.copy()))
@@ -275,7 +278,7 @@ def _without_state(broker: Broker, read: "_Reader", applied, last: int, repair: 
                 report.repaired_snapshot_id = broker.catalog.write_snapshot(
                     ref, read.replay_query(WHOLE_LOG, None, [], last) if enabled else None, header=None,
                     position=last, kind="repair" if enabled else "disabled", now=broker.clock(),
-                    commit=commit.number, max_producers=applied.max_producers_in_snapshot)
+                    commit=commit.number, max_producers=applied.max_producers_in_snapshot, id_parts=read.id_parts)
         finally:
             writer.forget(ref)      # recovered on next use, from the snapshot just written
     return report
@@ -294,8 +297,9 @@ class _Reader:
     """Reads of one topic's log and snapshot rows, committed only, as of a position of the log (through
     ``adapter``; its policies' history through ``committed``, the catalog as committed)."""
 
-    def __init__(self, adapter, committed: Catalog, ref):
+    def __init__(self, adapter, committed: Catalog, ref, id_parts: int | None = None):
         self.adapter, self.committed, self.ref = adapter, committed, ref
+        self.id_parts = id_parts      # the topic's composite ids (R19): its marks are text, in their own column
         self.visible = adapter.storage.visible_commits(ref, include_open=False)   # published commits' catalog rows
         self.own = adapter.storage.own_rows(ref)      # the topic's rows seqdedup wrote (foreign ones are reported)
 
@@ -313,7 +317,7 @@ class _Reader:
                        shortest_timeout=min(timeouts, default=None))
 
     def _snapshot_rows(self, *conditions: exp.Expression) -> exp.Select:
-        return exp.select("*").from_(PRODUCER_SEQUENCES.copy()).where(
+        return exp.select("*").from_(snapshot_marks(self.id_parts)).where(
             exp.and_(exp.column("topic").eq(literal(self.ref.key)), self.visible.copy(), *conditions))
 
     def headers(self) -> list[tuple]:
@@ -356,7 +360,7 @@ class _Reader:
         report.start_differences = [{"producer": p, "snapshot": m, "log": h} for p, m, h, _ in sorted(
             wrong, key=lambda w: w[0])[:EXAMPLES]]
         corrected = pa.table({"producer": pa.array([w[0] for w in wrong], pa.string()),
-                              "sequence_id": pa.array([w[2] for w in wrong], pa.int64()),
+                              "sequence_id": pa.array([w[2] for w in wrong], arrow_type(self.id_parts)),
                               "last_publish_time": pa.array([w[3] for w in wrong], pa.timestamp("us"))})
         return start, corrected
 
@@ -405,7 +409,7 @@ class _Reader:
                 busy.append(published.copy() >= literal(taken_at - dt.timedelta(minutes=history.shortest_timeout)))
         if not busy:
             return []
-        query = (exp.select("e._producer", exp.cast(exp.null(), "bigint"),
+        query = (exp.select("e._producer", exp.cast(exp.null(), id_type(self.id_parts)),
                             exp.Max(this=exp.column("_highest_sequence_id", "e")), published.copy())
                  .from_(self._written(start).subquery("e"))
                  .join(held.subquery("s"), on="s.producer = e._producer", join_type="anti")

@@ -160,7 +160,8 @@ def write_snapshot(broker: Broker, ref: TopicRef, marks: exp.Query, *, position:
             with writer.commit(ref, state.commit + 1) as commit:
                 return broker.catalog.write_snapshot(
                     ref, marks, header=state.header, position=position, kind=kind, now=broker.clock(),
-                    commit=commit.number, max_producers=state.topic.applied.max_producers_in_snapshot)
+                    commit=commit.number, max_producers=state.topic.applied.max_producers_in_snapshot,
+                    id_parts=state.topic.id_parts)
         finally:
             writer.forget(ref)      # the state is the snapshot's from now on: recovered on next use
 

@@ -86,8 +86,9 @@ class Run:
         with writer:
             try:
                 state = writer.state(ref)            # an unknown topic is named before anything else
+                checks.id_shape(self, state.topic)
                 self.shape = (writer.tag, self.statement.source.sql(), tuple(state.topic.user_columns),
-                              adapter.PARTITIONS)
+                              adapter.PARTITIONS, state.topic.id_parts)
                 targets, values = checks.check(self, state)
                 reading, statement_id = self.broker.clock(), str(uuid.uuid4())
                 now = state.stamp(reading)
@@ -104,7 +105,9 @@ class Run:
                         if outcome is None:
                             outcome = (plans.rows if adapter.PLAN == "rows" else plans.exceptions)(
                                 self, state, commit, targets, values, scratch)
-                        holes = state.enabled and state.topic.applied.gap_policy != "allow"
+                        # (a composite id has no next id, so no hole: R19)
+                        holes = state.enabled and state.topic.applied.gap_policy != "allow" and \
+                            state.topic.id_parts is None
                         # R18, R16: only where the statement dropped an entry (most small statements drop none)
                         judged = payloads.judged(state) and plans.dropped_any(outcome.producers)
                         differ = judged and plans.by_difference(state, outcome)
@@ -175,6 +178,9 @@ class Run:
         """R5: the per-producer counts (``OUTCOME``), in the run log, in the statement's commit (from the outcome in
         memory: on Spark, with no job of its own), with each producer's payload ``conflicts`` (R18)."""
         schema = arrow_schema(STATEMENTS)
+        if pa.types.is_string(producers.schema.field("highest").type):     # (a composite id is no BIGINT: R19)
+            producers = producers.set_column(producers.schema.get_field_index("highest"), "highest",
+                                             pa.nulls(producers.num_rows, pa.int64()))
         producers = producers.append_column("payload_conflicts", pa.array(
             [conflicts.get(p, 0) for p in producers.column("producer").to_pylist()], pa.int64()))
         once = {"statement_id": statement_id, "topic": self.ref.key, "executed_at": now, "commit_id": commit.number,

@@ -26,7 +26,8 @@ from seqdedup.catalog.catalog import Catalog, Topic, TopicRef
 from seqdedup.catalog.schema import foreign_commits
 from seqdedup.catalog.state import STARTS, SnapshotHeader, catch_up_query, literal, producer_state_query
 from seqdedup.errors import EngineError
-from seqdedup.core.marks import MARKS, Marks, fold, marks_table, unmarked
+from seqdedup.catalog.ids import arrow_type
+from seqdedup.core.marks import MARKS, Marks, fold, marks_schema, marks_table, unmarked
 
 
 _log = logging.getLogger("seqdedup.state")
@@ -54,6 +55,11 @@ class TopicState:
     # the time of the latest commit that wrote an entry (a producer's last write, also one purged since); with the
     # last snapshot's, what the catalog says of the topic's latest publish time (``published_at``)
     written_at: dt.datetime | None = None
+
+    @property
+    def ids(self) -> pa.DataType:
+        """The Arrow type of the topic's ids (R19: text for composite ids)."""
+        return arrow_type(self.topic.id_parts)
 
     @property
     def enabled(self) -> bool:
@@ -90,15 +96,15 @@ class TopicState:
         a new last snapshot, count of entries after it, or topic (policies) when the commit changed them. A new
         last snapshot recorded every change before it: ``changed`` starts again. ``unmarked``: no producer of
         ``delta`` has a mark (a statement's keys, R20), so they are added without a look-up."""
-        new = self.marks if marks is None else Marks.of(marks)
-        recent, gone = (MARKS.empty_table(), []) if header is not None else (self.recent, [self.gone])
+        new = self.marks if marks is None else Marks.of(marks, self.ids)
+        recent, gone = (new.empty(), []) if header is not None else (self.recent, [self.gone])
         if marks is not None and header is None:        # producers dropped without a snapshot: tombstones next time
             before = self.marks.table.column("producer")
             dropped = pc.filter(before, pc.invert(pc.is_in(before, marks.column("producer"))))
             gone.append(dropped)
             recent = recent.filter(pc.invert(pc.is_in(recent.column("producer"), dropped)))
         if delta is not None and delta.num_rows:
-            delta = marks_table(delta)
+            delta = marks_table(delta, self.ids)
             if unmarked:    # (no producer of ``delta`` had a mark: a statement's keys, R20)
                 new, recent = new.added(delta), pa.concat_tables([recent, delta])
             else:
@@ -124,7 +130,7 @@ class TopicState:
     def increment(self) -> pa.Table:
         """The rows of an increment of the last snapshot: the mark of each producer that changed since, and a
         tombstone (NULL sequence_id) for each one that left the state."""
-        return pa.concat_tables([self.recent, unmarked(self.gone)])
+        return pa.concat_tables([self.recent.cast(marks_schema(self.ids)), unmarked(self.gone, self.ids)])
 
 
 def _past(commit: int, taken: frozenset[int]) -> int:
@@ -293,7 +299,8 @@ def created(topic: Topic, *, commit: int, snapshot_id: int, kind: str, taken_at:
     header = SnapshotHeader(snapshot_id, 0, kind, taken_at, commit, snapshot_id + 1, (snapshot_id,),
                             start_id=snapshot_id if kind in STARTS else None)
     return TopicState(topic=topic, commit=commit, published=frozenset({commit}) if tracks_commits else None, end=0,
-                      header=header, since_snapshot=0, marks=Marks.of())
+                      header=header, since_snapshot=0, marks=Marks.of(ids=arrow_type(topic.id_parts)),
+                      recent=marks_table(ids=arrow_type(topic.id_parts)))
 
 
 def _load(catalog: Catalog, adapter, ref: TopicRef, topic) -> TopicState:
@@ -328,11 +335,11 @@ def _load(catalog: Catalog, adapter, ref: TopicRef, topic) -> TopicState:
         # A policy change recorded, but the process died before the snapshot that makes the state follow it (on
         # Spark they are two writes). The next write takes that snapshot; until then, the state is what it will
         # make it: empty, whether deduplication was just disabled or just enabled again (R10).
-        marks, recent = Marks.of(), marks_table()
+        marks, recent = Marks.of(ids=arrow_type(topic.id_parts)), marks_table(ids=arrow_type(topic.id_parts))
     else:
         recovered = adapter.fetch_bulk(producer_state_query(
-            ref.key, ref.table, header, adapter.storage.visible_commits(ref, include_open=False), own))
-        marks = Marks.of(recovered)
+            ref.key, ref.table, header, adapter.storage.visible_commits(ref, include_open=False), own, topic.id_parts))
+        marks = Marks.of(recovered, arrow_type(topic.id_parts))
         recent = marks.table.filter(pc.fill_null(recovered.column("replayed"), False))    # replayed: changed since
     if counted is not None:     # the next commit follows the last published one
         end, since = counted.result()

@@ -7,6 +7,7 @@ import functools
 import sqlglot
 from sqlglot import exp
 
+from seqdedup.catalog import ids
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID, SYSTEM
 
 
@@ -77,25 +78,45 @@ def ordered(order: list[exp.Ordered], table: str | None = None) -> list[exp.Orde
 MAX_ID = 2**63 - 1
 
 
-def invalid(p: exp.Expression, s: exp.Expression, h: exp.Expression) -> exp.Expression:
+def invalid(p: exp.Expression, s: exp.Expression, h: exp.Expression, id_parts: int | None = None) -> exp.Expression:
     """R4 for one entry: a NULL producer or id, a negative id, an id past signed 64-bit, or a highest id below the
-    lowest.
+    lowest. A composite id (``id_parts``, R19) is NULL where a part is out of range (``catalog.ids.encode``).
 
     Example:
         >>> invalid(exp.column("p"), exp.column("s"), exp.column("h")).sql()
         'p IS NULL OR s IS NULL OR s < 0 OR s > 9223372036854775807 OR h > 9223372036854775807 OR h < s'
     """
+    if id_parts is not None:
+        return exp.or_(p.is_(exp.null()), s.is_(exp.null()))
     return exp.or_(p.is_(exp.null()), s.is_(exp.null()), s < 0, s.copy() > MAX_ID, h.copy() > MAX_ID, h < s.copy())
+
+
+def above(s: exp.Expression, mark: exp.Expression) -> exp.Expression:
+    """Whether id ``s`` is above ``mark`` (NULL: none, and every id is above it), for ids of any type (R19: a
+    composite id's text has no -1 below every id).
+
+    Example:
+        >>> above(exp.column("s"), exp.column("m")).sql()
+        '(m IS NULL OR s > m)'
+    """
+    return exp.paren(exp.or_(mark.is_(exp.null()), s.copy() > mark.copy()))
+
+
+def no_mark(id_parts: int | None) -> exp.Expression:
+    """A mark that is none, typed as the topic's ids (``catalog.ids``)."""
+    return exp.cast(exp.null(), ids.id_type(id_parts))
 
 
 
 
 def insert_rows(topic: exp.Table, user_columns: list[str], value_columns: list[str], rows: exp.Query,
-                publish_time: exp.Expression, commit: int, position: exp.Expression | None = None) -> exp.Insert:
+                publish_time: exp.Expression, commit: int, position: exp.Expression | None = None,
+                highest: exp.Expression | None = None) -> exp.Insert:
     """``INSERT INTO topic (user columns, system columns) SELECT ...`` of rows with keys and positions (the column
-    ``POSITION``, or the expression ``position``)."""
+    ``POSITION``, or the expression ``position``; the highest ids likewise)."""
     position = exp.column(POSITION) if position is None else position
-    body = exp.select(*value_columns, PRODUCER, SEQUENCE_ID, HIGHEST, position, publish_time.copy(),
+    highest = exp.column(HIGHEST) if highest is None else highest
+    body = exp.select(*value_columns, PRODUCER, SEQUENCE_ID, highest, position, publish_time.copy(),
                       exp.convert(commit)).from_(source(rows, "w"))
     return exp.insert(body, topic.copy(), columns=[exp.to_identifier(c, quoted=True) for c in [*user_columns, *SYSTEM]])
 

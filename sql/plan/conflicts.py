@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .common import source
+from .common import above, source
 
 #: The columns of the relation of a statement's dropped entries: producer, lowest and highest id, the producer's
 #: mark when the statement began (NULL: none), the entry's fingerprint (NULL where conflicts are ignored) and its
@@ -49,9 +49,9 @@ def dropped_keys(dropped: exp.Expression, which: exp.Expression | None) -> exp.S
 
 
 def above_mark() -> exp.Expression:
-    """Whether a dropped entry (aliased ``d``) is above the mark its producer began the statement with (none: -1)."""
+    """Whether a dropped entry (aliased ``d``) is above the mark its producer began the statement with (if any)."""
     d = lambda name: exp.column(name, table="d")        # noqa: E731
-    return d("sequence_id") > exp.func("coalesce", d("mark"), exp.convert(-1))
+    return above(d("sequence_id"), d("mark"))
 
 
 def _written(rows: exp.Expression, fingerprint: exp.Expression, keys: exp.Subquery, hinted: bool) -> exp.Select:

@@ -23,7 +23,7 @@ from sqlglot import exp
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 from seqdedup.catalog.schema import ATTEMPT, DROPPED, catalog_table
 
-from .common import ACCEPTED, MARK, source
+from .common import ACCEPTED, MARK, above, source
 from .conflicts import DROPPED_COLUMNS, KEYS, above_mark, conflicting, dropped_keys, keyed
 
 #: The values of a ledger row that are the statement's, not the entry's: bound per statement (the trees are kept per
@@ -40,7 +40,7 @@ def _col(name: str, table: str = "r") -> exp.Column:
 
 def _candidate(table: str = "r") -> exp.Expression:
     """Above the mark the statement began with (the row plan's candidate)."""
-    return _col(SEQUENCE_ID, table) > exp.func("coalesce", _col(MARK, table), exp.convert(-1))
+    return above(_col(SEQUENCE_ID, table), _col(MARK, table))
 
 
 def entry_json(fields: list[tuple[str, exp.Expression]]) -> exp.Expression:
@@ -91,11 +91,15 @@ def dropped_rejected(rows: exp.Table, decisions: exp.Expression, fingerprint: ex
 
 
 def dropped_staged(staged: exp.Expression, fingerprint: exp.Expression | None,
-                   entry: exp.Expression | None) -> exp.Select:
+                   entry: exp.Expression | None, id_parts: int | None = None) -> exp.Select:
     """The entries a write staged apart (Spark's window plan: ``window.split_write``), in the topic's columns,
-    each with its producer's mark in ``_position``. ``fingerprint`` and ``entry``: over a topic row aliased ``t``."""
+    each with its producer's mark in ``_position`` (in ``_highest_sequence_id`` for composite ids, ``id_parts``:
+    R19). ``fingerprint`` and ``entry``: over a topic row aliased ``t``."""
     t = lambda name: exp.column(name, table="t")       # noqa: E731
-    return exp.select(*_relation(t("_producer"), t("_sequence_id"), t("_highest_sequence_id"), t("_position"),
+    highest, mark = t("_highest_sequence_id"), t("_position")
+    if id_parts is not None:
+        highest, mark = t("_sequence_id"), t("_highest_sequence_id")
+    return exp.select(*_relation(t("_producer"), t("_sequence_id"), highest, mark,
                                  fingerprint, entry)).from_(source(staged, "t"))
 
 
@@ -159,12 +163,13 @@ def dropped_by_difference(values: exp.Expression, written: exp.Expression, marks
 
 
 def record(dropped: exp.Expression, judged: bool, written: exp.Expression, late: bool, now: exp.Expression,
-           commit: exp.Expression) -> exp.Insert:
+           commit: exp.Expression, id_parts: int | None = None) -> exp.Insert:
     """A ledger row per ``dropped`` entry, in the statement's commit, with its reason: from its mark, and, where
     an entry above it may have come late (``late``: ORDER BY or batch entries), from the ids of the rows its commit
     wrote (``written``: semi-joined to those of the dropped above their mark, few, first); a conflict where the
     payload held for its id is another (``judged``: ``dropped`` is ``conflicts.judged``'s; else conflicts are
-    ignored).
+    ignored). A topic of composite ids (``id_parts``, R19) keeps an entry's id in ``composite_id`` (a BIGINT holds
+    none).
 
     Example (p's mark 0; sent 1, 1, 0, 3, 2 in that order; written 1 and 3):
         >>> import duckdb
@@ -192,7 +197,9 @@ def record(dropped: exp.Expression, judged: bool, written: exp.Expression, late:
     row = {"topic": TOPIC.copy(), "commit_id": commit.copy(), "statement_id": STATEMENT_ID.copy(),
            "producer": d("producer"), "sequence_id": d("sequence_id"), "highest_sequence_id": d("highest_sequence_id"),
            "reason": exp.Case(ifs=reasons, default=exp.Literal.string("repeat")), "dropped_at": now.copy(),
-           "entry": d("entry"), "attempt": ATTEMPT.copy()}
+           "entry": d("entry"), "attempt": ATTEMPT.copy(), "composite_id": _nothing("text")}
+    if id_parts is not None:
+        row.update(sequence_id=_nothing("bigint"), highest_sequence_id=_nothing("bigint"), composite_id=d("sequence_id"))
     select = exp.select(*[exp.alias_(row[c], c) for c in DROPPED]).from_(source(dropped, "d"))
     if late:
         ids = (exp.select(exp.alias_(exp.column("_producer", table="w"), "producer"),

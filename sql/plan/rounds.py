@@ -9,7 +9,7 @@ from sqlglot import exp
 
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
-from .common import ACCEPTED, MARK, ordered, source
+from .common import ACCEPTED, MARK, above, ordered, source
 from .steps import Inputs, Step
 
 
@@ -45,13 +45,13 @@ def decision_round(previous: exp.Expression, key_columns: list[str], order: list
                                                      true=h.copy())]))
     else:
         possible = exp.Max(this=h.copy())
-    above = s > exp.func("coalesce", greatest(mark, over(possible)), exp.convert(-1))
+    new = above(s, greatest(mark, over(possible)))
     if batches:
         below = s.copy() <= greatest(mark.copy(), over(exp.Max(this=s.copy())),
                                      over(exp.Max(this=exp.Case(ifs=[exp.If(this=accepted.copy(), true=h.copy())]))))
-        decide = exp.Case(ifs=[exp.If(this=above, true=exp.true()), exp.If(this=below, true=exp.false())])
+        decide = exp.Case(ifs=[exp.If(this=new, true=exp.true()), exp.If(this=below, true=exp.false())])
     else:
-        decide = exp.Case(ifs=[exp.If(this=above, true=exp.true())], default=exp.false())
+        decide = exp.Case(ifs=[exp.If(this=new, true=exp.true())], default=exp.false())
     return exp.select(*key_columns, MARK, exp.alias_(exp.func("coalesce", accepted.copy(), decide), ACCEPTED)).from_(
         source(previous, "previous"))
 

@@ -9,7 +9,7 @@ from sqlglot import exp
 
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
-from .common import ACCEPTED, MARK, POSITION, TOP, WRITTEN, insert_rows, invalid, refusal, source
+from .common import ACCEPTED, MARK, POSITION, TOP, WRITTEN, above, insert_rows, invalid, no_mark, refusal, source
 from . import ledger
 from .rounds import first_round, round_steps
 from .steps import CARRIED, VALUES, Step, plan_of
@@ -29,17 +29,17 @@ LATE = "__sd_late"
 
 def _candidate(table: str | None = None) -> exp.Expression:
     """An entry above its producer's mark: the only kind a statement can write."""
-    return exp.column(SEQUENCE_ID, table=table) > exp.func("coalesce", exp.column(MARK, table=table), exp.convert(-1))
+    return above(exp.column(SEQUENCE_ID, table=table), exp.column(MARK, table=table))
 
 
-def rows_once(values: exp.Select, marks: exp.Expression | None) -> exp.Select:
+def rows_once(values: exp.Select, marks: exp.Expression | None, id_parts: int | None = None) -> exp.Select:
     """The statement's rows as read once, each with its producer's mark (NULL: none): the row plan's table, which
     the engine numbers (``ROW_ID``); every later step reads it. An invalid entry (R4) fails this query as its row is
     read (``REFUSE``): the runner names it once the commit is rolled back, and nothing else was computed."""
-    bad = invalid(*(exp.column(c, table="v") for c in (PRODUCER, SEQUENCE_ID, HIGHEST)))
+    bad = invalid(*(exp.column(c, table="v") for c in (PRODUCER, SEQUENCE_ID, HIGHEST)), id_parts)
     check = exp.Case(ifs=[exp.If(this=bad, true=REFUSE.copy())], default=exp.true())
     if marks is None:
-        return exp.select("v.*", exp.alias_(exp.cast(exp.null(), "bigint"), MARK)).from_(source(values, "v")).where(
+        return exp.select("v.*", exp.alias_(no_mark(id_parts), MARK)).from_(source(values, "v")).where(
             check)
     return exp.select("v.*", exp.alias_(exp.column("sequence_id", table="m"), MARK)).from_(source(values, "v")).join(
         marks.as_("m"), join_type="left", on=exp.column("producer", table="m").eq(exp.column(PRODUCER, table="v"))
@@ -66,7 +66,7 @@ def row_repeats(rows: exp.Table) -> exp.Select:
 
     Example:
         >>> row_repeats(exp.table_("r")).sql("duckdb")
-        'SELECT __sd_producer, __sd_sequence_id, MIN(rowid) AS __sd_keep, COUNT(*) AS __sd_rows FROM r WHERE __sd_sequence_id > COALESCE(__sd_mark, -1) GROUP BY __sd_producer, __sd_sequence_id HAVING COUNT(*) > 1'
+        'SELECT __sd_producer, __sd_sequence_id, MIN(rowid) AS __sd_keep, COUNT(*) AS __sd_rows FROM r WHERE (__sd_mark IS NULL OR __sd_sequence_id > __sd_mark) GROUP BY __sd_producer, __sd_sequence_id HAVING COUNT(*) > 1'
     """
     return (exp.select(PRODUCER, SEQUENCE_ID, exp.alias_(exp.Min(this=exp.column(ROW_ID)), "__sd_keep"),
                        exp.alias_(exp.Count(this=exp.Star()), "__sd_rows"))
@@ -200,7 +200,7 @@ STEPS = plan_of(
     dataclasses.replace(VALUES, name="a large state: the statement's rows, read once into a table (for the next)"),
     CARRIED,
     Step("rows", "the statement's rows, read once, with their producers' marks",
-         lambda i: rows_once(i.read.values, i.marks)),
+         lambda i: rows_once(i.read.values, i.marks, i.statement.id_parts)),
     Step("summary", "with is_not_dup's third argument: batch entries",
          lambda i: rows_summary(i.table("rows"))),
     Step("repeats", "without ORDER BY or batch entries: repeated keys", lambda i: row_repeats(i.table("rows"))),

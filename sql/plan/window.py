@@ -6,31 +6,35 @@ import dataclasses
 
 from sqlglot import exp
 
+from seqdedup.catalog import ids
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
 from .common import (ACCEPTED, DROPPED_ENTRY, FIRST_POSITION, IDS, INVALID, LAST, LAST_POSITION, MARK, POSITION, SEEN,
-                     SENT, TOP, WRITTEN, insert_rows, invalid, ordered, source)
+                     SENT, TOP, WRITTEN, above, insert_rows, invalid, no_mark, ordered, source)
 from .spread import FIRST_LOOK, LARGEST, OUTCOME_SUMS, RANGE, REACH, first_look, largest_producers, spread_rows
 from .steps import CARRIED, VALUES, Step, plan_of
 
 
-def marks_lookup(marks: exp.Expression, producer: exp.Expression) -> tuple[exp.Expression, exp.Expression]:
-    """A producer's mark in a map of marks (producer -> mark as a string, ``-1``: none), and whether the map holds
-    the producer, in Spark's functions (a missing key is NULL, not an error, in ANSI mode too).
+def marks_lookup(marks: exp.Expression, producer: exp.Expression,
+                 id_parts: int | None = None) -> tuple[exp.Expression, exp.Expression]:
+    """A producer's mark in a map of marks (producer -> mark as a string, ``-1``, or ``''`` for composite ids:
+    none), as the topic's id type, and whether the map holds the producer, in Spark's functions (a missing key is
+    NULL, not an error, in ANSI mode too).
 
     Example:
         >>> mark, known = marks_lookup(exp.Placeholder(this="m"), exp.column("p"))
         >>> mark.sql("spark"), known.sql("spark")
         ('CAST(TRY_ELEMENT_AT(:m, p) AS BIGINT)', 'MAP_CONTAINS_KEY(:m, p)')
     """
-    return (exp.cast(exp.func("try_element_at", marks.copy(), producer.copy()), "bigint"),
+    return (exp.cast(exp.func("try_element_at", marks.copy(), producer.copy()), ids.id_type(id_parts)),
             exp.func("map_contains_key", marks.copy(), producer.copy()))
 
 
 def window_decisions(values: exp.Select, marks: exp.Expression | None, order: list[exp.Ordered], *, base: int,
                      partitions: int | None, number: exp.Expression, checked: bool = True,
                      late: bool = False, seen: bool = False, gather: bool = False,
-                     refuse: exp.Expression | None = None, ranges: exp.Expression | None = None) -> exp.Select:
+                     refuse: exp.Expression | None = None, ranges: exp.Expression | None = None,
+                     id_parts: int | None = None) -> exp.Select:
     """Every entry with its decision, position and its producer's running counts (the window plan).
 
     ``values``' rows are joined to ``marks`` and distributed over ``partitions`` by producer (a hint, for engines
@@ -100,13 +104,13 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
                                        on=exp.column("producer", table="m").eq(exp.column(PRODUCER, table="v")))
         known = exp.not_(exp.column("producer", table="m").is_(exp.null()))
     elif marks is not None:
-        mark_of, known = marks_lookup(marks, exp.column(PRODUCER, table="v"))
+        mark_of, known = marks_lookup(marks, exp.column(PRODUCER, table="v"), id_parts)
         joined = exp.select("v.*", exp.alias_(mark_of, MARK)).from_(source(values, "v"))
     else:
-        joined = exp.select("v.*", exp.alias_(exp.cast(exp.null(), "bigint"), MARK)).from_(source(values, "v"))
+        joined = exp.select("v.*", exp.alias_(no_mark(id_parts), MARK)).from_(source(values, "v"))
     if seen:
         joined = joined.select(exp.alias_(known, SEEN))
-    bad = invalid(p.copy(), s.copy(), h.copy())
+    bad = invalid(p.copy(), s.copy(), h.copy(), id_parts)
     # computed as the row is read (below the distribution and the sort), so that ``refuse`` fails the query there
     joined = joined.select(exp.alias_(bad if refuse is None else exp.Case(
         ifs=[exp.If(this=bad, true=refuse.copy())], default=exp.false()), INVALID))
@@ -129,12 +133,11 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
             kind="ROWS", start=start, start_side="PRECEDING", end=end,
             end_side="PRECEDING" if end == "1" else None))
 
-    floor = exp.func("coalesce", mark.copy(), exp.convert(-1))
-    if checked:
-        new = s.copy() > exp.Greatest(this=floor, expressions=[exp.func(
-            "coalesce", over(exp.Max(this=h.copy()), "earlier"), exp.convert(-1))], ignore_nulls=True)
-        old = s.copy() <= exp.Greatest(this=floor.copy(), expressions=[exp.func(
-            "coalesce", over(exp.Max(this=s.copy()), "earlier"), exp.convert(-1))], ignore_nulls=True)
+    if checked:     # (GREATEST skips NULLs on both engines: NULL only where neither is known)
+        new = above(s, exp.Greatest(this=mark.copy(), expressions=[over(exp.Max(this=h.copy()), "earlier")],
+                                    ignore_nulls=True))
+        old = s.copy() <= exp.Greatest(this=mark.copy(), expressions=[over(exp.Max(this=s.copy()), "earlier")],
+                                       ignore_nulls=True)
         decide = exp.Case(ifs=[exp.If(this=bad.copy(), true=exp.false()), exp.If(this=new, true=exp.true()),
                                exp.If(this=old, true=exp.false())])
     else:
@@ -149,8 +152,8 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
     first = exp.select("*", exp.alias_(decide, ACCEPTED), exp.alias_(last, LAST),
                        exp.alias_(over(sent, "running"), SENT)).from_(joined.subquery("c"))
     if late:
-        above = exp.Case(ifs=[exp.If(this=s.copy() > floor.copy(), true=s.copy())])
-        first = first.select(exp.alias_(exp.func("size", exp.Window(this=exp.func("collect_set", above),
+        higher = exp.Case(ifs=[exp.If(this=above(s, mark), true=s.copy())])
+        first = first.select(exp.alias_(exp.func("size", exp.Window(this=exp.func("collect_set", higher),
                                                                     partition_by=[p.copy()])), IDS))
     numbered = exp.select("*", exp.alias_(exp.cast(exp.Add(this=exp.convert(base), expression=number), "bigint"),
                                           POSITION)).from_(
@@ -222,13 +225,15 @@ def split_write(i) -> exp.Insert:
     """The write of the written and the dropped entries at once, each row with its fate (``DROPPED_ENTRY``) last, for an
     engine that stages them apart. A dropped entry is never a topic row, and has no position: its ``_position``
     carries its producer's mark when the statement began instead, the one thing the ledger's reason needs beyond
-    the entry (R16). Every expression reads a column of the decided rows: an engine may apply them to those rows
-    as they are (Spark Connect's write of an observed frame)."""
-    position = exp.Case(ifs=[exp.If(this=exp.column(ACCEPTED), true=exp.column(POSITION))],
-                        default=exp.column(MARK))
+    the entry (R16); for composite ids (R19), whose mark is no BIGINT, its ``_highest_sequence_id`` does (such an
+    entry's highest id is its id). Every expression reads a column of the decided rows: an engine may apply them to
+    those rows as they are (Spark Connect's write of an observed frame)."""
+    kept = POSITION if i.statement.id_parts is None else HIGHEST
+    marked = exp.Case(ifs=[exp.If(this=exp.column(ACCEPTED), true=exp.column(kept))], default=exp.column(MARK))
     rows = i.tables["accepted"] if "accepted" in i.tables else exp.select("*").from_(i.table("decided")).where(
         exp.or_(exp.column(ACCEPTED), exp.column(DROPPED_ENTRY)))
-    insert = insert_rows(i.topic, i.targets, i.values, rows, i.publish_time, i.commit, position=position)
+    insert = insert_rows(i.topic, i.targets, i.values, rows, i.publish_time, i.commit,
+                         **{"highest" if i.statement.id_parts is not None else "position": marked})
     insert.expression.select(DROPPED_ENTRY, copy=False)
     insert.this.expressions.append(exp.to_identifier(DROPPED_ENTRY))
     return insert
@@ -248,7 +253,7 @@ STEPS = plan_of(
          lambda i: _fated(i, window_decisions(
              i.read.values, i.marks, i.statement.order, base=i.base, partitions=i.partitions, number=i.number,
              checked=i.checked, late=i.checked and i.statement.ordered, seen=i.seen, gather=i.gather,
-             refuse=i.refuse, ranges=i.ranges))),
+             refuse=i.refuse, ranges=i.ranges, id_parts=i.statement.id_parts))),
     Step("metrics", "metrics, checked before publishing", lambda i: exp.select(
         *[exp.alias_(e, k) for k, e in window_metrics(i.seen).items()]).from_(i.table("decided"))),
     Step("outcome", "outcome per producer (its last row; all at once: a statement of keys)",

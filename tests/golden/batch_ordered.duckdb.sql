@@ -54,7 +54,12 @@ WHERE
 
 -- rows plan: with is_not_dup's third argument: batch entries
 SELECT
-  COUNT_IF(__sd_sequence_id > COALESCE(__sd_mark, -1) AND __sd_highest > __sd_sequence_id)
+  COUNT_IF(
+    (
+      __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+    )
+    AND __sd_highest > __sd_sequence_id
+  )
 FROM __sd_rows;
 
 -- rows plan: without ORDER BY or batch entries: repeated keys
@@ -65,7 +70,9 @@ SELECT
   COUNT(*) AS __sd_rows
 FROM __sd_rows
 WHERE
-  __sd_sequence_id > COALESCE(__sd_mark, -1)
+  (
+    __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+  )
 GROUP BY
   __sd_producer,
   __sd_sequence_id
@@ -84,7 +91,10 @@ FROM __sd_rows AS r
 LEFT JOIN __sd_repeats AS x
   ON x.__sd_producer = r.__sd_producer AND x.__sd_sequence_id = r.__sd_sequence_id
 WHERE
-  NOT r.__sd_sequence_id > COALESCE(r.__sd_mark, -1) OR r.rowid <> x.__sd_keep;
+  NOT (
+    r.__sd_mark IS NULL OR r.__sd_sequence_id > r.__sd_mark
+  )
+  OR r.rowid <> x.__sd_keep;
 
 -- rows plan: the repeats removed
 DELETE FROM __sd_rows USING   __sd_repeats AS x
@@ -105,7 +115,9 @@ SELECT
   __sd_mark
 FROM __sd_rows
 WHERE
-  __sd_sequence_id > COALESCE(__sd_mark, -1);
+  (
+    __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+  );
 
 -- rows plan: without batch entries: round 1, its rejected entries only
 SELECT
@@ -121,7 +133,7 @@ FROM (
     COALESCE(
       __sd_accepted,
       CASE
-        WHEN __sd_sequence_id > COALESCE(
+        WHEN (
           GREATEST(
             __sd_mark,
             MAX(__sd_highest) OVER (
@@ -129,8 +141,15 @@ FROM (
               ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
             )
-          ),
-          -1
+          ) IS NULL
+          OR __sd_sequence_id > GREATEST(
+            __sd_mark,
+            MAX(__sd_highest) OVER (
+              PARTITION BY __sd_producer
+              ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
+              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+            )
+          )
         )
         THEN TRUE
         ELSE FALSE
@@ -162,7 +181,7 @@ SELECT
   COALESCE(
     __sd_accepted,
     CASE
-      WHEN __sd_sequence_id > COALESCE(
+      WHEN (
         GREATEST(
           __sd_mark,
           MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
@@ -170,8 +189,15 @@ SELECT
             ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           )
-        ),
-        -1
+        ) IS NULL
+        OR __sd_sequence_id > GREATEST(
+          __sd_mark,
+          MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
+            PARTITION BY __sd_producer
+            ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+          )
+        )
       )
       THEN TRUE
       WHEN __sd_sequence_id <= GREATEST(
@@ -239,7 +265,7 @@ SELECT
   COALESCE(
     __sd_accepted,
     CASE
-      WHEN __sd_sequence_id > COALESCE(
+      WHEN (
         GREATEST(
           __sd_mark,
           MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
@@ -247,8 +273,15 @@ SELECT
             ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           )
-        ),
-        -1
+        ) IS NULL
+        OR __sd_sequence_id > GREATEST(
+          __sd_mark,
+          MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
+            PARTITION BY __sd_producer
+            ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+          )
+        )
       )
       THEN TRUE
       WHEN __sd_sequence_id <= GREATEST(
@@ -290,7 +323,9 @@ SELECT
   CAST(NULL AS TEXT) AS entry
 FROM __sd_rows AS r
 WHERE
-  NOT r.__sd_sequence_id > COALESCE(r.__sd_mark, -1)
+  NOT (
+    r.__sd_mark IS NULL OR r.__sd_sequence_id > r.__sd_mark
+  )
   OR r.rowid IN (
     SELECT
       __sd_row
@@ -325,10 +360,23 @@ FROM (
   SELECT
     __sd_producer,
     COUNT(*) AS __sd_left,
-    COUNT_IF(__sd_sequence_id > COALESCE(__sd_mark, -1)) AS __sd_written,
-    MIN(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) AS __sd_first_written,
-    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) AS __sd_last_written,
-    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN __sd_highest END) AS __sd_top,
+    COUNT_IF((
+      __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+    )) AS __sd_written,
+    MIN(CASE WHEN (
+      __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+    ) THEN rowid END) AS __sd_first_written,
+    MAX(CASE WHEN (
+      __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+    ) THEN rowid END) AS __sd_last_written,
+    MAX(
+      CASE
+        WHEN (
+          __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+        )
+        THEN __sd_highest
+      END
+    ) AS __sd_top,
     MIN(MIN(rowid)) OVER () AS __sd_first
   FROM __sd_rows
   GROUP BY
@@ -352,10 +400,23 @@ FROM (
   SELECT
     __sd_producer,
     COUNT(*) AS __sd_left,
-    COUNT_IF(__sd_sequence_id > COALESCE(__sd_mark, -1)) AS __sd_written,
-    MIN(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) AS __sd_first_written,
-    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) AS __sd_last_written,
-    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN __sd_highest END) AS __sd_top,
+    COUNT_IF((
+      __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+    )) AS __sd_written,
+    MIN(CASE WHEN (
+      __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+    ) THEN rowid END) AS __sd_first_written,
+    MAX(CASE WHEN (
+      __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+    ) THEN rowid END) AS __sd_last_written,
+    MAX(
+      CASE
+        WHEN (
+          __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+        )
+        THEN __sd_highest
+      END
+    ) AS __sd_top,
     MIN(MIN(rowid)) OVER () AS __sd_first
   FROM __sd_rows
   GROUP BY
@@ -388,10 +449,23 @@ FROM (
   SELECT
     __sd_producer,
     COUNT(*) AS __sd_left,
-    COUNT_IF(__sd_sequence_id > COALESCE(__sd_mark, -1)) AS __sd_written,
-    MIN(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) AS __sd_first_written,
-    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN rowid END) AS __sd_last_written,
-    MAX(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN __sd_highest END) AS __sd_top,
+    COUNT_IF((
+      __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+    )) AS __sd_written,
+    MIN(CASE WHEN (
+      __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+    ) THEN rowid END) AS __sd_first_written,
+    MAX(CASE WHEN (
+      __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+    ) THEN rowid END) AS __sd_last_written,
+    MAX(
+      CASE
+        WHEN (
+          __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+        )
+        THEN __sd_highest
+      END
+    ) AS __sd_top,
     MIN(MIN(rowid)) OVER () AS __sd_first
   FROM __sd_rows
   GROUP BY
@@ -450,5 +524,7 @@ FROM (
     41 + rowid - $__sd_first_row + 1 AS __sd_position
   FROM __sd_rows
   WHERE
-    __sd_sequence_id > COALESCE(__sd_mark, -1)
+    (
+      __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+    )
 ) AS w;

@@ -118,27 +118,31 @@ FROM (
       CASE
         WHEN __sd_invalid
         THEN FALSE
-        WHEN __sd_sequence_id > GREATEST(
-          COALESCE(__sd_mark, -1),
-          COALESCE(
+        WHEN (
+          GREATEST(
+            __sd_mark,
             MAX(__sd_highest) OVER (
               PARTITION BY __sd_producer
               ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-            ),
-            -1
+            )
+          ) IS NULL
+          OR __sd_sequence_id > GREATEST(
+            __sd_mark,
+            MAX(__sd_highest) OVER (
+              PARTITION BY __sd_producer
+              ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+            )
           )
         )
         THEN TRUE
         WHEN __sd_sequence_id <= GREATEST(
-          COALESCE(__sd_mark, -1),
-          COALESCE(
-            MAX(__sd_sequence_id) OVER (
-              PARTITION BY __sd_producer
-              ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
-              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-            ),
-            -1
+          __sd_mark,
+          MAX(__sd_sequence_id) OVER (
+            PARTITION BY __sd_producer
+            ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           )
         )
         THEN FALSE
@@ -150,7 +154,14 @@ FROM (
         ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
       ) AS __sd_sent,
       SIZE(
-        COLLECT_SET(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN __sd_sequence_id END) OVER (PARTITION BY __sd_producer)
+        COLLECT_SET(
+          CASE
+            WHEN (
+              __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+            )
+            THEN __sd_sequence_id
+          END
+        ) OVER (PARTITION BY __sd_producer)
       ) AS __sd_ids
     FROM (
       SELECT /*+ REPARTITION(2, __sd_producer) */
@@ -294,27 +305,31 @@ FROM (
       CASE
         WHEN __sd_invalid
         THEN FALSE
-        WHEN __sd_sequence_id > GREATEST(
-          COALESCE(__sd_mark, -1),
-          COALESCE(
+        WHEN (
+          GREATEST(
+            __sd_mark,
             MAX(__sd_highest) OVER (
               PARTITION BY __sd_producer
               ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-            ),
-            -1
+            )
+          ) IS NULL
+          OR __sd_sequence_id > GREATEST(
+            __sd_mark,
+            MAX(__sd_highest) OVER (
+              PARTITION BY __sd_producer
+              ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+            )
           )
         )
         THEN TRUE
         WHEN __sd_sequence_id <= GREATEST(
-          COALESCE(__sd_mark, -1),
-          COALESCE(
-            MAX(__sd_sequence_id) OVER (
-              PARTITION BY __sd_producer
-              ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
-              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-            ),
-            -1
+          __sd_mark,
+          MAX(__sd_sequence_id) OVER (
+            PARTITION BY __sd_producer
+            ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           )
         )
         THEN FALSE
@@ -326,7 +341,14 @@ FROM (
         ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
       ) AS __sd_sent,
       SIZE(
-        COLLECT_SET(CASE WHEN __sd_sequence_id > COALESCE(__sd_mark, -1) THEN __sd_sequence_id END) OVER (PARTITION BY __sd_producer)
+        COLLECT_SET(
+          CASE
+            WHEN (
+              __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+            )
+            THEN __sd_sequence_id
+          END
+        ) OVER (PARTITION BY __sd_producer)
       ) AS __sd_ids
     FROM (
       SELECT /*+ COALESCE(1) */
@@ -546,7 +568,7 @@ SELECT
   COALESCE(
     __sd_accepted,
     CASE
-      WHEN __sd_sequence_id > COALESCE(
+      WHEN (
         GREATEST(
           __sd_mark,
           MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
@@ -554,8 +576,15 @@ SELECT
             ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           )
-        ),
-        -1
+        ) IS NULL
+        OR __sd_sequence_id > GREATEST(
+          __sd_mark,
+          MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
+            PARTITION BY __sd_producer
+            ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+          )
+        )
       )
       THEN TRUE
       WHEN __sd_sequence_id <= GREATEST(
@@ -621,7 +650,7 @@ SELECT
   COALESCE(
     __sd_accepted,
     CASE
-      WHEN __sd_sequence_id > COALESCE(
+      WHEN (
         GREATEST(
           __sd_mark,
           MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
@@ -629,8 +658,15 @@ SELECT
             ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           )
-        ),
-        -1
+        ) IS NULL
+        OR __sd_sequence_id > GREATEST(
+          __sd_mark,
+          MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
+            PARTITION BY __sd_producer
+            ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+          )
+        )
       )
       THEN TRUE
       WHEN __sd_sequence_id <= GREATEST(

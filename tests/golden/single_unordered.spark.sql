@@ -106,27 +106,31 @@ FROM (
       CASE
         WHEN __sd_invalid
         THEN FALSE
-        WHEN __sd_sequence_id > GREATEST(
-          COALESCE(__sd_mark, -1),
-          COALESCE(
+        WHEN (
+          GREATEST(
+            __sd_mark,
             MAX(__sd_highest) OVER (
               PARTITION BY __sd_producer
               ORDER BY __sd_sequence_id, __sd_highest
               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-            ),
-            -1
+            )
+          ) IS NULL
+          OR __sd_sequence_id > GREATEST(
+            __sd_mark,
+            MAX(__sd_highest) OVER (
+              PARTITION BY __sd_producer
+              ORDER BY __sd_sequence_id, __sd_highest
+              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+            )
           )
         )
         THEN TRUE
         WHEN __sd_sequence_id <= GREATEST(
-          COALESCE(__sd_mark, -1),
-          COALESCE(
-            MAX(__sd_sequence_id) OVER (
-              PARTITION BY __sd_producer
-              ORDER BY __sd_sequence_id, __sd_highest
-              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-            ),
-            -1
+          __sd_mark,
+          MAX(__sd_sequence_id) OVER (
+            PARTITION BY __sd_producer
+            ORDER BY __sd_sequence_id, __sd_highest
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           )
         )
         THEN FALSE
@@ -276,27 +280,31 @@ FROM (
       CASE
         WHEN __sd_invalid
         THEN FALSE
-        WHEN __sd_sequence_id > GREATEST(
-          COALESCE(__sd_mark, -1),
-          COALESCE(
+        WHEN (
+          GREATEST(
+            __sd_mark,
             MAX(__sd_highest) OVER (
               PARTITION BY __sd_producer
               ORDER BY __sd_sequence_id, __sd_highest
               ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-            ),
-            -1
+            )
+          ) IS NULL
+          OR __sd_sequence_id > GREATEST(
+            __sd_mark,
+            MAX(__sd_highest) OVER (
+              PARTITION BY __sd_producer
+              ORDER BY __sd_sequence_id, __sd_highest
+              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+            )
           )
         )
         THEN TRUE
         WHEN __sd_sequence_id <= GREATEST(
-          COALESCE(__sd_mark, -1),
-          COALESCE(
-            MAX(__sd_sequence_id) OVER (
-              PARTITION BY __sd_producer
-              ORDER BY __sd_sequence_id, __sd_highest
-              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-            ),
-            -1
+          __sd_mark,
+          MAX(__sd_sequence_id) OVER (
+            PARTITION BY __sd_producer
+            ORDER BY __sd_sequence_id, __sd_highest
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           )
         )
         THEN FALSE
@@ -371,27 +379,31 @@ FROM (
         ELSE CASE
           WHEN __sd_invalid
           THEN FALSE
-          WHEN __sd_sequence_id > GREATEST(
-            COALESCE(__sd_mark, -1),
-            COALESCE(
+          WHEN (
+            GREATEST(
+              __sd_mark,
               MAX(__sd_highest) OVER (
                 PARTITION BY __sd_producer, __sd_range
                 ORDER BY __sd_sequence_id, __sd_highest
                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-              ),
-              -1
+              )
+            ) IS NULL
+            OR __sd_sequence_id > GREATEST(
+              __sd_mark,
+              MAX(__sd_highest) OVER (
+                PARTITION BY __sd_producer, __sd_range
+                ORDER BY __sd_sequence_id, __sd_highest
+                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+              )
             )
           )
           THEN TRUE
           WHEN __sd_sequence_id <= GREATEST(
-            COALESCE(__sd_mark, -1),
-            COALESCE(
-              MAX(__sd_sequence_id) OVER (
-                PARTITION BY __sd_producer, __sd_range
-                ORDER BY __sd_sequence_id, __sd_highest
-                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-              ),
-              -1
+            __sd_mark,
+            MAX(__sd_sequence_id) OVER (
+              PARTITION BY __sd_producer, __sd_range
+              ORDER BY __sd_sequence_id, __sd_highest
+              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
             )
           )
           THEN FALSE
@@ -649,7 +661,7 @@ SELECT
   COALESCE(
     __sd_accepted,
     CASE
-      WHEN __sd_sequence_id > COALESCE(
+      WHEN (
         GREATEST(
           __sd_mark,
           MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
@@ -657,8 +669,15 @@ SELECT
             ORDER BY __sd_sequence_id, __sd_highest
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           )
-        ),
-        -1
+        ) IS NULL
+        OR __sd_sequence_id > GREATEST(
+          __sd_mark,
+          MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
+            PARTITION BY __sd_producer
+            ORDER BY __sd_sequence_id, __sd_highest
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+          )
+        )
       )
       THEN TRUE
       WHEN __sd_sequence_id <= GREATEST(
@@ -722,7 +741,7 @@ SELECT
   COALESCE(
     __sd_accepted,
     CASE
-      WHEN __sd_sequence_id > COALESCE(
+      WHEN (
         GREATEST(
           __sd_mark,
           MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
@@ -730,8 +749,15 @@ SELECT
             ORDER BY __sd_sequence_id, __sd_highest
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           )
-        ),
-        -1
+        ) IS NULL
+        OR __sd_sequence_id > GREATEST(
+          __sd_mark,
+          MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
+            PARTITION BY __sd_producer
+            ORDER BY __sd_sequence_id, __sd_highest
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+          )
+        )
       )
       THEN TRUE
       WHEN __sd_sequence_id <= GREATEST(

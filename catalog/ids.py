@@ -1,0 +1,86 @@
+"""The shape of a topic's sequence ids (R19), spelled once for every layer: an integer (BIGINT, the default), or a
+composite id of one to three parts, each an unsigned 64-bit integer compared in order (a CDC source's position:
+(lsn, event index), (binlog file, position, row), (partition, offset)).
+
+A composite id is stored as text: each part as 20 decimal digits, zero-padded, the parts concatenated. Text order
+is then tuple order, so every rule, plan and catalog query that compares, orders or takes the max of ids works on it
+unchanged, on every engine and for any integer type of the parts (2^64 - 1 fits neither Spark's BIGINT nor
+DuckDB's; it fits a DECIMAL(20, 0), and its digits fit 20 characters). The shape is fixed when the topic is created
+(``Session.create_topic(..., id_parts=2)``): its table's id columns take their type then.
+
+    >>> encoded((0x16B3748, 2)), decoded(encoded((2**64 - 1, 0)))
+    ('0000000000002380372000000000000000000002', (18446744073709551615, 0))
+    >>> encoded((7, 2**64 - 1)) < encoded((8, 0))
+    True
+"""
+from __future__ import annotations
+
+import numbers
+
+from sqlglot import exp
+
+from seqdedup.errors import TopicError
+
+#: A composite id has at most this many parts (udfs.reference.MAX_PARTS: the reference model's rule).
+MAX_PARTS = 3
+#: Each part is below this: an unsigned 64-bit integer.
+PART_LIMIT = 2**64
+#: The digits of a part in the encoding: 2^64 - 1 has 20.
+DIGITS = 20
+
+
+def id_type(parts: int | None) -> exp.DataType:
+    """The SQL type of the ids of a topic whose ids have ``parts`` parts (None: integer ids)."""
+    return exp.DataType.build("bigint" if parts is None else "text")
+
+
+def arrow_type(parts: int | None):
+    """The Arrow type of those ids, as the state holds them in memory."""
+    import pyarrow as pa
+
+    return pa.int64() if parts is None else pa.string()
+
+
+def check_parts(parts: object) -> int | None:
+    """``parts`` as a topic's id shape: None (integer ids) or 1 to MAX_PARTS; anything else refused, with the fix."""
+    if parts is None:
+        return None
+    if isinstance(parts, bool) or not isinstance(parts, numbers.Integral) or not 1 <= parts <= MAX_PARTS:
+        raise TopicError(f"id_parts {parts!r} is not a number of parts from 1 to {MAX_PARTS}; a composite "
+                                "id is a tuple of 1 to 3 unsigned 64-bit integers (leave it out for BIGINT ids)")
+    return int(parts)
+
+
+def encode(parts: list[exp.Expression]) -> exp.Expression:
+    """SQL: the text of a composite id of ``parts`` (integer expressions); NULL where a part is NULL, negative, not
+    a whole number or above 2^64 - 1, so that the entry is refused as one without an id (R4). Each part is compared
+    as a DECIMAL(20, 0), which holds every unsigned 64-bit value on both engines.
+
+    Example:
+        >>> print(encode([exp.column("lsn")]).sql("spark"))
+        CASE WHEN CAST(lsn AS DECIMAL(38, 0)) BETWEEN 0 AND 18446744073709551615 AND CAST(lsn AS DECIMAL(38, 0)) = lsn THEN LPAD(CAST(CAST(lsn AS DECIMAL(20, 0)) AS STRING), 20, '0') END
+    """
+    wide = [exp.cast(p.copy(), exp.DataType.build("DECIMAL(38, 0)")) for p in parts]
+    fits = [exp.and_(exp.Between(this=w, low=exp.convert(0), high=exp.convert(PART_LIMIT - 1)),
+                     w.copy().eq(p.copy())) for w, p in zip(wide, parts)]
+    text = [exp.func("lpad", exp.cast(exp.cast(p.copy(), exp.DataType.build("DECIMAL(20, 0)")), "text"),
+                     exp.convert(DIGITS), exp.Literal.string("0")) for p in parts]
+    joined = text[0]
+    for more in text[1:]:
+        joined = exp.DPipe(this=joined, expression=more)
+    return exp.Case(ifs=[exp.If(this=exp.and_(*fits), true=joined)])
+
+
+def encoded(value: tuple[int, ...]) -> str:
+    """Python: the text of the composite id ``value`` (a tuple of integers checked by the caller)."""
+    return "".join(f"{part:0{DIGITS}d}" for part in value)
+
+
+def decoded(text: str | None) -> tuple[int, ...] | None:
+    """Python: the composite id whose text is ``text`` (None stays None)."""
+    if text is None:
+        return None
+    return tuple(int(text[i:i + DIGITS]) for i in range(0, len(text), DIGITS))
+
+
+__all__ = ["MAX_PARTS", "PART_LIMIT", "arrow_type", "check_parts", "decoded", "encode", "encoded", "id_type"]

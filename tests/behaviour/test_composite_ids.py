@@ -1,0 +1,155 @@
+"""Composite sequence ids (R19) on the engines: a CDC source's position, (lsn, event index), as the id. Generated
+statements with ties, equal LSNs, disorder, parts at the top of unsigned 64-bit and restarts agree with the reference
+model (``udfs.reference``, which holds R19); a topic's id shape is fixed when it is created, and an id of another
+shape, or a part out of range, is refused with nothing written."""
+from __future__ import annotations
+
+import hypothesis.strategies as st
+import pytest
+from hypothesis import HealthCheck, given, settings
+from sqlglot import exp
+
+from seqdedup import InvalidEntryError, RewriteError
+from seqdedup.catalog import ids
+from seqdedup.catalog.state import literal
+from seqdedup.core.recovery import recover
+from seqdedup.errors import TopicError
+from seqdedup.udfs import Entry, Policies, SequenceTracker
+
+from .test_matches_reference import fresh
+
+U64_MAX = 2**64 - 1
+PRODUCERS = ["slot", "other"]
+#: LSNs: small ones, and ones past signed 64-bit (a PostgreSQL LSN is an unsigned 64-bit position).
+LSNS = [0, 1, 2, 2**63, U64_MAX]
+
+
+def stage(harness, rows: list[tuple]) -> None:
+    """A temporary view ``staging`` of (producer, lsn, index[, payload]) rows, numbered in arrival order; the LSN a
+    DECIMAL(20, 0), which holds every unsigned 64-bit value on both engines."""
+    padded = [(p, lsn, i, n, payload[0] if payload else f"{p}/{lsn}/{i}")
+              for n, (p, lsn, i, *payload) in enumerate(rows)] or [(None, None, None, None, None)]
+    values = exp.values([tuple(literal(v) if v is not None else exp.null() for v in row) for row in padded],
+                        alias="t", columns=["producer", "lsn", "idx", "arrival", "payload"])
+    select = exp.select(exp.cast(exp.column("producer"), "string").as_("producer"),
+                        exp.cast(exp.column("lsn"), exp.DataType.build("DECIMAL(20, 0)")).as_("lsn"),
+                        exp.cast(exp.column("idx"), "bigint").as_("idx"), "arrival", "payload").from_(values).where(
+        exp.true() if rows else exp.false())
+    harness.session.adapter.execute(exp.Create(this=exp.table_("staging"), kind="VIEW", replace=True,
+                                               expression=select,
+                                               properties=exp.Properties(expressions=[exp.TemporaryProperty()])))
+
+
+def send(harness, rows: list[tuple], ordered: bool = True, topic: str = "cdc"):
+    stage(harness, rows)
+    return harness.session.sql(f"INSERT INTO {topic} SELECT payload FROM staging WHERE is_not_dup(producer, "
+                               f"(lsn, idx)){' ORDER BY arrival' if ordered else ''}")
+
+
+def entries(harness, topic: str = "cdc") -> list[tuple]:
+    """(producer, id as a tuple) of the topic's entries."""
+    return [(p, ids.decoded(s)) for p, s in harness.session.sql(
+        f"SELECT _producer, _sequence_id FROM {topic} ORDER BY _commit, _producer, _sequence_id").rows]
+
+
+event = st.tuples(st.sampled_from(PRODUCERS), st.sampled_from(LSNS), st.integers(0, 2))
+steps = st.lists(st.one_of(st.tuples(st.lists(event, min_size=1, max_size=8), st.booleans()).map(
+    lambda s: ("send", s)), st.just(("restart", None))), min_size=1, max_size=5).filter(
+    lambda ss: any(kind == "send" for kind, _ in ss))
+EXAMPLES = {"duckdb": 40, "spark": 5, "connect": 4}
+
+
+def test_composite_ids_match_the_reference_model(engine, tmp_path_factory):
+    @settings(max_examples=EXAMPLES[engine.name], deadline=None, suppress_health_check=[HealthCheck.too_slow],
+              derandomize=engine.family == "spark")
+    @given(steps=steps, interval=st.sampled_from([1, 2, 1000]))
+    def check(steps, interval):
+        with fresh(engine, tmp_path_factory) as harness:
+            harness.session.create_topic("cdc", {"payload": "STRING"}, id_parts=2,
+                                         snapshot_interval_entries=interval)
+            model = SequenceTracker(Policies(snapshot_interval_entries=interval), now=0.0)
+            for kind, arg in steps:
+                if kind == "restart":
+                    harness.restart()
+                    model = model.recover()
+                    continue
+                rows, ordered = arg
+                result = send(harness, rows, ordered)
+                expected = model.apply_statement([Entry(p, (lsn, i)) for p, lsn, i in rows],
+                                                 order=list(range(len(rows))) if ordered else None)
+                assert (result.written, result.duplicates) == (
+                    sum(expected.written.values()), sum(expected.duplicates.values())), (rows, ordered)
+                assert sorted(entries(harness)) == sorted((e.producer, e.sequence_id) for e in model.log)
+                assert harness.position_problem("cdc") is None
+                for producer in PRODUCERS:
+                    assert harness.session.last_sequence_id("cdc", producer) == model.last_sequence_id(producer)
+
+    check()
+
+
+def test_events_that_share_an_lsn_a_replay_and_a_second_server_converge_on_one_copy(dedup):
+    # a transaction's events share an LSN (their index tells them apart); a restarted connector replays from an
+    # earlier position; a second server replays the same slot under the same name
+    dedup.session.create_topic("cdc", {"payload": "STRING"}, id_parts=2)
+    assert send(dedup, [("slot", 0x16B3748, i) for i in range(3)]).written == 3
+    replay = send(dedup, [("slot", 0x16B3748, 1), ("slot", 0x16B3748, 2), ("slot", 0x16B3790, 0),
+                          ("slot", 0x16B3790, 1)])
+    assert (replay.written, replay.duplicates) == (2, 2)
+    dedup.restart()
+    second = send(dedup, [("slot", 0x16B3748, 0), ("slot", 0x16B3790, 1)], ordered=False)
+    assert (second.written, second.duplicates) == (0, 2)
+    assert dedup.session.last_sequence_id("cdc", "slot") == (0x16B3790, 1)
+    assert recover(dedup.session.broker, "cdc").ok      # the state, checked against a replay of the log
+    assert recover(dedup.session.broker, "cdc", repair=True).ok
+    assert [s for _, s in entries(dedup)] == [(0x16B3748, 0), (0x16B3748, 1), (0x16B3748, 2), (0x16B3790, 0),
+                                              (0x16B3790, 1)]
+
+
+def test_a_topic_of_one_part_ids_takes_an_unsigned_lsn_past_signed_64_bit(dedup):
+    dedup.session.create_topic("lsns", {"payload": "STRING"}, id_parts=1)
+    stage(dedup, [("slot", U64_MAX - 1, 0), ("slot", U64_MAX, 0), ("slot", U64_MAX - 1, 0)])
+    statement = "INSERT INTO lsns SELECT payload FROM staging WHERE is_not_dup(producer, lsn)"
+    result = dedup.session.sql(statement + " ORDER BY arrival")
+    assert (result.written, result.duplicates) == (2, 1)
+    dedup.restart()
+    assert dedup.session.last_sequence_id("lsns", "slot") == (U64_MAX,)
+    stage(dedup, [("slot", U64_MAX, 0), ("slot", 7, 0)])
+    assert dedup.session.sql(statement).written == 0
+
+
+def test_a_dropped_entry_of_a_composite_id_is_in_the_ledger_with_its_id(dedup):
+    dedup.session.create_topic("cdc", {"payload": "STRING"}, id_parts=2, dropped_entries="keys")
+    send(dedup, [("slot", 5, 0), ("slot", 5, 1)])
+    result = send(dedup, [("slot", 5, 1), ("slot", 6, 0), ("slot", 6, 0)])
+    assert (result.written, result.duplicates) == (1, 2)
+    ledger = dedup.session.sql("SELECT composite_id, sequence_id, reason FROM seqdedup_dropped "
+                               "ORDER BY composite_id, reason").rows
+    assert [(ids.decoded(c), s, r) for c, s, r in ledger] == [((5, 1), None, "retry"), ((6, 0), None, "repeat")]
+
+
+def test_an_id_of_another_shape_or_a_part_out_of_range_is_refused_and_writes_nothing(dedup):
+    dedup.session.create_topic("cdc", {"payload": "STRING"}, id_parts=2)
+    dedup.topic()
+    stage(dedup, [("slot", 1, 0)])
+    refusals = [
+        ("INSERT INTO cdc SELECT payload FROM staging WHERE is_not_dup(producer, lsn)", RewriteError, "2 parts"),
+        ("INSERT INTO cdc SELECT payload FROM staging WHERE is_not_dup(producer, (lsn, idx, idx))", RewriteError,
+         "gives 3 parts"),
+        ("INSERT INTO cdc SELECT payload FROM staging WHERE is_not_dup(producer, (lsn, idx), idx)", RewriteError,
+         "no batch entries"),
+        ("INSERT INTO cdc SELECT payload FROM staging WHERE is_new(producer)", RewriteError, "integer ids"),
+        ("INSERT INTO events SELECT payload FROM staging WHERE is_not_dup(producer, (lsn, idx))", RewriteError,
+         "id_parts=2"),
+        ("INSERT INTO cdc SELECT payload FROM staging WHERE is_not_dup(producer, (lsn, idx - 1))", InvalidEntryError,
+         "part that is NULL, negative"),
+        ("INSERT INTO cdc SELECT payload FROM staging WHERE is_not_dup(producer, (lsn + 18446744073709551615, idx))",
+         InvalidEntryError, "above 18446744073709551615"),
+        ("INSERT INTO cdc SELECT payload FROM staging WHERE is_not_dup(producer, (lsn, 0.5))", InvalidEntryError,
+         "must be an integer"),
+    ]
+    for statement, error, words in refusals:
+        with pytest.raises(error, match=words):
+            dedup.session.sql(statement)
+    with pytest.raises(TopicError, match="1 to 3"):
+        dedup.session.create_topic("wide", {"payload": "STRING"}, id_parts=4)
+    assert entries(dedup) == [] and dedup.session.sql("SELECT count(*) FROM events").rows[0][0] == 0
