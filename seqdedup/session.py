@@ -18,7 +18,7 @@ from seqdedup.catalog import ids
 from seqdedup.catalog.catalog import Topic, TopicRef
 from seqdedup.catalog.schema import DROPPED, GAPS
 from seqdedup.catalog.state import literal
-from seqdedup.errors import PolicyError, SeqdedupError, TopicError
+from seqdedup.errors import InvalidEntryError, PolicyError, SeqdedupError, TopicError
 from seqdedup.extensions.base import EngineAdapter
 from seqdedup.sql import rewrite, statements
 from seqdedup.sql.dialects import read_dialect
@@ -26,6 +26,7 @@ from seqdedup.sql.functions import expand_state_functions
 from seqdedup.sql.sources import to_duckdb_readers
 from seqdedup.udfs import DupStatus
 from seqdedup.udfs.guards import check_probe
+from seqdedup.udfs.reference import shape
 
 from .clients.frames import register, registered
 from .core import compaction, creation, guards, policy_changes, snapshots, statement
@@ -172,7 +173,8 @@ class Session:
         with self.writer, self.writer.scratch() as scratch:
             tree = expand_state_functions(
                 tree, lambda topic: self._marks_query(topic, scratch), self._claims_for,
-                integer_types=self.adapter.INTEGER_TYPES | self.adapter.NULL_TYPES)
+                integer_types=self.adapter.INTEGER_TYPES | self.adapter.NULL_TYPES,
+                parts_for=lambda topic: self.state(topic).topic.id_parts)
             if not statements.returns_rows(tree):
                 self.adapter.execute(tree)
                 return QueryResult(columns=[], rows=[])
@@ -212,10 +214,13 @@ class Session:
         return self.pushed.claims(self.ref(topic).key)
 
     def producer_state(self, topic: str) -> QueryResult:
-        """Every producer the topic's state knows, with its mark and last write, recovered from snapshot + replay."""
-        marks = self.state(topic).marks.table.sort_by("producer")
-        return QueryResult(["producer", "sequence_id", "last_publish_time"],
-                           [tuple(r.values()) for r in marks.to_pylist()])
+        """Every producer the topic's state knows, with its mark (a tuple for composite ids, R19) and last write,
+        recovered from snapshot + replay."""
+        state = self.state(topic)
+        marks = state.marks.table.sort_by("producer").to_pylist()
+        if state.topic.id_parts is not None:
+            marks = [{**row, "sequence_id": ids.decoded(row["sequence_id"])} for row in marks]
+        return QueryResult(["producer", "sequence_id", "last_publish_time"], [tuple(r.values()) for r in marks])
 
     def last_sequence_id(self, topic: str, producer: str) -> int | tuple[int, ...]:
         """R13: the producer's persisted mark, or -1 when it has none (or deduplication is disabled); a tuple on a
@@ -226,15 +231,24 @@ class Session:
             return -1
         return mark if state.topic.id_parts is None else ids.decoded(mark)
 
-    def dup_status(self, topic: str, producer: str, sequence_id: int,
+    def dup_status(self, topic: str, producer: str, sequence_id: int | tuple[int, ...],
                    highest_sequence_id: int | None = None) -> DupStatus:
         """R6: DUP, NOT_DUP, or UNKNOWN while an uncommitted statement claims the id."""
         check_probe(producer, sequence_id, highest_sequence_id)    # an id '5', True or 2.5 is refused
+        parts = self.state(topic).topic.id_parts
+        if shape(sequence_id) != (parts or 0):      # R19: the topic's ids have one shape
+            raise InvalidEntryError(f"dup_status: sequence_id {sequence_id!r} is not an id of topic {topic}, whose ids "
+                                    f"{'are integers' if parts is None else f'are tuples of {parts} parts'}")
         mark = self.last_sequence_id(topic, producer)
         pushed = self._pushed_for(topic, producer)
-        if pushed is not None and sequence_id <= pushed and sequence_id > mark:
+        if parts is not None:       # (tuples compare part by part; the claims are kept as the ids' text)
+            pushed = ids.decoded(pushed)
+            mark = None if mark == -1 else mark
+        else:
+            mark = None if mark < 0 else mark
+        if pushed is not None and sequence_id <= pushed and (mark is None or sequence_id > mark):
             return DupStatus.UNKNOWN
-        return DupStatus.DUP if mark >= 0 and sequence_id <= mark else DupStatus.NOT_DUP
+        return DupStatus.DUP if mark is not None and sequence_id <= mark else DupStatus.NOT_DUP
 
 
     def snapshot(self, topic: str) -> int | None:

@@ -14,10 +14,14 @@ from sqlglot import exp
 
 from seqdedup.errors import InvalidEntryError, RewriteError, at
 
+from seqdedup.catalog import ids
+
+from . import rewrite
 from .rewrite import calls
 
 StateFor = Callable[[str], exp.Query]             # topic name -> query of (producer, sequence_id, last_publish_time)
 ClaimsFor = Callable[[str], "dict[str, int]"]     # topic name -> producer -> highest id claimed, uncommitted (R6)
+PartsFor = Callable[[str], "int | None"]          # topic name -> the parts of its composite ids (R19); None: integer
 
 IDS = "an integer (sequence ids are signed 64-bit, 0 to 9223372036854775807)"
 
@@ -91,6 +95,33 @@ def _checked_id(value: exp.Expression, role: str, integer_types: Iterable[str] |
     return branches
 
 
+def _parts(text: exp.Expression, parts: int) -> exp.Expression:
+    """A composite id's text (``catalog.ids``) as a STRUCT of its parts, ``part1`` ..., each a DECIMAL(20, 0)."""
+    return exp.Struct(expressions=[exp.PropertyEQ(this=exp.to_identifier(f"part{i + 1}"), expression=exp.cast(
+        exp.Substring(this=text.copy(), start=exp.convert(i * ids.DIGITS + 1), length=exp.convert(ids.DIGITS)),
+        exp.DataType.build("DECIMAL(20, 0)"))) for i in range(parts)])
+
+
+def _composite_status(call: exp.Anonymous, state: exp.Query, parts: int, names: "_Names") -> exp.Expression:
+    """``dup_status`` on a topic of composite ids (R19): the id as a statement writes it, ``(lsn, idx)`` (or a
+    plain value on a topic of one-part ids). No batch entries, so no highest id; a part out of range fails the
+    query. (Claims of uncommitted statements, R6, are not told apart: UNKNOWN is not given.)"""
+    producer, sequence_id, *highest = call.expressions[1:]
+    written = rewrite.composite_parts(sequence_id) or ([sequence_id] if parts == 1 else None)
+    if highest or written is None or len(written) != parts:
+        raise RewriteError(f"dup_status on a topic of composite ids of {parts} parts takes (topic, producer, id) "
+                           f"with the id written as in its statements, a tuple of {parts}{at(call)}")
+    encoded = ids.encode(written)
+    mark = exp.func("coalesce", _lookup(state, "producer", "sequence_id", producer, names), exp.Literal.string(""))
+    return exp.Case(ifs=[
+        exp.If(this=exp.or_(producer.copy().is_(exp.null()), *[p.copy().is_(exp.null()) for p in written]),
+               true=exp.null()),
+        exp.If(this=encoded.copy().is_(exp.null()), true=exp.func("raise_error", exp.Literal.string(
+            "dup_status's sequence_id has a part that is negative, not a whole number or above "
+            "18446744073709551615"))),
+        exp.If(this=encoded <= mark, true=exp.Literal.string("DUP"))], default=exp.Literal.string("NOT_DUP"))
+
+
 def _named(call: exp.Anonymous, expression: exp.Expression) -> exp.Expression:
     """A call that was a column of the result keeps its text as the column's name, not the expansion's."""
     if isinstance(call.parent, exp.Select) and call.arg_key == "expressions":
@@ -99,12 +130,15 @@ def _named(call: exp.Anonymous, expression: exp.Expression) -> exp.Expression:
 
 
 def expand_state_functions(tree: exp.Expression, state_for: StateFor, claims_for: ClaimsFor, *,
-                           integer_types: Iterable[str] | None = None) -> exp.Expression:
+                           integer_types: Iterable[str] | None = None,
+                           parts_for: PartsFor = lambda topic: None) -> exp.Expression:
     """Replace the state functions of a query with subqueries over the topic's recovered state.
 
     ``claims_for`` gives the ids uncommitted statements claim (R6): ``dup_status`` answers ``UNKNOWN`` for them.
     With ``integer_types`` (the engine's type names, upper case, as ``typeof`` gives them) a ``dup_status`` whose
-    sequence id is of another type fails when the query runs.
+    sequence id is of another type fails when the query runs. On a topic of composite ids (``parts_for``, R19),
+    ``last_sequence_id`` gives a STRUCT of the parts (NULL where there is none), ``dup_status`` takes the id as it
+    is written in a statement (``(lsn, idx)``), and ``producer_state``'s ``sequence_id`` is a STRUCT.
 
     Example:
         >>> import sqlglot
@@ -121,14 +155,23 @@ def expand_state_functions(tree: exp.Expression, state_for: StateFor, claims_for
     for table in list(tree.find_all(exp.Table)):
         if isinstance(table.this, exp.Anonymous) and table.this.name.lower() == "producer_state":
             topic = _topic_argument(table.this, "producer_state", (1,))
-            table.replace(state_for(topic).subquery(table.alias or "producer_state"))
+            state, parts = state_for(topic), parts_for(topic)
+            if parts is not None:
+                state = exp.select("producer", exp.alias_(_parts(exp.column("sequence_id"), parts), "sequence_id"),
+                                   "last_publish_time").from_(state.subquery(names("m")))
+            table.replace(state.subquery(table.alias or "producer_state"))
     for call in calls(tree, "last_sequence_id"):
         topic = _topic_argument(call, "last_sequence_id", (2,))
         mark = _lookup(state_for(topic), "producer", "sequence_id", call.expressions[1], names)
-        call.replace(_named(call, exp.func("coalesce", mark, exp.convert(-1))))
+        parts = parts_for(topic)
+        call.replace(_named(call, exp.func("coalesce", mark, exp.convert(-1)) if parts is None else exp.Case(
+            ifs=[exp.If(this=mark.copy().is_(exp.not_(exp.null())), true=_parts(mark, parts))])))
     for call in calls(tree, "dup_status"):
         topic = _topic_argument(call, "dup_status", (3, 4))
         producer, sequence_id, *highest = call.expressions[1:]
+        if parts_for(topic) is not None:
+            call.replace(_named(call, _composite_status(call, state_for(topic), parts_for(topic), names)))
+            continue
         ids = [(sequence_id, "sequence_id")] + [(h, "highest_sequence_id") for h in highest]
         checks = []
         for value, role in ids:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import sqlglot
 from sqlglot import exp
 
+from seqdedup.catalog.ids import decoded
 from seqdedup.catalog.catalog import TopicRef
 from seqdedup.catalog.schema import ATTEMPT, CATALOG_TABLES, catalog_table
 from seqdedup.catalog.state import last_position_query, literal
@@ -65,7 +66,7 @@ class Reader:
     def __init__(self, session, topic: str, start_after: int | str = 0):
         self.session = session
         self.ref: TopicRef = session.ref(topic)
-        session.committed.topic(self.ref)                # an unknown topic is named at once
+        self.id_parts = session.committed.topic(self.ref).id_parts      # (an unknown topic is named at once)
         self.columns = [name for name, _ in session.adapter.columns(self.ref.table, committed=True)]
         self.position: int = self._start(start_after)    # the last position returned; read() returns entries after it
 
@@ -88,9 +89,12 @@ class Reader:
         return query.limit(limit) if limit is not None else query
 
     def read(self, max_entries: int | None = None) -> QueryResult:
-        """The next entries (all of them, or at most ``max_entries``), with every column; the position moves to
-        the last one returned."""
+        """The next entries (all of them, or at most ``max_entries``), with every column (a composite id as its
+        tuple, R19: ``query`` gives its text); the position moves to the last one returned."""
         rows = self._fetch(self.query(max_entries))
+        if self.id_parts is not None:
+            ids = [self.columns.index(name) for name in ("_sequence_id", "_highest_sequence_id")]
+            rows = [tuple(decoded(v) if i in ids else v for i, v in enumerate(row)) for row in rows]
         if rows:
             self.position = rows[-1][self.columns.index("_position")]
         return QueryResult(columns=list(self.columns), rows=rows)

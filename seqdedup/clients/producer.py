@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from seqdedup.catalog.ids import decoded, encode
 from seqdedup.catalog.names import ARRIVAL, HIGHEST, PRODUCER, SEQUENCE_ID
 from seqdedup.catalog.state import literal
 from seqdedup.errors import (CatalogError, InvalidEntryError, NotRewrittenError, OutcomeUnknownError, PolicyError,
@@ -38,7 +39,7 @@ from ..core import leases
 from .batching import Batcher, Batching, EntryFuture
 from ..core.leases import Lease
 from .receipts import Receipts, receipts as read_receipts
-from .staging import MAX_ID, stage
+from .staging import MAX_ID, id_columns, stage
 
 log = logging.getLogger("seqdedup.producer")
 
@@ -62,7 +63,8 @@ class _Send:
 
     stage: exp.Table
     name: str                       # the staged table's temporary name
-    sequence_id: exp.Expression     # the entry's id over the staged row
+    sequence_id: exp.Expression     # the entry's id over the staged row, as is_not_dup takes it
+    stored: exp.Expression          # the same as the topic stores it (a composite id's text, R19)
     count: int
     first_automatic: int | None     # the first automatic id given, to take back when the send is refused
     own_commits: set[int]
@@ -99,6 +101,10 @@ class Producer:
             raise ProducerError("send_timeout must be positive, or None to retry until each entry is settled")
         self.session = session
         self.topic = session.topic(topic, fresh=True)      # (its lease time as set last, by any driver)
+        if self.topic.id_parts is not None and initial_sequence_id is not None:
+            raise ProducerError(f"topic {self.topic.ref.key} takes composite ids (R19), which have no next id: a "
+                                "producer sends them explicitly (send(data, sequence_id=(columns...))), with no "
+                                "initial_sequence_id")
         self.name = name or generated_name()
         self.send_timeout = send_timeout
         self._batcher = Batcher(self._send, batching, self.name)
@@ -123,7 +129,8 @@ class Producer:
             self.close()
             raise
         self._last = mark
-        self._next = mark + 1 if initial_sequence_id is None else initial_sequence_id + 1
+        self._next = None if self.topic.id_parts is not None else \
+            mark + 1 if initial_sequence_id is None else initial_sequence_id + 1
         if initial_sequence_id is not None and initial_sequence_id < mark:   # stacklevel 3: session.producer's caller
             warnings.warn(SeqdedupWarning(
                 f"producer {self.name!r} starts after id {initial_sequence_id} but the topic's mark for it is {mark}: "
@@ -142,12 +149,13 @@ class Producer:
         was unknown (``OutcomeUnknownError``)."""
         return sum(s.count for s in self._pending) + self._batcher.pending
 
-    def send(self, data, *, sequence_id: str | None = None) -> Receipts:
+    def send(self, data, *, sequence_id: str | tuple[str, ...] | None = None) -> Receipts:
         """Write entries; returns each one's outcome (its position, or that it was a duplicate).
 
         ``data``: rows (dicts, or tuples in the topic's column order), a pandas DataFrame, a pyarrow Table, or a
-        Spark DataFrame. ``sequence_id`` names the column that holds explicit ids; without it the producer numbers
-        the entries itself, after its last id. Entries queued by ``send_async`` and entries still pending from a
+        Spark DataFrame. ``sequence_id`` names the column that holds explicit ids (on a topic of composite ids, R19,
+        the columns of their parts: ``("lsn", "idx")``); without it the producer numbers the entries itself, after
+        its last id. Entries queued by ``send_async`` and entries still pending from a
         failed send go first. Threads may send through one producer: a send waits for the one in flight.
         """
         self._batcher.flush()
@@ -236,6 +244,13 @@ class Producer:
 
     def _stage(self, data, column: str | None) -> _Send | None:
         explicit = column is not None
+        parts = id_columns(column)
+        if self.topic.id_parts is not None and len(parts) != self.topic.id_parts:
+            raise ProducerError(f"topic {self.topic.ref.key} takes composite ids of {self.topic.id_parts} parts (R19): "
+                                f"name the columns of their parts, send(data, sequence_id=(...)), not {column!r}")
+        if self.topic.id_parts is None and len(parts) > 1:
+            raise ProducerError(f"topic {self.topic.ref.key} takes integer ids: name one column of ids, not {column!r} "
+                                "(a topic of composite ids is created with id_parts)")
         if self._explicit is not None and explicit != self._explicit:
             raise ProducerError(
                 f"producer {self.name!r} sends {'explicit' if self._explicit else 'automatic'} ids; mixing them with "
@@ -256,11 +271,14 @@ class Producer:
                 f"{max(MAX_ID - self._next + 1, 0)} left). Nothing was sent; send under a new producer name")
         self._explicit = explicit
         if explicit:
-            ids, first = exp.column(column, quoted=True), None
+            columns, first = [exp.column(part, quoted=True) for part in parts], None
+            ids = exp.Tuple(expressions=columns) if len(columns) > 1 else columns[0]
         else:          # the first id is a parameter (FIRST_ID): the statement's SQL is the same, send after send
             ids, first = exp.column(ARRIVAL) + FIRST_ID, self._next
             self._next += count
-        return _Send(table, name, ids, count, first, set())
+        # (the id as the topic stores it, which the receipts look up: a composite id's text, R19)
+        stored = encode(columns) if self.topic.id_parts is not None else exp.cast(ids.copy(), "bigint")
+        return _Send(table, name, ids, stored, count, first, set())
 
     def _settle(self, send: _Send) -> Receipts:
         """Run the send's statement until its outcome is known; then read each entry's outcome."""
@@ -301,8 +319,11 @@ class Producer:
             rows = read_receipts(session.adapter, ref.table, self._entries(send), send.own_commits)
             session.adapter.drop_temp_table(send.name)
         self._pending.remove(send)
+        if self.topic.id_parts is not None:      # (R19: the ids as tuples; -1, none, is below every one)
+            rows = [(decoded(s), decoded(h), *rest) for s, h, *rest in rows]
         receipts = Receipts(rows)
-        self._last = max(self._last, max(row[1] for row in rows))
+        highest = max(row[1] for row in rows)
+        self._last = highest if self._last == -1 else max(self._last, highest)
         return receipts
 
     @staticmethod
@@ -319,6 +340,6 @@ class Producer:
 
     def _entries(self, send: _Send) -> exp.Select:
         return exp.select(ARRIVAL, exp.alias_(literal(self.name), PRODUCER),
-                          exp.alias_(exp.cast(send.sequence_id.copy(), "bigint"), SEQUENCE_ID),
-                          exp.alias_(exp.cast(send.sequence_id.copy(), "bigint"), HIGHEST)).from_(send.stage.copy())
+                          exp.alias_(send.stored.copy(), SEQUENCE_ID),
+                          exp.alias_(send.stored.copy(), HIGHEST)).from_(send.stage.copy())
 

@@ -17,15 +17,21 @@ from .frames import load
 MAX_ID = 2**63 - 1
 
 
-def stage(adapter, topic, name: str, data, column: str | None) -> tuple[exp.Table, int]:
+def id_columns(column: str | tuple[str, ...] | list[str] | None) -> tuple[str, ...]:
+    """The columns of a send's explicit ids: one name, or the parts of a composite id (R19); none for automatic."""
+    return () if column is None else (column,) if isinstance(column, str) else tuple(column)
+
+
+def stage(adapter, topic, name: str, data, column: str | tuple[str, ...] | None) -> tuple[exp.Table, int]:
     """``data`` as the temporary table ``name``, and its number of rows, once it fits ``topic``; ``column`` names
-    the column of explicit ids (None: automatic ones). Dropped again when a check refuses it."""
+    the column of explicit ids, or the columns of a composite id's parts (R19; None: automatic ones). Dropped again
+    when a check refuses it."""
     table = _load(adapter, topic, name, data, column)
     try:
         types = {c: kind for c, kind in adapter.columns(table) if c != ARRIVAL}
         _check_columns(topic, list(types), column)
-        if column is not None:
-            _check_id_type(adapter, column, types)
+        for part in id_columns(column):
+            _check_id_type(adapter, part, types, composite=topic.id_parts is not None)
         return table, _count_fitting(adapter, topic, table, types)
     except BaseException:
         adapter.drop_temp_table(name)
@@ -45,7 +51,7 @@ def _load(adapter, topic, name: str, data, column: str | None) -> exp.Table:
         if found is None:
             raise
     index, where, value = found
-    if column is not None and where.lower() == column.lower():
+    if where.lower() in {c.lower() for c in id_columns(column)} and topic.id_parts is None:
         raise InvalidEntryError(
             f"entry {index} has sequence id {value} in column {where!r}, which is "
             f"{'below 0' if value < 0 else f'above {MAX_ID}'}: sequence ids are signed 64-bit, 0 to {MAX_ID}. "
@@ -78,12 +84,13 @@ def _beyond_64_bits(data, columns: list[str]) -> tuple[int, str, int] | None:
     return None
 
 
-def _check_columns(topic, present: list[str], column: str | None) -> None:
+def _check_columns(topic, present: list[str], column: str | tuple[str, ...] | None) -> None:
     wanted = {c.lower() for c, _ in topic.user_columns}
     have = {c.lower() for c in present}
-    if column is not None and column.lower() not in have:
-        raise TopicError(f"the data has no column {column!r} for the sequence ids; its columns are {present}")
-    extra = sorted(have - wanted - ({column.lower()} if column else set()))
+    for part in id_columns(column):
+        if part.lower() not in have:
+            raise TopicError(f"the data has no column {part!r} for the sequence ids; its columns are {present}")
+    extra = sorted(have - wanted - {c.lower() for c in id_columns(column)})
     missing = sorted(wanted - have)
     if extra or missing:
         raise TopicError(f"the data does not fit topic {topic.ref.key}: "
@@ -92,12 +99,16 @@ def _check_columns(topic, present: list[str], column: str | None) -> None:
                          + f". The topic's columns are {[c for c, _ in topic.user_columns]}")
 
 
-def _check_id_type(adapter, column: str, types: dict[str, str]) -> None:
-    """Explicit ids are integers; the error names the column (the statement's would name is_not_dup's argument)."""
-    kind = next(k for c, k in types.items() if c.lower() == column.lower()).split("(")[0].strip('"').upper()
-    if kind not in adapter.INTEGER_TYPES | adapter.NULL_TYPES:
+def _check_id_type(adapter, column: str, types: dict[str, str], composite: bool = False) -> None:
+    """Explicit ids are integers (a composite id's parts, R19, also DECIMALs of scale 0, for values of 2^63 and
+    above); the error names the column (the statement's would name is_not_dup's argument)."""
+    written = next(k for c, k in types.items() if c.lower() == column.lower())
+    kind = written.split("(")[0].strip('"').upper()
+    whole = composite and kind == "DECIMAL" and written.replace(" ", "").endswith(",0)")
+    if kind not in adapter.INTEGER_TYPES | adapter.NULL_TYPES and not whole:
         raise InvalidEntryError(f"the sequence id column {column!r} has type {kind}; sequence ids are integers "
-                                f"(64-bit signed, 0 to {MAX_ID}): give the column integer values. Nothing was sent")
+                                f"(64-bit signed, 0 to {MAX_ID}{'; a composite id part may be a DECIMAL(20, 0)' if composite else ''}): "
+                                "give the column integer values. Nothing was sent")
 
 
 def _count_fitting(adapter, topic, table: exp.Table, types: dict[str, str]) -> int:

@@ -22,12 +22,12 @@ _TASKS: dict[tuple[str, int], list[int]] = {}     # (hash, partitions) -> the ta
 
 def ranges(run, given: plan.Inputs) -> exp.Expression | None:
     """The ranges of the statement's entries (``window_decisions``' ``ranges``), None where it is not spread: a
-    small or ordered statement, deduplication off, an engine that takes no partition hint, or no producer holding
-    more than its share of the tasks (``partitions``: a producer with more entries than the statement's share per
-    task would leave the other tasks idle)."""
+    small or ordered statement, deduplication off, an engine that takes no partition hint, composite ids (R19: the
+    ranges are of integers), or no producer holding more than its share of the tasks (``partitions``: a producer
+    with more entries than the statement's share per task would leave the other tasks idle)."""
     adapter, partitions, steps = run.adapter, given.partitions, plan.PLANS["window"]
     if (not adapter.SPREADS or given.gather or not given.checked or run.statement.ordered
-            or not partitions or partitions < 2):
+            or run.statement.id_parts is not None or not partitions or partitions < 2):
         return None
     entries, largest = adapter.fetchall(run.kept("first look", lambda: steps["first look"].build(given)))[0]
     if not entries or largest * partitions <= entries:

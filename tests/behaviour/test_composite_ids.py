@@ -4,18 +4,21 @@ model (``udfs.reference``, which holds R19); a topic's id shape is fixed when it
 shape, or a part out of range, is refused with nothing written."""
 from __future__ import annotations
 
+from decimal import Decimal
+
 import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, given, settings
 from sqlglot import exp
 
-from seqdedup import InvalidEntryError, RewriteError
+from seqdedup import InvalidEntryError, Reader, RewriteError
 from seqdedup.catalog import ids
 from seqdedup.catalog.state import literal
 from seqdedup.core.recovery import recover
-from seqdedup.errors import TopicError
+from seqdedup.errors import ProducerError, TopicError
 from seqdedup.udfs import Entry, Policies, SequenceTracker
 
+from ..engines import DISTRIBUTED
 from .test_matches_reference import fresh
 
 U64_MAX = 2**64 - 1
@@ -62,9 +65,10 @@ EXAMPLES = {"duckdb": 40, "spark": 5, "connect": 4}
 def test_composite_ids_match_the_reference_model(engine, tmp_path_factory):
     @settings(max_examples=EXAMPLES[engine.name], deadline=None, suppress_health_check=[HealthCheck.too_slow],
               derandomize=engine.family == "spark")
-    @given(steps=steps, interval=st.sampled_from([1, 2, 1000]))
-    def check(steps, interval):
-        with fresh(engine, tmp_path_factory) as harness:
+    @given(steps=steps, interval=st.sampled_from([1, 2, 1000]), distributed=st.booleans())
+    def check(steps, interval, distributed):
+        # (distributed: marks joined, not looked up in a map, and the rows distributed, as a large statement's are)
+        with fresh(engine, tmp_path_factory, adapter=DISTRIBUTED if distributed else {}) as harness:
             harness.session.create_topic("cdc", {"payload": "STRING"}, id_parts=2,
                                          snapshot_interval_entries=interval)
             model = SequenceTracker(Policies(snapshot_interval_entries=interval), now=0.0)
@@ -153,3 +157,51 @@ def test_an_id_of_another_shape_or_a_part_out_of_range_is_refused_and_writes_not
     with pytest.raises(TopicError, match="1 to 3"):
         dedup.session.create_topic("wide", {"payload": "STRING"}, id_parts=4)
     assert entries(dedup) == [] and dedup.session.sql("SELECT count(*) FROM events").rows[0][0] == 0
+
+
+def test_the_state_functions_read_composite_ids_in_python_and_in_sql(dedup):
+    dedup.session.create_topic("cdc", {"payload": "STRING"}, id_parts=2)
+    send(dedup, [("slot", U64_MAX, 3)])
+    session = dedup.session
+    assert [session.dup_status("cdc", "slot", i).value for i in [(U64_MAX, 3), (U64_MAX, 4), (0, 9)]] == \
+        ["DUP", "NOT_DUP", "DUP"]
+    assert session.dup_status("cdc", "nobody", (0, 0)).value == "NOT_DUP"
+    assert session.producer_state("cdc").rows[0][:2] == ("slot", (U64_MAX, 3))
+    with pytest.raises(InvalidEntryError, match="tuples of 2 parts"):
+        session.dup_status("cdc", "slot", 5)
+    row = session.sql(f"SELECT dup_status('cdc', 'slot', ({U64_MAX}, 3)), dup_status('cdc', 'slot', (0, 4)), "
+                      f"dup_status('cdc', 'slot', (CAST({U64_MAX} AS DECIMAL(20, 0)), 4)), "
+                      "dup_status('cdc', 'nobody', (1, 1)), last_sequence_id('cdc', 'slot'), "
+                      "last_sequence_id('cdc', 'nobody')").rows[0]
+    assert row[:4] == ("DUP", "DUP", "NOT_DUP", "NOT_DUP")
+    struct = row[4].values() if isinstance(row[4], dict) else row[4]     # (DuckDB gives a dict, Spark a Row)
+    assert [int(part) for part in struct] == [U64_MAX, 3]
+    assert row[5] is None
+    state = session.sql("SELECT producer, sequence_id.part2 FROM producer_state('cdc')").rows
+    assert [(p, int(part)) for p, part in state] == [("slot", 3)]
+
+
+def test_a_producer_sends_composite_ids_explicitly_and_resumes_after_its_mark(dedup):
+    import pyarrow as pa
+
+    dedup.session.create_topic("cdc", {"payload": "STRING"}, id_parts=2)
+    lsns = pa.array([7, 7, 2**63 + 5], pa.decimal128(20, 0))       # (an LSN past signed 64-bit: a DECIMAL)
+    events = pa.table({"payload": ["a", "b", "c"], "lsn": lsns, "idx": [0, 1, 0]})
+    with dedup.session.producer("cdc", name="slot") as producer:
+        receipts = producer.send(events, sequence_id=("lsn", "idx"))
+        assert [(r.sequence_id, r.duplicate) for r in receipts] == [((7, 0), False), ((7, 1), False),
+                                                                     ((2**63 + 5, 0), False)]
+        assert producer.last_sequence_id == (2**63 + 5, 0)
+        with pytest.raises(ProducerError, match="composite ids of 2 parts"):
+            producer.send(events.select(["payload"]))
+    dedup.restart()
+    with dedup.session.producer("cdc", name="slot") as producer:
+        assert producer.last_sequence_id == (2**63 + 5, 0)
+        again = producer.send([{"payload": "b", "lsn": Decimal(7), "idx": 1},
+                               {"payload": "d", "lsn": Decimal(2**63 + 5), "idx": 1}], sequence_id=["lsn", "idx"])
+        assert [(r.sequence_id, r.duplicate) for r in again] == [((7, 1), True), ((2**63 + 5, 1), False)]
+    with pytest.raises(ProducerError, match="no initial_sequence_id"):
+        dedup.session.producer("cdc", name="other", initial_sequence_id=5)
+    read = Reader(dedup.session, "cdc").read()       # (the Reader gives the ids as tuples too)
+    ids = read.columns.index("_sequence_id")
+    assert [row[ids] for row in read.rows] == [(7, 0), (7, 1), (2**63 + 5, 0), (2**63 + 5, 1)]

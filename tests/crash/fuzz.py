@@ -50,9 +50,11 @@ from seqdedup.udfs.reference import validate
 from .. import jvm
 from ..engines import DISTRIBUTED
 from ..positions import position_problem
-from .fuzz_child import KEYS
+from .fuzz_child import KEYS, composite_id, integer_id
 
 CHILD = Path(__file__).with_name("fuzz_child.py")
+#: The share of runs whose topic takes composite ids (R19).
+COMPOSITE = 0.3
 #: The failpoints each operation passes (a snapshot's only when one is due; an invalid send's none of them).
 PRUNE = ["before_prune", "during_prune"]          # a full snapshot's removal of the snapshots before it
 POINTS = {
@@ -80,6 +82,9 @@ class Planner:
         # before them (the short Spark form in CI is 4 writers: its kills depend on that plan)
         self.later = random.Random(rng.getstate()[1][0])
         self.keyed = random.Random(rng.getstate()[1][1])        # (the same: which sends go by key, R20)
+        # (and whether the topic's ids are composite, R19: each id s sent as (s // PART, s % PART), which orders
+        # alike; such a topic has no batch entries nor keys)
+        self.composite = random.Random(rng.getstate()[1][2]).random() < COMPOSITE
         self.at = 0.0                                  # the clock of the next operation, seconds
         self.sent: dict[str, int] = {}                 # producer -> highest id it has used
         self.count = 0
@@ -103,7 +108,8 @@ class Planner:
                 "gap_policy": self.later.choice(["allow", "record"]),
                 # payload conflicts (R18): every entry's payload is its own, so each dropped entry whose id the topic
                 # holds is one; recorded in the ledger and the run log, or ignored
-                "payload_conflicts": self.later.choice(["ignore", "record"])}
+                "payload_conflicts": self.later.choice(["ignore", "record"]),
+                **({"id_parts": 2} if self.composite else {})}
 
     def next(self) -> dict:
         r = self.rng
@@ -124,12 +130,12 @@ class Planner:
                 entry[0] = None                                  # no producer
             elif flaw == 1:
                 entry[1] = None                                  # no sequence id
-            elif flaw == 2:
-                entry[1] = -3                                    # a negative id
+            elif flaw == 2 or self.composite:
+                entry[1] = -3                                    # a negative id (a negative part)
             else:
                 entry[2] = entry[1] - 1                          # highest below lowest
         send = {"kind": "send", "entries": entries, "ordered": r.random() < 0.7, "at": self.at}
-        if self.keyed.random() < 0.15 and flaw in (None, 0):
+        if self.keyed.random() < 0.15 and flaw in (None, 0) and not self.composite:
             # is_new(key) (R20): an entry's key is its producer and id, so a retransmit is a copy of its key (a NULL
             # producer: a NULL key). The model sees each key as the engines do: a producer whose only id is 0
             keys = [None if p is None else f"{p}-{s}" for p, s, _, _ in entries]
@@ -152,7 +158,7 @@ class Planner:
             start = sequence_id - r.randint(0, 3) if r.random() < 0.3 else sequence_id
             sequence_id, highest = max(0, start), max(0, start) + r.randint(0, 4)
         self.sent[producer] = max(top, highest if highest is not None else sequence_id)
-        return [producer, sequence_id, highest, f"{self.count}:{i}"]
+        return [producer, sequence_id, None if self.composite else highest, f"{self.count}:{i}"]
 
 
 # --- the truth -----------------------------------------------------------------------------------------------------
@@ -162,17 +168,21 @@ class Model:
 
     def __init__(self) -> None:
         self.tracker: SequenceTracker | None = None
+        self.composite = False          # the topic's ids are (s // PART, s % PART) (R19)
 
     def apply(self, operation: dict) -> dict:
         """Apply one operation as the engine does; returns what its acknowledgement must say."""
         kind, at = operation["kind"], operation["at"]
         if kind == "create":
             if self.tracker is None:
-                self.tracker = SequenceTracker(Policies(**operation["policies"]), now=at)
+                policies = dict(operation["policies"])
+                self.composite = policies.pop("id_parts", None) is not None
+                self.tracker = SequenceTracker(Policies(**policies), now=at)
             return {}
         tracker = self.tracker
         if kind == "send":
-            entries = [Entry(p, s, h, payload) for p, s, h, payload in operation["entries"]]
+            entries = [Entry(p, composite_id(s) if self.composite else s, h, payload)
+                       for p, s, h, payload in operation["entries"]]
             try:
                 for index, entry in enumerate(entries):
                     validate(entry, index)
@@ -199,9 +209,11 @@ class Model:
         t = self.tracker
         if t is None:
             return {"topic": False}
+        as_sent = integer_id if self.composite else (lambda s: s)
         return {"topic": True,
-                "entries": sorted((e.producer, e.sequence_id, e.highest_sequence_id, e.payload) for e in t.log),
-                "marks": t.state() if t.enabled else {}, "enabled": t.enabled}
+                "entries": sorted((e.producer, as_sent(e.sequence_id), as_sent(e.highest_sequence_id), e.payload)
+                                  for e in t.log),
+                "marks": {p: as_sent(s) for p, s in t.state().items()} if t.enabled else {}, "enabled": t.enabled}
 
 
 def observed(state: dict) -> tuple[dict, str | None]:

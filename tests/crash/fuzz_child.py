@@ -28,6 +28,7 @@ from sqlglot import exp
 
 import seqdedup
 from seqdedup import InvalidEntryError
+from seqdedup.catalog import ids
 from seqdedup.catalog.state import literal
 
 TOPIC = "events"
@@ -54,7 +55,8 @@ def state(session) -> dict:
         return {"topic": False}
     entries = session.sql(f"SELECT _producer, _sequence_id, _highest_sequence_id, payload, _position, _commit "
                           f"FROM {TOPIC}")
-    applied = session.topic(TOPIC).applied
+    topic = session.topic(TOPIC)
+    applied = topic.applied
     ledger = None
     if applied.ledger:     # its rows, and the duplicates the run log counts (R16)
         # Of published commits only, as a reader sees them: on Spark a commit killed before it was published leaves
@@ -71,9 +73,24 @@ def state(session) -> dict:
             .where(exp.column("commit_id") >= oldest.subquery()).subquery(),
             exp.select(exp.func("coalesce", exp.func("sum", exp.column("duplicates")), exp.convert(0)))
             .from_(catalog.run_log(ref).subquery("log")).subquery())).rows[0]
-    return {"topic": True, "entries": [list(row) for row in entries.rows],
-            "marks": {p: s for p, s, _ in session.producer_state(TOPIC).rows},
+    as_sent = (lambda s: s) if topic.id_parts is None else integer_id      # (R19: the ids as the plan sent them)
+    rows = [[p, as_sent(ids.decoded(s) if topic.id_parts else s), as_sent(ids.decoded(h) if topic.id_parts else h),
+             *rest] for p, s, h, *rest in entries.rows]
+    return {"topic": True, "entries": rows,
+            "marks": {p: as_sent(s) for p, s, _ in session.producer_state(TOPIC).rows},
             "enabled": applied.deduplication_enabled, "ledger": ledger}
+
+
+#: A composite topic's ids (R19) are the plan's integer ids s as (s // PART, s % PART): the same order.
+PART = 8
+
+
+def composite_id(s: int | None) -> tuple[int, int] | None:
+    return None if s is None else (s // PART, s % PART)
+
+
+def integer_id(s: tuple[int, int] | None) -> int | None:
+    return None if s is None else s[0] * PART + s[1]
 
 
 def stage(session, entries: list[list]) -> None:
@@ -101,6 +118,8 @@ def run(session, operation: dict) -> dict:
               [[k, 0, None, e[3]] for k, e in zip(keys, operation["entries"])])
         order = " ORDER BY arrival" if operation["ordered"] else ""
         call = "is_not_dup(producer, seq, highest)" if keys is None else "is_new(producer)"
+        if session.state(TOPIC).topic.id_parts:      # (R19; a negative id's parts: (0, -3) on both engines, refused)
+            call = f"is_not_dup(producer, (seq DIV {PART}, seq % {PART}))"
         try:
             result = session.sql(f"INSERT INTO {TOPIC} SELECT payload FROM staging WHERE {call}{order}")
         except InvalidEntryError as error:
