@@ -45,6 +45,8 @@ def check_parts(parts: object) -> int | None:
     """``parts`` as a topic's id shape: None (integer ids) or 1 to MAX_PARTS; anything else refused, with the fix."""
     if parts is None:
         return None
+    if isinstance(parts, str) and parts.strip().isdigit():     # (a table property's value, a command line's)
+        parts = int(parts)
     if isinstance(parts, bool) or not isinstance(parts, numbers.Integral) or not 1 <= parts <= MAX_PARTS:
         raise TopicError(f"id_parts {parts!r} is not a number of parts from 1 to {MAX_PARTS}; a composite "
                                 "id is a tuple of 1 to 3 unsigned 64-bit integers (leave it out for BIGINT ids)")

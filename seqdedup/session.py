@@ -184,7 +184,7 @@ class Session:
     def _catalog_command(self, command: statements.CatalogCommand) -> Done:
         if command.action == "create_topic":
             self.create_topic(command.target, command.columns, if_not_exists=command.if_not_exists,
-                              **command.policies)
+                              id_parts=command.id_parts, **command.policies)
             return Done(f"created topic {self.ref(command.target).key}")
         if command.scope == "topic":
             self.alter_topic(command.target, **command.policies)

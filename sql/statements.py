@@ -143,6 +143,11 @@ class CatalogCommand:
     policies: dict[str, object] = field(default_factory=dict)   # policy -> value (None unsets)
     columns: dict[str, exp.DataType] = field(default_factory=dict)
     if_not_exists: bool = False
+    id_parts: object = None                      # create_topic: 'seqdedup.id_parts' (R19), as written
+
+
+#: The table property of a topic's composite ids (R19): a fact of its creation, not a policy.
+ID_PARTS = f"{PROPERTY_PREFIX}id_parts"
 
 
 def _properties(properties: exp.Properties | None) -> dict[str, object]:
@@ -165,8 +170,9 @@ def catalog_command(tree: exp.Expression) -> CatalogCommand | None:
         ours = _ours(_properties(tree.args.get("properties")))
         if ours:
             columns = {c.name: c.args["kind"] for c in tree.this.expressions if isinstance(c, exp.ColumnDef)}
+            parts = next((ours.pop(k) for k in list(ours) if k.lower() == ID_PARTS), None)
             return CatalogCommand("create_topic", "topic", tree.this.this.sql("spark"), ours, columns,
-                                  bool(tree.args.get("exists")))
+                                  bool(tree.args.get("exists")), parts)
     if isinstance(tree, exp.Alter) and tree.args.get("kind") == "TABLE":
         for action in tree.args.get("actions") or []:
             if isinstance(action, exp.AlterSet):

@@ -69,6 +69,17 @@ def test_dropped_lists_the_ledger_narrowed_by_producer_reason_and_time(tmp_path)
     assert bad.returncode == 1 and "--since 'yesterday' is not a date or time" in bad.stderr
 
 
+def test_a_topic_of_composite_ids_from_the_command_line(tmp_path):
+    seqdedup("topic", "create", "cdc", "-c", "payload:STRING", "--id-parts", "2", cwd=tmp_path)
+    seqdedup("sql", "INSERT INTO cdc SELECT payload FROM VALUES ('slot', 9, 0, 'a'), ('slot', 9, 1, 'b'), "
+             "('slot', 9, 0, 'a') AS t(src, lsn, idx, payload) WHERE is_not_dup(src, (lsn, idx))", cwd=tmp_path)
+    assert json.loads(seqdedup("topic", "show", "cdc", "--json", cwd=tmp_path).stdout)["id_parts"] == 2
+    assert json.loads(seqdedup("state", "cdc", "--json", cwd=tmp_path).stdout)["rows"][0][:2] == ["slot", [9, 1]]
+    refused = seqdedup("sql", "ALTER TABLE cdc SET TBLPROPERTIES ('seqdedup.id_parts' = '3')", cwd=tmp_path,
+                       check=False)
+    assert refused.returncode == 1 and "fixed when it is created" in refused.stderr
+
+
 def test_ingest_files_of_every_format(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq

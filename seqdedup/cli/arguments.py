@@ -99,6 +99,9 @@ def parser() -> argparse.ArgumentParser:
     topic.add_argument("name", nargs="?", help="the topic: NAME, or NAMESPACE.NAME")
     topic.add_argument("--column", "-c", action="append", metavar="NAME:TYPE",
                        help="with create: a column and its Spark SQL type (payload:STRING), repeatable")
+    topic.add_argument("--id-parts", type=int, metavar="N",
+                       help="with create: the topic's sequence ids are composite, tuples of N (1 to 3) unsigned 64-bit "
+                            "integers (a CDC position such as (lsn, index), R19); left out, BIGINT")
     topic.set_defaults(func=cmd_topic)
 
     namespace = sub.add_parser("namespace", parents=[common, setting], help="set a namespace's policies (a DuckDB "

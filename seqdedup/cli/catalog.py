@@ -81,7 +81,7 @@ def cmd_topic(args) -> None:
                     raise SeqdedupError(f"column {spec!r} must be written name:TYPE, for example payload:STRING")
                 columns[name] = kind
             # (the topic as created, columns and policies: on Spark a lookup costs a job)
-            topic = s.create_topic(args.name, columns, **_policies(args.policy))
+            topic = s.create_topic(args.name, columns, id_parts=args.id_parts, **_policies(args.policy))
         else:
             if args.action == "alter":
                 policies = _policies(args.policy)
@@ -89,10 +89,13 @@ def cmd_topic(args) -> None:
                                           topic=args.name)
             topic = s.topic(args.name)
     applied = _applied(topic)
-    info = {"topic": topic.ref.key, "columns": dict(topic.user_columns), "settings": topic.settings,
+    info = {"topic": topic.ref.key, "columns": dict(topic.user_columns), "id_parts": topic.id_parts,
+            "settings": topic.settings,
             "applied": vars(topic.applied), **({"forgotten": forgotten} if forgotten else {})}
     text = [*_forgot(forgotten), f"topic {topic.ref.key}",
-            "columns: " + ", ".join(f"{n} {t}" for n, t in topic.user_columns), "policies (applied, and where set):"]
+            "columns: " + ", ".join(f"{n} {t}" for n, t in topic.user_columns),
+            *([f"ids: composite, {topic.id_parts} parts (R19)"] if topic.id_parts else []),
+            "policies (applied, and where set):"]
     text += [f"  {key} = {a['value']}  ({a['set_at']})" for key, a in applied.items()]
     emit(args, info, "\n".join(text))
 

@@ -15,7 +15,7 @@ from seqdedup import InvalidEntryError, Reader, RewriteError
 from seqdedup.catalog import ids
 from seqdedup.catalog.state import literal
 from seqdedup.core.recovery import recover
-from seqdedup.errors import ProducerError, TopicError
+from seqdedup.errors import PolicyError, ProducerError, TopicError
 from seqdedup.udfs import Entry, Policies, SequenceTracker
 
 from ..engines import DISTRIBUTED
@@ -205,3 +205,13 @@ def test_a_producer_sends_composite_ids_explicitly_and_resumes_after_its_mark(de
     read = Reader(dedup.session, "cdc").read()       # (the Reader gives the ids as tuples too)
     ids = read.columns.index("_sequence_id")
     assert [row[ids] for row in read.rows] == [(7, 0), (7, 1), (2**63 + 5, 0), (2**63 + 5, 1)]
+
+
+def test_a_topic_of_composite_ids_is_created_in_sql_and_its_shape_never_changes(dedup):
+    dedup.session.sql("CREATE TABLE cdc (payload STRING) TBLPROPERTIES ('seqdedup.id_parts' = '2')")
+    assert dedup.session.topic("cdc").id_parts == 2
+    assert send(dedup, [("slot", 3, 1)]).written == 1
+    with pytest.raises(PolicyError, match="fixed when it is created"):
+        dedup.session.sql("ALTER TABLE cdc SET TBLPROPERTIES ('seqdedup.id_parts' = '3')")
+    with pytest.raises(PolicyError, match="fixed when it is created"):
+        dedup.session.alter_topic("cdc", id_parts=3)
