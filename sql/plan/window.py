@@ -149,8 +149,7 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
         sent = exp.func("count_if", exp.not_(copy.copy()))
     last = exp.Window(this=exp.func("lead", exp.convert(1)), partition_by=[exp.column(c) for c in parts],
                       order=exp.Order(expressions=ordered(order))).is_(exp.null())
-    first = exp.select("*", exp.alias_(decide, ACCEPTED), exp.alias_(last, LAST),
-                       exp.alias_(over(sent, "running"), SENT)).from_(joined.subquery("c"))
+    first = exp.select("*", exp.alias_(decide, ACCEPTED)).from_(joined.subquery("c"))
     if late:
         higher = exp.Case(ifs=[exp.If(this=above(s, mark), true=s.copy())])
         first = first.select(exp.alias_(exp.func("size", exp.Window(this=exp.func("collect_set", higher),
@@ -161,8 +160,12 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
     def when_new(value: exp.Expression) -> exp.Case:
         return exp.Case(ifs=[exp.If(this=accepted.copy(), true=value)])
 
+    # (the last row and the running counts in one SELECT, so in one sort: entries equal in their order, copies of one
+    # entry without ORDER BY, may come in another order in a second sort, DuckDB's, and the row a first sort called
+    # last would then not hold the totals)
     running = exp.select(
         "*",
+        exp.alias_(last, LAST), exp.alias_(over(sent, "running"), SENT),
         exp.alias_(over(exp.func("count_if", accepted.copy()), "running"), WRITTEN),
         exp.alias_(over(exp.Min(this=when_new(exp.column(POSITION))), "running"), FIRST_POSITION),
         exp.alias_(over(exp.Max(this=when_new(exp.column(POSITION))), "running"), LAST_POSITION),

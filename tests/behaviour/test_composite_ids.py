@@ -91,6 +91,7 @@ def test_composite_ids_match_the_reference_model(engine, tmp_path_factory):
     check()
 
 
+@pytest.mark.connect_ci
 def test_events_that_share_an_lsn_a_replay_and_a_second_server_converge_on_one_copy(dedup):
     # a transaction's events share an LSN (their index tells them apart); a restarted connector replays from an
     # earlier position; a second server replays the same slot under the same name

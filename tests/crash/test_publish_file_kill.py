@@ -27,6 +27,22 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "publish_file.py"
 PRODUCER = "publish-file"       # the example's default name
 
 
+def kill_in_flight(run, seen: list[float], rng: random.Random, i: int) -> None:
+    """Kill run ``i`` a random part of its last step's duration after that step (``seen``: the times of its lines),
+    while the next one is in flight (or just done)."""
+    time.sleep(rng.uniform(0, 1) * (seen[-1] - seen[-2]))
+    assert run.process.poll() is None, f"run {i} ended before its kill: {run.output()}"
+    run.kill()
+    assert run.process.wait(timeout=60) == -signal.SIGKILL
+
+
+def stop(runs: list) -> None:
+    """Kill what is left of ``runs`` (a test that failed midway)."""
+    for run in runs:
+        if run.process.poll() is None:
+            run.kill()
+
+
 @dataclass(frozen=True)
 class Plan:
     lines: int                  # lines in the file
@@ -110,17 +126,12 @@ def test_kill_9_the_file_publisher_at_random_moments_and_every_line_is_published
             runs.append(run)
             sends = rng.randint(*plan.sends)
             seen = run.wait_for_lines(1 + sends)            # where it resumed, then that many sends
-            time.sleep(rng.uniform(0, 1) * (seen[-1] - seen[-2]))
-            assert run.process.poll() is None, f"run {i} ended before its kill: {run.output()}"
-            run.kill()
-            assert run.process.wait(timeout=60) == -signal.SIGKILL
+            kill_in_flight(run, seen, rng, i)
         last = Run(engine, database, file, plan.batch, tmp_path / "last")
         runs.append(last)
         summary = last.finish().splitlines()[-1]
     finally:
-        for run in runs:
-            if run.process.poll() is None:
-                run.kill()
+        stop(runs)
 
     # each run resumed right after the last line committed before it: after the last send the killed run reported,
     # or after the one it was killed in, when that one had committed

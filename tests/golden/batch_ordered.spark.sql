@@ -86,6 +86,12 @@ LIMIT 16;
 -- window plan: decide, number and count, in one pass (where the ledger reads them: with each entry's fate)
 SELECT
   *,
+  LEAD(1) OVER (PARTITION BY __sd_producer ORDER BY __sd_o0, __sd_sequence_id, __sd_highest) IS NULL AS __sd_last,
+  COUNT(*) OVER (
+    PARTITION BY __sd_producer
+    ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+  ) AS __sd_sent,
   COUNT_IF(__sd_accepted) OVER (
     PARTITION BY __sd_producer
     ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
@@ -147,12 +153,6 @@ FROM (
         )
         THEN FALSE
       END AS __sd_accepted,
-      LEAD(1) OVER (PARTITION BY __sd_producer ORDER BY __sd_o0, __sd_sequence_id, __sd_highest) IS NULL AS __sd_last,
-      COUNT(*) OVER (
-        PARTITION BY __sd_producer
-        ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
-        ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
-      ) AS __sd_sent,
       SIZE(
         COLLECT_SET(
           CASE
@@ -273,6 +273,12 @@ FROM (
 -- window plan, a small statement: decide, number and count, in one pass (where the ledger reads them: with each entry's fate)
 SELECT
   *,
+  LEAD(1) OVER (PARTITION BY __sd_producer ORDER BY __sd_o0, __sd_sequence_id, __sd_highest) IS NULL AS __sd_last,
+  COUNT(*) OVER (
+    PARTITION BY __sd_producer
+    ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+  ) AS __sd_sent,
   COUNT_IF(__sd_accepted) OVER (
     PARTITION BY __sd_producer
     ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
@@ -334,12 +340,6 @@ FROM (
         )
         THEN FALSE
       END AS __sd_accepted,
-      LEAD(1) OVER (PARTITION BY __sd_producer ORDER BY __sd_o0, __sd_sequence_id, __sd_highest) IS NULL AS __sd_last,
-      COUNT(*) OVER (
-        PARTITION BY __sd_producer
-        ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
-        ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
-      ) AS __sd_sent,
       SIZE(
         COLLECT_SET(
           CASE

@@ -74,6 +74,12 @@ LIMIT 16;
 -- window plan: decide, number and count, in one pass (where the ledger reads them: with each entry's fate)
 SELECT
   *,
+  LEAD(1) OVER (PARTITION BY __sd_producer ORDER BY __sd_sequence_id, __sd_highest) IS NULL AS __sd_last,
+  COUNT(*) OVER (
+    PARTITION BY __sd_producer
+    ORDER BY __sd_sequence_id, __sd_highest
+    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+  ) AS __sd_sent,
   COUNT_IF(__sd_accepted) OVER (
     PARTITION BY __sd_producer
     ORDER BY __sd_sequence_id, __sd_highest
@@ -134,13 +140,7 @@ FROM (
           )
         )
         THEN FALSE
-      END AS __sd_accepted,
-      LEAD(1) OVER (PARTITION BY __sd_producer ORDER BY __sd_sequence_id, __sd_highest) IS NULL AS __sd_last,
-      COUNT(*) OVER (
-        PARTITION BY __sd_producer
-        ORDER BY __sd_sequence_id, __sd_highest
-        ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
-      ) AS __sd_sent
+      END AS __sd_accepted
     FROM (
       SELECT /*+ REPARTITION(2, __sd_producer) */
         v.*,
@@ -248,6 +248,12 @@ FROM (
 -- window plan, a small statement: decide, number and count, in one pass (where the ledger reads them: with each entry's fate)
 SELECT
   *,
+  LEAD(1) OVER (PARTITION BY __sd_producer ORDER BY __sd_sequence_id, __sd_highest) IS NULL AS __sd_last,
+  COUNT(*) OVER (
+    PARTITION BY __sd_producer
+    ORDER BY __sd_sequence_id, __sd_highest
+    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+  ) AS __sd_sent,
   COUNT_IF(__sd_accepted) OVER (
     PARTITION BY __sd_producer
     ORDER BY __sd_sequence_id, __sd_highest
@@ -308,13 +314,7 @@ FROM (
           )
         )
         THEN FALSE
-      END AS __sd_accepted,
-      LEAD(1) OVER (PARTITION BY __sd_producer ORDER BY __sd_sequence_id, __sd_highest) IS NULL AS __sd_last,
-      COUNT(*) OVER (
-        PARTITION BY __sd_producer
-        ORDER BY __sd_sequence_id, __sd_highest
-        ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
-      ) AS __sd_sent
+      END AS __sd_accepted
     FROM (
       SELECT /*+ COALESCE(1) */
         v.*,
@@ -344,6 +344,12 @@ FROM (
 -- window plan, a producer spread over ranges of its ids: decide, number and count, in one pass (where the ledger reads them: with each entry's fate)
 SELECT
   *,
+  LEAD(1) OVER (PARTITION BY __sd_producer, __sd_range ORDER BY __sd_sequence_id, __sd_highest) IS NULL AS __sd_last,
+  COUNT_IF(NOT __sd_reach > 0) OVER (
+    PARTITION BY __sd_producer, __sd_range
+    ORDER BY __sd_sequence_id, __sd_highest
+    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+  ) AS __sd_sent,
   COUNT_IF(__sd_accepted) OVER (
     PARTITION BY __sd_producer, __sd_range
     ORDER BY __sd_sequence_id, __sd_highest
@@ -408,13 +414,7 @@ FROM (
           )
           THEN FALSE
         END
-      END AS __sd_accepted,
-      LEAD(1) OVER (PARTITION BY __sd_producer, __sd_range ORDER BY __sd_sequence_id, __sd_highest) IS NULL AS __sd_last,
-      COUNT_IF(NOT __sd_reach > 0) OVER (
-        PARTITION BY __sd_producer, __sd_range
-        ORDER BY __sd_sequence_id, __sd_highest
-        ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
-      ) AS __sd_sent
+      END AS __sd_accepted
     FROM (
       SELECT /*+ REPARTITION(2, __sd_range) */
         v.*,
