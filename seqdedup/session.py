@@ -287,7 +287,8 @@ class Session:
         """The topic's ledger of dropped entries (R16; ``seqdedup dropped TOPIC``): a row per entry its statements
         did not write, with the reason, oldest first; only where its ``dropped_entries`` policy was ``keys`` or
         ``rows`` when they ran. Narrowed to one ``producer``, entries dropped at ``since`` or later, one ``reason``
-        (``udfs.REASONS``), and the first ``limit`` rows."""
+        (``udfs.REASONS``), and the first ``limit`` rows. On a topic of composite ids (R19) an entry's id is in
+        ``composite_id``, as a tuple."""
         from .udfs import REASONS
 
         if reason is not None and reason not in REASONS:
@@ -300,8 +301,12 @@ class Session:
             query = query.where(exp.column("reason").eq(literal(reason)))
         if since is not None:
             query = query.where(exp.column("dropped_at") >= literal(since))
-        return self._log_rows("seqdedup_dropped", query, DROPPED, producer,
-                              ("dropped_at", "commit_id", "producer", "sequence_id"), limit)
+        found = self._log_rows("seqdedup_dropped", query, DROPPED, producer,
+                               ("dropped_at", "commit_id", "producer", "sequence_id", "composite_id"), limit)
+        if "composite_id" in found.columns:
+            at = found.columns.index("composite_id")
+            found.rows = [row[:at] + (ids.decoded(row[at]),) + row[at + 1:] for row in found.rows]
+        return found
 
     def gaps(self, topic: str, *, producer: str | None = None) -> QueryResult:
         """The holes the topic's statements left after their producers' marks (R17; ``seqdedup gaps TOPIC``), oldest

@@ -207,7 +207,7 @@ def ledger_rows(adapter, catalog, ref, statement_id: str) -> pa.Table:
     """The ledger rows of statement ``statement_id`` of topic ``ref`` (R16): what ``StatementResult.dropped``
     reads."""
     ledger = catalog.dropped(ref).where(exp.column("statement_id").eq(literal(statement_id)))
-    return adapter.fetch_arrow(ledger.order_by("producer", "sequence_id", "reason"))
+    return adapter.fetch_arrow(ledger.order_by("producer", "sequence_id", "composite_id", "reason"))
 
 
 def _delta(producers: pa.Table, now: dt.datetime, keys: pa.Array | None = None) -> pa.Table:

@@ -130,6 +130,8 @@ def test_a_dropped_entry_of_a_composite_id_is_in_the_ledger_with_its_id(dedup):
     ledger = dedup.session.sql("SELECT composite_id, sequence_id, reason FROM seqdedup_dropped "
                                "ORDER BY composite_id, reason").rows
     assert [(ids.decoded(c), s, r) for c, s, r in ledger] == [((5, 1), None, "retry"), ((6, 0), None, "repeat")]
+    read = dedup.session.dropped("cdc")        # (seqdedup dropped: the ids as tuples)
+    assert [row[read.columns.index("composite_id")] for row in read.rows] == [(5, 1), (6, 0)]
 
 
 def test_an_id_of_another_shape_or_a_part_out_of_range_is_refused_and_writes_nothing(dedup):
