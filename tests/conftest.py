@@ -82,7 +82,7 @@ MODULE_SECONDS = {
     "tests/behaviour/test_statement_edge_cases.py": 135,
     "tests/behaviour/test_user_facing_edge_cases.py": 124,
     "tests/crash/test_consumer_kill.py": 123,
-    "tests/crash/test_cdc_kill.py": 110,
+    "tests/crash/test_cdc_kill.py": 90,
     "tests/behaviour/test_composite_ids.py": 105,
     "tests/behaviour/test_producer_batching.py": 110,
     "tests/behaviour/test_logging.py": 100,
