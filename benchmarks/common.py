@@ -55,6 +55,19 @@ def timed_cpu(function, *args, **kwargs) -> tuple[float, float, object]:
     return seconds, time.process_time() - cpu, value
 
 
+def ratio_line(label: str, measured: str, base: str, wall: dict[str, list[float]], cpu: dict[str, list[float]],
+               target: float, with_cpu: bool) -> str:
+    """One target's line: the best wall seconds of ``measured`` and of ``base`` (keys of ``wall``), their ratio
+    against ``target``, and with ``with_cpu`` (DuckDB, whose work is this process's) the ratio of their best CPU
+    seconds (``cpu``)."""
+    value, against = min(wall[measured]), min(wall[base])
+    line = (f"{label}: {measured}_s={value:.3f} {base}_s={against:.3f} ratio={value / against:.2f} "
+            f"target<={target:.2f} {'MET' if value / against <= target else 'NOT MET'}")
+    if with_cpu:
+        line += f" cpu_ratio={min(cpu[measured]) / min(cpu[base]):.2f}"
+    return line
+
+
 def median(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[len(ordered) // 2]

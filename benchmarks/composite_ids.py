@@ -19,7 +19,7 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from common import make_workload, timed_cpu, workload_arguments  # noqa: E402
+from common import make_workload, ratio_line, timed_cpu, workload_arguments  # noqa: E402
 from dedup_vs_plain_insert import STATEMENTS, Engine  # noqa: E402
 
 TARGET = 1.2
@@ -72,12 +72,7 @@ def main() -> None:
                     wall[name].append(seconds)
                     cpu[name].append(used)
                     s.close()
-            base, two = min(wall["integer"]), min(wall["two_parts"])
-            line = (f"{shape}: two_parts_s={two:.3f} integer_s={base:.3f} ratio={two / base:.2f} "
-                    f"target<={TARGET:.2f} {'MET' if two / base <= TARGET else 'NOT MET'}")
-            if args.engine == "duckdb":
-                line += f" cpu_ratio={min(cpu['two_parts']) / min(cpu['integer']):.2f}"
-            print(line)
+            print(ratio_line(shape, "two_parts", "integer", wall, cpu, TARGET, args.engine == "duckdb"))
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from common import make_workload, timed_cpu, workload_arguments  # noqa: E402
+from common import make_workload, ratio_line, timed_cpu, workload_arguments  # noqa: E402
 from dedup_vs_plain_insert import STATEMENTS, Engine  # noqa: E402
 from ledger import recovery_seconds  # noqa: E402
 
@@ -86,12 +86,7 @@ def main() -> None:
         print(f"engine={args.engine} cores={os.cpu_count()} load_average={os.getloadavg()[0]:.2f} rows={args.rows} "
               f"window={args.window} runs={args.runs} dropped: producer_ids={dropped['producer_ids']} "
               f"key_window={dropped['key_window']}")
-        base, keyed = min(wall["producer_ids"]), min(wall["key_window"])
-        line = (f"key_window: statement_s={keyed:.3f} producer_ids_s={base:.3f} ratio={keyed / base:.2f} "
-                f"target<={TARGET:.2f} {'MET' if keyed / base <= TARGET else 'NOT MET'}")
-        if args.engine == "duckdb":
-            line += f" cpu_ratio={min(cpu['key_window']) / min(cpu['producer_ids']):.2f}"
-        print(line)
+        print(ratio_line("key_window", "key_window", "producer_ids", wall, cpu, TARGET, args.engine == "duckdb"))
         (small_bytes, small_rows), (large_bytes, large_rows) = sizes[args.window // 10], sizes[args.window]
         for what, small, large in (("memory_bytes", small_bytes, large_bytes), ("snapshot_rows", small_rows, large_rows)):
             ratio = large / small

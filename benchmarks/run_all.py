@@ -27,6 +27,7 @@ BENCHMARKS = [
     ("one_producer.py", {"duckdb", "spark"}, True),
     ("producers_sweep.py", {"duckdb", "spark"}, True),
     ("key_window.py", {"duckdb", "spark"}, True),
+    ("composite_ids.py", {"duckdb", "spark"}, True),
     ("foreach_batch.py", {"spark"}, False),
     ("spark_startup.py", {"spark"}, False),
     ("compaction.py", {"spark"}, False),

@@ -20,11 +20,8 @@ import numbers
 from sqlglot import exp
 
 from seqdedup.errors import TopicError
+from seqdedup.udfs.reference import MAX_PARTS, PART_LIMIT      # (the rule's bounds: parts, each below 2^64)
 
-#: A composite id has at most this many parts (udfs.reference.MAX_PARTS: the reference model's rule).
-MAX_PARTS = 3
-#: Each part is below this: an unsigned 64-bit integer.
-PART_LIMIT = 2**64
 #: The digits of a part in the encoding: 2^64 - 1 has 20.
 DIGITS = 20
 
@@ -48,8 +45,8 @@ def check_parts(parts: object) -> int | None:
     if isinstance(parts, str) and parts.strip().isdigit():     # (a table property's value, a command line's)
         parts = int(parts)
     if isinstance(parts, bool) or not isinstance(parts, numbers.Integral) or not 1 <= parts <= MAX_PARTS:
-        raise TopicError(f"id_parts {parts!r} is not a number of parts from 1 to {MAX_PARTS}; a composite "
-                                "id is a tuple of 1 to 3 unsigned 64-bit integers (leave it out for BIGINT ids)")
+        raise TopicError(f"id_parts {parts!r} is not a number of parts from 1 to {MAX_PARTS}; a composite id is a "
+                         f"tuple of 1 to {MAX_PARTS} unsigned 64-bit integers (leave it out for BIGINT ids)")
     return int(parts)
 
 
@@ -91,4 +88,15 @@ def decoded(text: str | None) -> tuple[int, ...] | None:
     return tuple(int(text[i:i + DIGITS]) for i in range(0, len(text), DIGITS))
 
 
-__all__ = ["MAX_PARTS", "PART_LIMIT", "arrow_type", "check_parts", "decoded", "encode", "encoded", "id_type"]
+def decoded_rows(rows: list[tuple], at: list[int]) -> list[tuple]:
+    """``rows`` with the composite ids' texts in the columns ``at`` (their places) as tuples.
+
+    Example:
+        >>> decoded_rows([("p", encoded((5, 1)), 7)], [1])
+        [('p', (5, 1), 7)]
+    """
+    return [tuple(decoded(value) if i in at else value for i, value in enumerate(row)) for row in rows]
+
+
+__all__ = ["MAX_PARTS", "PART_LIMIT", "arrow_type", "check_parts", "decoded", "decoded_rows", "encode", "encoded",
+           "id_type"]

@@ -142,7 +142,7 @@ def policy_key(key: str) -> str:
     name = key[len(PROPERTY_PREFIX):] if key.lower().startswith(PROPERTY_PREFIX) else key
     name = name.lower()
     if name not in DEFINITIONS:
-        if name.lower() == "id_parts":
+        if name == "id_parts":
             raise PolicyError("id_parts is no policy: a topic's id shape (R19) is fixed when it is created "
                               "(create_topic(..., id_parts=2), or CREATE TABLE ... TBLPROPERTIES "
                               "('seqdedup.id_parts' = '2')); to change it, create a new topic and copy the entries")

@@ -304,8 +304,7 @@ class Session:
         found = self._log_rows("seqdedup_dropped", query, DROPPED, producer,
                                ("dropped_at", "commit_id", "producer", "sequence_id", "composite_id"), limit)
         if "composite_id" in found.columns:
-            at = found.columns.index("composite_id")
-            found.rows = [row[:at] + (ids.decoded(row[at]),) + row[at + 1:] for row in found.rows]
+            found.rows = ids.decoded_rows(found.rows, [found.columns.index("composite_id")])
         return found
 
     def gaps(self, topic: str, *, producer: str | None = None) -> QueryResult:

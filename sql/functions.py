@@ -12,9 +12,8 @@ from typing import Callable, Iterable
 
 from sqlglot import exp
 
-from seqdedup.errors import InvalidEntryError, RewriteError, at
-
 from seqdedup.catalog import ids
+from seqdedup.errors import InvalidEntryError, RewriteError, at
 
 from . import rewrite
 from .rewrite import calls
@@ -107,7 +106,7 @@ def _composite_status(call: exp.Anonymous, state: exp.Query, parts: int, names: 
     plain value on a topic of one-part ids). No batch entries, so no highest id; a part out of range fails the
     query. (Claims of uncommitted statements, R6, are not told apart: UNKNOWN is not given.)"""
     producer, sequence_id, *highest = call.expressions[1:]
-    written = rewrite.composite_parts(sequence_id) or ([sequence_id] if parts == 1 else None)
+    written = rewrite.written_parts(sequence_id, one_part=parts == 1)
     if highest or written is None or len(written) != parts:
         raise RewriteError(f"dup_status on a topic of composite ids of {parts} parts takes (topic, producer, id) "
                            f"with the id written as in its statements, a tuple of {parts}{at(call)}")
@@ -117,8 +116,7 @@ def _composite_status(call: exp.Anonymous, state: exp.Query, parts: int, names: 
         exp.If(this=exp.or_(producer.copy().is_(exp.null()), *[p.copy().is_(exp.null()) for p in written]),
                true=exp.null()),
         exp.If(this=encoded.copy().is_(exp.null()), true=exp.func("raise_error", exp.Literal.string(
-            "dup_status's sequence_id has a part that is negative, not a whole number or above "
-            "18446744073709551615"))),
+            f"dup_status's sequence_id has a part that is negative, not a whole number or above {ids.PART_LIMIT - 1}"))),
         exp.If(this=encoded <= mark, true=exp.Literal.string("DUP"))], default=exp.Literal.string("NOT_DUP"))
 
 
@@ -169,8 +167,9 @@ def expand_state_functions(tree: exp.Expression, state_for: StateFor, claims_for
     for call in calls(tree, "dup_status"):
         topic = _topic_argument(call, "dup_status", (3, 4))
         producer, sequence_id, *highest = call.expressions[1:]
-        if parts_for(topic) is not None:
-            call.replace(_named(call, _composite_status(call, state_for(topic), parts_for(topic), names)))
+        parts = parts_for(topic)
+        if parts is not None:
+            call.replace(_named(call, _composite_status(call, state_for(topic), parts, names)))
             continue
         ids = [(sequence_id, "sequence_id")] + [(h, "highest_sequence_id") for h in highest]
         checks = []

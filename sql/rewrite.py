@@ -50,6 +50,12 @@ def composite_parts(argument: exp.Expression) -> list[exp.Expression] | None:
     return None
 
 
+def written_parts(argument: exp.Expression, one_part: bool = False) -> list[exp.Expression] | None:
+    """The parts of a composite id as written (``composite_parts``); where the topic's ids have ``one_part``, a plain
+    expression is that part; None for an integer id."""
+    return composite_parts(argument) or ([argument] if one_part else None)
+
+
 def calls(tree: exp.Expression, name: str) -> list[exp.Anonymous]:
     """Every call of the function ``name`` in ``tree`` (sqlglot parses unknown functions as Anonymous)."""
     return [f for f in tree.find_all(exp.Anonymous) if f.name.lower() == name]
@@ -264,7 +270,7 @@ def expand_is_not_dup(tree: exp.Insert, binary: Callable[[exp.Expression], exp.E
     producer, sequence_id, *rest = [a.copy() for a in call.expressions]
     if binary is not None:      # producer names compare byte for byte, whatever collation the source declares
         producer = binary(producer)
-    parts = composite_parts(sequence_id) or ([sequence_id] if one_part else None)
+    parts = written_parts(sequence_id, one_part)
     if parts is not None:
         if rest:
             raise RewriteError(f"a composite id has no batch entries, so is_not_dup takes no highest_sequence_id with "

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import sqlglot
 from sqlglot import exp
 
-from seqdedup.catalog.ids import decoded
+from seqdedup.catalog.ids import decoded_rows
 from seqdedup.catalog.catalog import TopicRef
 from seqdedup.catalog.schema import ATTEMPT, CATALOG_TABLES, catalog_table
 from seqdedup.catalog.state import last_position_query, literal
@@ -93,8 +93,7 @@ class Reader:
         tuple, R19: ``query`` gives its text); the position moves to the last one returned."""
         rows = self._fetch(self.query(max_entries))
         if self.id_parts is not None:
-            ids = [self.columns.index(name) for name in ("_sequence_id", "_highest_sequence_id")]
-            rows = [tuple(decoded(v) if i in ids else v for i, v in enumerate(row)) for row in rows]
+            rows = decoded_rows(rows, [self.columns.index(c) for c in ("_sequence_id", "_highest_sequence_id")])
         if rows:
             self.position = rows[-1][self.columns.index("_position")]
         return QueryResult(columns=list(self.columns), rows=rows)

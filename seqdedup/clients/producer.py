@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from seqdedup.catalog.ids import decoded, encode
+from seqdedup.catalog.ids import decoded_rows, encode
 from seqdedup.catalog.names import ARRIVAL, HIGHEST, PRODUCER, SEQUENCE_ID
 from seqdedup.catalog.state import literal
 from seqdedup.errors import (CatalogError, InvalidEntryError, NotRewrittenError, OutcomeUnknownError, PolicyError,
@@ -320,7 +320,7 @@ class Producer:
             session.adapter.drop_temp_table(send.name)
         self._pending.remove(send)
         if self.topic.id_parts is not None:      # (R19: the ids as tuples; -1, none, is below every one)
-            rows = [(decoded(s), decoded(h), *rest) for s, h, *rest in rows]
+            rows = decoded_rows(rows, [0, 1])
         receipts = Receipts(rows)
         highest = max(row[1] for row in rows)
         self._last = highest if self._last == -1 else max(self._last, highest)

@@ -7,6 +7,7 @@ import re
 
 from sqlglot import exp
 
+from seqdedup.catalog.ids import PART_LIMIT
 from seqdedup.catalog.names import HIGHEST, PRODUCER, RESERVED, SEQUENCE_ID
 from seqdedup.catalog.schema import SYSTEM_COLUMNS
 from seqdedup.errors import EngineError, InvalidEntryError, RewriteError, TopicError, at
@@ -55,8 +56,8 @@ def check(run, state: TopicState) -> tuple[list[str], list[str]]:
     checks = ((rewrite.ARGUMENTS[0], "producer", adapter.STRING_TYPES, "a string: CAST it to STRING"),
               (rewrite.ARGUMENTS[1], "sequence_id", adapter.INTEGER_TYPES, ids),
               (rewrite.ARGUMENTS[2], "highest_sequence_id", adapter.INTEGER_TYPES, ids))
-    parts = "an integer: CAST it to BIGINT, or to DECIMAL(20, 0) for values of 2^63 and above (each part is 0 to " \
-            "18446744073709551615)"
+    parts = f"an integer: CAST it to BIGINT, or to DECIMAL(20, 0) for values of 2^63 and above (each part is 0 to " \
+            f"{PART_LIMIT - 1})"
     checks += tuple((name, f"sequence_id's part {name[len(rewrite.PART):]}", adapter.INTEGER_TYPES | {"DECIMAL"},
                      parts) for name in types if name.startswith(rewrite.PART))
     for column, role, allowed, fix in checks:
@@ -139,7 +140,7 @@ def refuse_invalid(run) -> None:
     ]
     if run.statement.id_parts is not None:     # (R19: an id of a part out of range is encoded as NULL)
         problems[1:] = [(s.is_(exp.null()), "a composite sequence_id with a part that is NULL, negative, not a "
-                         "whole number, or above 18446744073709551615",
+                         f"whole number, or above {PART_LIMIT - 1}",
                          "each part of a composite id is an unsigned 64-bit integer")]
     keys = run.statement.keys.subquery("k")
     if run.statement.keyed:     # (is_new: the producer is the key's digest, NULL only for a NULL key of one part)

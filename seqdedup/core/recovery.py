@@ -57,7 +57,6 @@ from sqlglot import exp
 
 from seqdedup.catalog.catalog import Catalog
 from seqdedup.catalog.ids import arrow_type, id_type
-from seqdedup.catalog.schema import catalog_table
 from seqdedup.catalog.state import (SnapshotHeader, chain_of, complete_snapshots, literal, snapshot_headers_query,
                                     snapshot_marks)
 
@@ -67,7 +66,6 @@ from .foreign import find as find_foreign
 
 #: How many duplicates a report lists (it counts them all).
 EXAMPLES = 10
-PRODUCER_SEQUENCES = catalog_table("producer_sequences")
 #: The corrected marks of the start's producers the log contradicts, as a relation of the recovery's queries.
 CORRECTED = "__sd_recover_start"
 #: Each check's findings, one INFO line, topic first.
