@@ -10,7 +10,7 @@ filled with other keys up to --window (written around the measured statement, be
 statement finds the same retries in the window that the producer ids' finds below the marks. The variants run in
 turn, --runs times, the best of each kept (wall seconds; on DuckDB the process's CPU seconds too).
 
-    python benchmarks/key_window.py [--engine duckdb|spark] [--window 10000000] [--runs 2]
+    python benchmarks/key_window.py [--engine duckdb|spark] [--window 10000000] [--entries] [--runs 2]
 """
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ KEYED = STATEMENTS["unordered"][0].replace("is_not_dup(producer, seq)", "is_new(
 class Windows(Engine):
     """``Engine``'s starting state, and beside it the key window's: the topic written by key, filled to ``keys``."""
 
+    entries = False     # the window in entries (key_window_entries = the keys it is filled with), not in time
+
     def keyed(self, keys: int):
         """A session on a new copy of the key window's starting state of ``keys`` keys."""
         return self.copy_of(self.tmp / f"window{keys}.duckdb" if self.name == "duckdb" else None,
@@ -40,7 +42,9 @@ class Windows(Engine):
 
     def _fill(self, s, keys: int) -> None:
         self._views(s)
-        s.create_topic("events", {"arrival": "BIGINT", "payload": "STRING"}, snapshot_interval_entries=10_000_000)
+        window = {"key_window_entries": keys, "producer_inactivity_timeout": "never"} if self.entries else {}
+        s.create_topic("events", {"arrival": "BIGINT", "payload": "STRING"}, snapshot_interval_entries=10_000_000,
+                       **window)
         written = s.sql("INSERT INTO events SELECT position, payload FROM topic_file "
                         "WHERE is_new(producer, seq) ORDER BY position").written
         if keys > written:      # other keys, none of the workload's ((producer, seq) has two parts: these one)
@@ -62,6 +66,9 @@ def main() -> None:
     workload_arguments(ap, runs=2)
     ap.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb")
     ap.add_argument("--window", type=int, default=10_000_000, help="keys in the window before the statement")
+    ap.add_argument("--entries", action="store_true",
+                    help="a window in entries (key_window_entries = --window): full, so the statement's new keys "
+                         "push as many out; else in time")
     args = ap.parse_args()
     make_workload(args.data, args.rows, args.producers, args.topic_rows)
     wall: dict[str, list[float]] = {"producer_ids": [], "key_window": []}
@@ -69,6 +76,7 @@ def main() -> None:
     dropped: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as tmp:
         engine = Windows(args.engine, args.data.resolve(), pathlib.Path(tmp))
+        engine.entries = args.entries
         for _ in range(args.runs):
             for name, statement in (("producer_ids", STATEMENTS["unordered"][0]), ("key_window", KEYED)):
                 s = engine.keyed(args.window) if name == "key_window" else engine.fresh()
@@ -84,7 +92,7 @@ def main() -> None:
             sizes[keys] = state_size(s)
             recovered = recovery_seconds(engine, s)
         print(f"engine={args.engine} cores={os.cpu_count()} load_average={os.getloadavg()[0]:.2f} rows={args.rows} "
-              f"window={args.window} runs={args.runs} dropped: producer_ids={dropped['producer_ids']} "
+              f"window={args.window} in {'entries' if args.entries else 'time'} runs={args.runs} dropped: producer_ids={dropped['producer_ids']} "
               f"key_window={dropped['key_window']}")
         print(ratio_line("key_window", "key_window", "producer_ids", wall, cpu, TARGET, args.engine == "duckdb"))
         (small_bytes, small_rows), (large_bytes, large_rows) = sizes[args.window // 10], sizes[args.window]

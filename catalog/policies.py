@@ -124,6 +124,10 @@ DEFINITIONS = {
         PolicyDefinition("conflict_window_minutes", _or_unlimited(("never",), 1, MAX_MINUTES),
                          f"a whole number of minutes from 1 to {MAX_MINUTES} (entries published longer ago are not "
                          "compared), or never for no bound", none="never"),
+        PolicyDefinition("key_window_entries", _or_unlimited(("none",), 1, MAX_ENTRIES),
+                         f"a whole number of entries from 1 to {MAX_ENTRIES} (a key of is_new leaves the window once "
+                         "this many entries were written after it), or none for a window in time only "
+                         "(producer_inactivity_timeout)"),
         # at least 3: its holder renews it every third of it, with two metastore calls (about 0.3 s)
         PolicyDefinition("producer_lease_seconds", _whole(3, MAX_LEASE_SECONDS),
                          f"a whole number of seconds from 3 to {MAX_LEASE_SECONDS} (a day)"),

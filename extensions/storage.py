@@ -29,10 +29,16 @@ def by(collaborator: str, method):
     return call
 
 
-def producers_of(adapter, rows: exp.Expression) -> pa.Array:
-    """The ``_producer`` column of a relation of topic rows."""
-    got = adapter.fetch_arrow(exp.select("_producer").from_(rows.as_("w")))
-    return got.column(0).combine_chunks().cast(pa.string())
+def keys_of(adapter, rows: exp.Expression) -> pa.Table:
+    """(producer, sequence_id): the ``_producer`` and ``_highest_sequence_id`` columns of a relation of topic rows
+    (of keys' rows, R20: each key and its mark, the position it was written at)."""
+    return key_marks(adapter.fetch_arrow(exp.select("_producer", "_highest_sequence_id").from_(rows.as_("w"))))
+
+
+def key_marks(rows: pa.Table) -> pa.Table:
+    """``rows`` of (_producer, _highest_sequence_id) as (producer, sequence_id), in the marks' types."""
+    return pa.table({"producer": rows.column(0).combine_chunks().cast(pa.string()),
+                     "sequence_id": rows.column(1).combine_chunks().cast(pa.int64())})
 
 
 @dataclass
@@ -122,9 +128,10 @@ class TransactionalStorage:
         return exp.select("*").from_(topic.table.copy()).where(
             exp.column("_commit").eq(exp.Placeholder(this="__sd_commit"))).subquery()
 
-    def staged_producers(self, topic) -> pa.Array:
-        """The producer of each topic row the open commit wrote (a statement of keys: the keys it wrote)."""
-        return producers_of(self.adapter, self.staged_rows(topic))
+    def staged_keys(self, topic) -> pa.Table:
+        """(producer, sequence_id) of each topic row the open commit wrote, its highest id as the mark (a statement of
+        keys, R20: the keys it wrote, each at its position)."""
+        return keys_of(self.adapter, self.staged_rows(topic))
 
     def published_commits(self, topic) -> set[int]:
         """The topic's published commits, where the engine tracks them (``TRACKS_COMMITS``); else empty."""

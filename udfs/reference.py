@@ -88,6 +88,10 @@ class Policies:
     # per-producer cache of batches.
     payload_conflicts: str = "record"
     conflict_window_minutes: int | None = 1440
+    # The key window in entries (R20, udfs/key_window.py): a key of ``is_new`` leaves the state once this many
+    # entries were written after its own (None: the window is in time only, producer_inactivity_timeout). The model
+    # of producers does not depend on it; KeyWindow(WindowPolicy(entries=N)) models it.
+    key_window_entries: int | None = None
 
     @property
     def ledger(self) -> str | None:

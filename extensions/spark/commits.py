@@ -19,7 +19,7 @@ from seqdedup.catalog.names import STAGING
 from seqdedup.catalog.schema import COMMITS, arrow_schema, catalog_table
 from seqdedup.errors import CommitConflict, EngineError, already_exists
 
-from ..storage import Decided, producers_of
+from ..storage import Decided, key_marks, keys_of
 from .collaborator import Collaborator
 from .errors import causes
 from .frames import Observed
@@ -250,15 +250,16 @@ class Commits(Collaborator):
             return exp.select("*").from_(topic.table.copy()).where(exp.false()).subquery()
         return exp.Table(this=exp.to_identifier(directory, quoted=True), db=exp.to_identifier("parquet"))
 
-    def staged_producers(self, topic) -> pa.Array:
-        """The producer of each row the open commit staged: read from its files by Arrow where they are on the local
-        disk (a statement of millions of keys would gather them in the driver's heap through a job), else by one (a
-        Spark Connect client's too: the server's disk need not be the client's, and the server streams the rows)."""
+    def staged_keys(self, topic) -> pa.Table:
+        """(producer, sequence_id) of each row the open commit staged (``Storage.staged_keys``): read from its files
+        by Arrow where they are on the local disk (a statement of millions of keys would gather them in the driver's
+        heap through a job), else by one (a Spark Connect client's too: the server's disk need not be the client's,
+        and the server streams the rows)."""
         directory = self._open[topic.key].directory
         local = local_path(directory) if directory else None
         if local is None or self.adapter.remote:
-            return producers_of(self.adapter, self.staged_rows(topic))
-        return pq.read_table(local, columns=["_producer"]).column(0).combine_chunks().cast(pa.string())
+            return keys_of(self.adapter, self.staged_rows(topic))
+        return key_marks(pq.read_table(local, columns=["_producer", "_highest_sequence_id"]))
 
     def discard(self, topic) -> None:
         current = self._open[topic.key]

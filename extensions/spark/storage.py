@@ -30,7 +30,7 @@ class SparkStorage:
     write_decided = by("adapter.commits", Commits.write_decided)
     discard_commit_rows = by("adapter.commits", Commits.discard)
     staged_rows = by("adapter.commits", Commits.staged_rows)
-    staged_producers = by("adapter.commits", Commits.staged_producers)
+    staged_keys = by("adapter.commits", Commits.staged_keys)
     stages_apart = by("adapter.commits", Commits.stages_apart)
     dropped_rows = by("adapter.commits", Commits.dropped_rows)
     publish = by("adapter.commits", Commits.publish)

@@ -24,6 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from seqdedup.sql.key_window import KEY_PREFIX
+
 #: The columns of the marks (a topic of composite ids, R19, holds its ids as text: ``marks_schema``).
 MARKS = pa.schema([("producer", pa.string()), ("sequence_id", pa.int64()),
                    ("last_publish_time", pa.timestamp("us"))])
@@ -207,6 +209,11 @@ class Marks:
                                        type=MARKS.field("last_publish_time").type)).as_py()
 
 
+def keyed(marks: pa.Table) -> pa.ChunkedArray:
+    """Which of ``marks`` are keys' (R20: a key's producer name is its digest, ``KEY_PREFIX`` first)."""
+    return pc.starts_with(marks.column("producer"), KEY_PREFIX)
+
+
 def unmarked(producers: pa.Array, ids: pa.DataType | None = None) -> pa.Table:
     """Marks rows of ``producers`` with no mark (NULL id, of type ``ids``, and time): tombstones in a snapshot,
     producers the state does not know in a semi-join of it."""
@@ -215,4 +222,4 @@ def unmarked(producers: pa.Array, ids: pa.DataType | None = None) -> pa.Table:
                      "last_publish_time": pa.nulls(len(producers), pa.timestamp("us"))}, schema=schema)
 
 
-__all__ = ["Marks", "MARKS", "marks_schema", "marks_table", "unmarked", "fold"]
+__all__ = ["Marks", "MARKS", "marks_schema", "marks_table", "unmarked", "fold", "keyed"]

@@ -159,10 +159,11 @@ def keyed_together(run, given: plan.Inputs, after: bool, split: bool) -> bool:
     return run.statement.keyed and given.ranges is None and (split or not after)
 
 
-def written_keys(run) -> pa.Array:
-    """The keys the open commit wrote (each once: a key a statement writes had no mark, and it writes one copy)."""
+def written_keys(run) -> pa.Table:
+    """(producer, sequence_id): the keys the open commit wrote, each at its position (each once: a key a statement
+    writes had no mark, and it writes one copy)."""
     try:
-        return run.adapter.storage.staged_producers(run.ref)
+        return run.adapter.storage.staged_keys(run.ref)
     except EngineError as error:
         raise Unsettled(error) from error
 

@@ -57,6 +57,7 @@ from sqlglot import exp
 
 from seqdedup.catalog.catalog import Catalog
 from seqdedup.catalog.ids import arrow_type, id_type
+from seqdedup.sql.key_window import KEY_PREFIX
 from seqdedup.catalog.state import (SnapshotHeader, chain_of, complete_snapshots, literal, snapshot_headers_query,
                                     snapshot_marks)
 
@@ -206,6 +207,9 @@ def recover(broker: Broker, topic: str, *, repair: bool = False) -> Report:
             complete = [row[0] for row in headers]
             fixed = relation(CORRECTED, True) if corrected is not None else None
             replayed = read.marks(read.replay_query(base, current, complete, last, fixed))
+            window = applied.key_window_entries
+            if window is not None:      # (R20: no snapshot records the keys a window in entries let go)
+                state, replayed = in_window(state, window), in_window(replayed, window)
             for producer in sorted(set(state) | set(replayed)):
                 if state.get(producer) == replayed.get(producer):
                     continue
@@ -216,7 +220,13 @@ def recover(broker: Broker, topic: str, *, repair: bool = False) -> Report:
                                                "log": replayed.get(producer)})
             # (an id written again after its producer was purged is no duplicate: only entries after the last purge)
             live = read.live_entries(base, current, complete, last)
-            report.duplicate_ids, ids = read.duplicates(["_producer", "_sequence_id"], live)
+            if window is not None:      # (a key written again once out of the window is no duplicate)
+                keys = exp.column("_producer").like(literal(f"{KEY_PREFIX}%"))
+                report.duplicate_ids, ids = read.duplicates(["_producer", "_sequence_id"], live.where(exp.not_(keys)))
+                within, ids_within = read.keys_within(live.where(keys), window)
+                report.duplicate_ids, ids = report.duplicate_ids + within, ids + ids_within
+            else:
+                report.duplicate_ids, ids = read.duplicates(["_producer", "_sequence_id"], live)
             report.duplicates_found = positions + ids
             if repair and report.differences:
                 fixed = relation(f"{CORRECTED}_write", False) if corrected is not None else None   # (the writer's)
@@ -230,6 +240,13 @@ def recover(broker: Broker, topic: str, *, repair: bool = False) -> Report:
     if not report.differences and not report.duplicates_found and report.repaired_snapshot_id is None:
         report.new_snapshot_id = snapshots.snapshot(broker, ref)
     return _said(report, started)
+
+
+def in_window(marks: dict[str, int], window: int) -> dict[str, int]:
+    """``marks`` less the keys a window in entries of ``window`` lets go: all but the ``window`` highest marks of keys
+    (R20, ``snapshots.keys_left``)."""
+    keys = sorted((mark, producer) for producer, mark in marks.items() if producer.startswith(KEY_PREFIX))
+    return {p: m for p, m in marks.items() if not p.startswith(KEY_PREFIX)} | {p: m for m, p in keys[-window:]}
 
 
 def _said(report: Report, started: float) -> Report:
@@ -484,11 +501,26 @@ class _Reader:
         return self.one(exp.select(exp.Count(this=exp.Star())).from_(self.ref.table.copy())
                         .where(self._entries(after, upto)))
 
-    def duplicates(self, keys: list[str], entries: exp.Select) -> tuple[list[dict], int]:
-        """Examples of ``keys`` values that more than one of ``entries`` has, and how many values do."""
+    def keys_within(self, entries: exp.Select, window: int) -> tuple[list[dict], int]:
+        """Examples of keys (R20) of ``entries`` (of keys) written again at most ``window`` keyed entries after their
+        last entry (so while it was in a window in entries), and how many such keys."""
+        by_position = exp.Order(expressions=[exp.Ordered(this=exp.column("_position"))])
+        numbered = exp.select("_producer", "_position", exp.alias_(
+            exp.Window(this=exp.RowNumber(), order=by_position), "ordinal")).from_(entries.subquery("e"))
+        before = exp.Window(this=exp.func("lag", exp.column("ordinal")), partition_by=[exp.column("_producer")],
+                            order=by_position.copy())
+        apart = exp.select("_producer", exp.alias_(literal(0), "_sequence_id"),
+                           exp.alias_(exp.column("ordinal") - before, "apart")).from_(numbered.subquery("n"))
+        again = exp.select("_producer", "_sequence_id").from_(apart.subquery("a")).where(
+            exp.column("apart") <= literal(window))
+        return self.duplicates(["_producer", "_sequence_id"], again, more_than=0)
+
+    def duplicates(self, keys: list[str], entries: exp.Select, more_than: int = 1) -> tuple[list[dict], int]:
+        """Examples of ``keys`` values that more than one of ``entries`` has (more than ``more_than``), and how many
+        values do."""
         repeated = (exp.select(*keys, exp.alias_(exp.Count(this=exp.Star()), "entries"))
                     .from_(entries.subquery("x")).group_by(*keys)
-                    .having(exp.Count(this=exp.Star()) > 1))
+                    .having(exp.Count(this=exp.Star()) > more_than))
         total = self.one(exp.select(exp.Count(this=exp.Star())).from_(repeated.subquery("d")))
         if not total:
             return [], 0

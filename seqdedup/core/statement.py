@@ -34,7 +34,7 @@ from .compaction import Compaction
 from .dropped import judge as judge_dropped
 from .plans import Unsettled
 from .results import ProducerCount, StatementResult
-from .snapshots import follow_policies, take_snapshot
+from .snapshots import follow_policies, keys_left, take_snapshot
 from .topic_state import TopicState, marks_table
 from .turns import AFTER, Turns
 from .writer import Commit, Scratch, Writer
@@ -129,13 +129,15 @@ class Run:
                         if state.topic.applied.dropped_entries != "nothing":     # R16: keeps no counts either
                             self.run_log(reported, statement_id, now, commit, conflicts)
                     written = pc.sum(outcome.producers.column("written")).as_py() or 0
-                    delta = _delta(outcome.producers, now, outcome.keys) if state.enabled else None
+                    delta = _delta(outcome.producers, now, outcome.keys, keyed) if state.enabled else None
                     if state.enabled and not keyed:     # R6: pushed, not yet persisted, until the commit is published
                         writer.pushed.claim(ref.key, dict(zip(delta.column("producer").to_pylist(),
                                                               delta.column("sequence_id").to_pylist())))
                     failpoint("after_run_log")
                     state = state.after(commit=commit.number, end=outcome.end, delta=delta,
                                         since_snapshot=state.since_snapshot + written, unmarked=keyed)
+                    if keyed:       # (a window in entries holds its last keys: snapshotted so, R20)
+                        state = keys_left(state, commit)
                     snapshot_id, state = self.snapshot_if_due(state, commit, now)
                     if not outcome.producers.num_rows and state.header is before.header:
                         commit.abandon()        # no entry, no snapshot: nothing to publish (no empty commit)
@@ -210,13 +212,14 @@ def ledger_rows(adapter, catalog, ref, statement_id: str) -> pa.Table:
     return adapter.fetch_arrow(ledger.order_by("producer", "sequence_id", "composite_id", "reason"))
 
 
-def _delta(producers: pa.Table, now: dt.datetime, keys: pa.Array | None = None) -> pa.Table:
-    """The marks a statement sets: each producer that wrote, at the highest id it wrote, written now (the ``keys``
-    written, at their only id, where the plan counted a statement's keys together: ``plans.keyed_together``)."""
+def _delta(producers: pa.Table, now: dt.datetime, keys: pa.Table | None = None, keyed: bool = False) -> pa.Table:
+    """The marks a statement sets: each producer that wrote, at the highest id it wrote, written now. A key (R20,
+    ``keyed``) is marked at the position it was written at, as its entry's highest id says (``insert_rows``): the
+    ``keys`` written, read back where the plan counted a statement's keys together (``plans.keyed_together``)."""
     wrote = producers.filter(pc.greater(producers.column("written"), 0))
-    names, ids = wrote.column("producer"), wrote.column("highest")
+    names, ids = wrote.column("producer"), wrote.column("last_position" if keyed else "highest")
     if keys is not None:
-        names, ids = keys, pa.repeat(pa.scalar(0, pa.int64()), len(keys))
+        names, ids = keys.column("producer"), keys.column("sequence_id")
     return marks_table(pa.table({"producer": names, "sequence_id": ids,
                                  "last_publish_time": pa.repeat(pa.scalar(now, pa.timestamp("us")), len(names))}))
 

@@ -90,15 +90,17 @@ class TopicState:
 
     def after(self, *, commit: int, end: int | None = None, delta: pa.Table | None = None,
               marks: pa.Table | None = None, header: SnapshotHeader | None = None, since_snapshot: int | None = None,
-              topic: Topic | None = None, unmarked: bool = False) -> "TopicState":
+              topic: Topic | None = None, unmarked: bool = False, tombstones: bool = True) -> "TopicState":
         """The state once ``commit`` is published: the log's new ``end``; ``marks`` as the whole new marks (a
         purge, a reset) and/or ``delta`` folded in (the new highest id and write time of each producer that wrote);
         a new last snapshot, count of entries after it, or topic (policies) when the commit changed them. A new
         last snapshot recorded every change before it: ``changed`` starts again. ``unmarked``: no producer of
-        ``delta`` has a mark (a statement's keys, R20), so they are added without a look-up."""
+        ``delta`` has a mark (a statement's keys, R20), so they are added without a look-up. ``tombstones``: whether
+        the producers ``marks`` lacks have a tombstone in the next increment (not the keys a window in entries lets
+        go, R20: a recovery prunes them again, ``snapshots.keys_left``)."""
         new = self.marks if marks is None else Marks.of(marks, self.ids)
         recent, gone = (new.empty(), []) if header is not None else (self.recent, [self.gone])
-        if marks is not None and header is None:        # producers dropped without a snapshot: tombstones next time
+        if marks is not None and header is None and tombstones:     # dropped without a snapshot: tombstones next
             before = self.marks.table.column("producer")
             dropped = pc.filter(before, pc.invert(pc.is_in(before, marks.column("producer"))))
             gone.append(dropped)

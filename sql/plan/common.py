@@ -111,11 +111,13 @@ def no_mark(id_parts: int | None) -> exp.Expression:
 
 def insert_rows(topic: exp.Table, user_columns: list[str], value_columns: list[str], rows: exp.Query,
                 publish_time: exp.Expression, commit: int, position: exp.Expression | None = None,
-                highest: exp.Expression | None = None) -> exp.Insert:
+                highest: exp.Expression | None = None, keyed: bool = False) -> exp.Insert:
     """``INSERT INTO topic (user columns, system columns) SELECT ...`` of rows with keys and positions (the column
-    ``POSITION``, or the expression ``position``; the highest ids likewise)."""
+    ``POSITION``, or the expression ``position``; the highest ids likewise). ``keyed``: the rows are keys' (R20),
+    whose only id is 0; each carries its position as its highest id instead, so that a key's mark is where it was
+    written, by which a window in entries judges it (``key_window_entries``), and a replay of the log finds it."""
     position = exp.column(POSITION) if position is None else position
-    highest = exp.column(HIGHEST) if highest is None else highest
+    highest = (position.copy() if keyed else exp.column(HIGHEST)) if highest is None else highest
     body = exp.select(*value_columns, PRODUCER, SEQUENCE_ID, highest, position, publish_time.copy(),
                       exp.convert(commit)).from_(source(rows, "w"))
     return exp.insert(body, topic.copy(), columns=[exp.to_identifier(c, quoted=True) for c in [*user_columns, *SYSTEM]])

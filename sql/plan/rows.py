@@ -226,5 +226,6 @@ STEPS = plan_of(
         i.table("rows"), dropped_rejected(i.table("decisions")), i.base,
         late_ids(i.table("decisions"), i.table("rows")), together=i.together).order_by("producer")),
     Step("write", "write", lambda i: insert_rows(i.topic, i.targets, i.values, rows_written(
-        i.table("rows"), i.values, i.statement.key_columns, i.base), i.publish_time, i.commit)),
+        i.table("rows"), i.values, i.statement.key_columns, i.base), i.publish_time, i.commit,
+                                                 keyed=i.statement.keyed)),
 )

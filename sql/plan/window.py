@@ -235,8 +235,11 @@ def split_write(i) -> exp.Insert:
     marked = exp.Case(ifs=[exp.If(this=exp.column(ACCEPTED), true=exp.column(kept))], default=exp.column(MARK))
     rows = i.tables["accepted"] if "accepted" in i.tables else exp.select("*").from_(i.table("decided")).where(
         exp.or_(exp.column(ACCEPTED), exp.column(DROPPED_ENTRY)))
-    insert = insert_rows(i.topic, i.targets, i.values, rows, i.publish_time, i.commit,
-                         **{"highest" if i.statement.id_parts is not None else "position": marked})
+    carried = {"highest" if i.statement.id_parts is not None else "position": marked}
+    if i.statement.keyed:     # (a key's written entry carries its position as its highest id: ``insert_rows``)
+        carried["highest"] = exp.Case(ifs=[exp.If(this=exp.column(ACCEPTED), true=exp.column(POSITION))],
+                                      default=exp.column(HIGHEST))
+    insert = insert_rows(i.topic, i.targets, i.values, rows, i.publish_time, i.commit, **carried)
     insert.expression.select(DROPPED_ENTRY, copy=False)
     insert.this.expressions.append(exp.to_identifier(DROPPED_ENTRY))
     return insert
@@ -261,7 +264,8 @@ STEPS = plan_of(
         *[exp.alias_(e, k) for k, e in window_metrics(i.seen).items()]).from_(i.table("decided"))),
     Step("outcome", "outcome per producer (its last row; all at once: a statement of keys)",
          lambda i: _outcome(i)),
-    Step("write", "write", lambda i: insert_rows(i.topic, i.targets, i.values, _accepted(i), i.publish_time, i.commit)),
+    Step("write", "write", lambda i: insert_rows(i.topic, i.targets, i.values, _accepted(i), i.publish_time, i.commit,
+                                                 keyed=i.statement.keyed)),
     Step("split write", "where the ledger reads them: write, the dropped entries staged apart", split_write),
 )
 

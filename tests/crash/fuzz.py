@@ -44,6 +44,7 @@ from pathlib import Path
 from seqdedup.errors import InvalidEntryError
 from seqdedup.failpoints import NAMES, STATEMENT
 from seqdedup.udfs import Entry, Policies, SequenceTracker
+from seqdedup.sql.key_window import KEY_PREFIX
 from seqdedup.udfs.key_window import producer_of
 from seqdedup.udfs.reference import validate
 
@@ -224,8 +225,20 @@ def observed(state: dict) -> tuple[dict, str | None]:
     ledger, dropped = state.get("ledger") or (0, 0)
     if ledger != dropped:       # R16: a ledger row per duplicate the run log counts, committed together
         problem = f"the ledger holds {ledger} dropped entries where the run log counts {dropped} duplicates"
-    return {"topic": True, "entries": sorted(tuple(row[:4]) for row in state["entries"]),
-            "marks": state["marks"], "enabled": state["enabled"]}, problem
+    # a key's entry (R20) carries its position as its highest id, and the key's mark is its last entry's position
+    # (sql/plan/common.py's insert_rows); the model's key is a producer whose only id is 0, its mark 0
+    entries, marks, written_at = [], dict(state["marks"]), {}
+    for producer, sequence_id, highest, payload, position, *_ in state["entries"]:
+        if producer is not None and producer.startswith(KEY_PREFIX):
+            if highest != position:
+                problem = f"key {producer}'s entry at {position} carries {highest} as its highest id"
+            highest, written_at[producer] = 0, max(position, written_at.get(producer, 0))
+        entries.append((producer, sequence_id, highest, payload))
+    for producer in set(marks) & set(written_at):
+        if marks[producer] != written_at[producer]:
+            problem = f"key {producer}'s mark is {marks[producer]}, not its last position {written_at[producer]}"
+        marks[producer] = 0
+    return {"topic": True, "entries": sorted(entries), "marks": marks, "enabled": state["enabled"]}, problem
 
 
 def ties(operation: dict) -> dict[str, str]:
