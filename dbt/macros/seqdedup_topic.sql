@@ -9,6 +9,8 @@
     seqdedup_policies: {snapshot_interval_entries: 1000, ...}   topic policies, applied when they change
     seqdedup_full_refresh: forget_marks                         say on purpose that --full-refresh forgets
                                                                 every producer's marks (skipped otherwise)
+    seqdedup_id_parts: 2                                        composite ids (R19): is_not_dup(p, (lsn, idx));
+                                                                fixed when the topic is created
   Columns: the model's YAML `data_type`s (Spark SQL types), the SELECT's own types for the others (first run).
   Hooks run outside seqdedup's transaction.
 -#}
@@ -45,6 +47,7 @@
         'policies': config.get('seqdedup_policies', {}),
         'full_refresh': full_refresh,
         'full_refresh_mode': full_refresh_mode,
+        'id_parts': config.get('seqdedup_id_parts'),
         'unique_id': model.unique_id,
       }) -%}
   {%- do store_result('main', response=response) -%}

@@ -57,6 +57,7 @@ class TopicModel:
     policies: dict[str, object] = field(default_factory=dict)      # seqdedup_policies: topic-level policies
     full_refresh: bool = False        # dbt's should_full_refresh() for this run, unless the materialization skipped it
     full_refresh_mode: str | None = None   # seqdedup_full_refresh: forget_marks, a full refresh asked for on purpose
+    id_parts: int | None = None       # seqdedup_id_parts: a topic of composite ids (R19), fixed when it is created
     unique_id: str = ""               # the dbt node, for messages
 
     @classmethod
@@ -246,13 +247,28 @@ def run(session, model: TopicModel, describe) -> Outcome:
         forget_marks(session, existing)
     returned = describe(without_dedup(query))
     if existing is None:
-        session.create_topic(topic, topic_columns(model, returned), **model.policies)
+        session.create_topic(topic, topic_columns(model, returned), **model.policies, id_parts=model.id_parts)
     else:
+        same_ids(model, existing)
         apply_policies(session, existing, model.policies)
     insert = exp.insert(query, exp.to_table(topic, dialect=SparkAnsi), columns=[name for name, _ in returned])
     result = session.run(insert)
     return Outcome(topic=result.topic, written=result.written, duplicates=result.duplicates, commit=result.commit,
                    producers=len(result.producers), created=existing is None)
+
+
+def same_ids(model: TopicModel, topic) -> None:
+    """Refuse a model whose ``seqdedup_id_parts`` says another id shape than its topic was created with (R19: the
+    shape is fixed at creation); a model that does not say takes its topic's."""
+    if model.id_parts is not None and model.id_parts != topic.id_parts:
+        raise TopicError(f"{model.unique_id or model.name}: seqdedup_id_parts is {model.id_parts}, but topic "
+                         f"{topic.ref.key} was created with {_shape(topic.id_parts)}; a topic's id shape is fixed "
+                         "when it is created (R19): to change it, write the model into a new topic (another name), "
+                         "or set seqdedup_id_parts back")
+
+
+def _shape(id_parts: int | None) -> str:
+    return "integer ids" if id_parts is None else f"ids of {id_parts} parts"
 
 
 def topic_or_none(session, topic: str):

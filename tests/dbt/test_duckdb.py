@@ -142,6 +142,24 @@ def test_a_topic_model_by_key_writes_each_key_once_and_only_topic_models_may_say
         assert not relations(project.database, ["plain_keyed"])
 
 
+def test_a_topic_model_of_composite_ids_and_a_shape_it_was_not_created_with(built):
+    # R19 through dbt: seqdedup_id_parts on the model creates a topic of composite ids; saying another shape later
+    # is refused, naming both, and writes nothing
+    project, _ = built
+    composite = "select reading from {{ ref('stg_events') }} where is_not_dup(producer, (seq, 0))"
+    config = "{{{{ config(materialized='seqdedup_topic', seqdedup_id_parts={}) }}}}\n"
+    with project.models(events_by_position=config.format(2) + composite):
+        first = project.results(project.dbt("run", "--select", "events_by_position"))["events_by_position"]
+        assert (first.adapter_response["written"], first.adapter_response["duplicates"]) == (9, 4)
+        assert duckdb_rows(project.database, "SELECT max(_sequence_id) FROM main.events_by_position") == [
+            ("0" * 18 + "13" + "0" * 20,)]      # (sensor-3's (13, 0): two parts of 20 digits)
+        project.model("events_by_position", config.format(3) + composite)
+        again = project.results(project.dbt("run", "--select", "events_by_position"))["events_by_position"]
+        assert again.status == "error" and "seqdedup_id_parts is 3, but topic main.events_by_position was created " \
+            "with ids of 2 parts" in again.message, again.message
+        assert duckdb_rows(project.database, "SELECT count(*) FROM main.events_by_position") == [(9,)]
+
+
 def test_a_view_calling_is_not_dup_is_refused_at_run_and_nothing_is_created(built):
     # A view would be created, and fail only when read; an ephemeral model is refused in the model that inlines it.
     project, _ = built

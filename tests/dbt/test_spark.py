@@ -73,7 +73,10 @@ def test_a_rerun_on_spark_writes_nothing_and_plain_models_calling_is_not_dup_are
               "plain_ephemeral": "{{ config(materialized='ephemeral') }}\n" + dedup,
               "plain_reader": "{{ config(materialized='view') }}\nselect * from {{ ref('plain_ephemeral') }}",
               "plain_keyed": "{{ config(materialized='view') }}\n" + keyed,
-              "events_by_key": "{{ config(materialized='seqdedup_topic') }}\n" + keyed}
+              "events_by_key": "{{ config(materialized='seqdedup_topic') }}\n" + keyed,
+              # (and one of composite ids, R19: seqdedup_id_parts)
+              "events_by_position": "{{ config(materialized='seqdedup_topic', seqdedup_id_parts=2) }}\n"
+                                    + dedup.replace("is_not_dup(producer, seq)", "is_not_dup(producer, (seq, 0))")}
     for name, text in models.items():
         project.model(name, text)
     try:
@@ -88,8 +91,8 @@ def test_a_rerun_on_spark_writes_nothing_and_plain_models_calling_is_not_dup_are
             assert "{{ config(materialized='seqdedup_topic') }}" in message and "UNRESOLVED_ROUTINE" not in message
         tables = {r.tableName for r in spark.sql(f"SHOW TABLES IN {schema}").collect()}
         assert not {name for name in tables if name.startswith("plain_")}, tables
-        assert (results["events_by_key"].adapter_response["written"],
-                results["events_by_key"].adapter_response["duplicates"]) == (9, 4)
+        for name in ("events_by_key", "events_by_position"):
+            assert (results[name].adapter_response["written"], results[name].adapter_response["duplicates"]) == (9, 4)
     finally:
         for name in models:
             (project.path / "models" / f"{name}.sql").unlink()
