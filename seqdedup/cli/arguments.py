@@ -128,8 +128,9 @@ def parser() -> argparse.ArgumentParser:
                                                 "(JSON lines unless --format says otherwise)")
     ingest.add_argument("--producer-column", required=True, metavar="COLUMN",
                         help="the column of each row's producer name (exactly as written, case included)")
-    ingest.add_argument("--sequence-column", required=True, metavar="COLUMN",
-                        help="the column of each row's sequence id")
+    ingest.add_argument("--sequence-column", required=True, metavar="COLUMN", action="append",
+                        help="the column of each row's sequence id; for a topic of composite ids (R19), once per "
+                             "part, in order: --sequence-column lsn --sequence-column index")
     ingest.add_argument("--highest-column", metavar="COLUMN",
                         help="the column of a batch entry's highest sequence id (a row that stands for ids from "
                              "the sequence id to this one)")

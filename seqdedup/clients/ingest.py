@@ -58,7 +58,7 @@ def files(paths: str | list[str]) -> list[str]:
 BATCH_ROWS = 1_000_000
 
 
-def ingest(session, topic: str, paths: str | list[str], *, producer: str, sequence_id: str,
+def ingest(session, topic: str, paths: str | list[str], *, producer: str, sequence_id: str | list[str],
            highest_sequence_id: str | None = None, order_by: str | None = None, fmt: str | None = None,
            batch_rows: int = BATCH_ROWS, one_commit: bool = False, progress: bool = False) -> dict:
     inputs = files(paths)
@@ -74,9 +74,12 @@ def ingest(session, topic: str, paths: str | list[str], *, producer: str, sequen
     # Connect each is a job, mostly waited for): the statements find it in memory, and the topic as it has it (a
     # lookup of the topic of its own would cost a query more).
     recovering = adapter.alongside(lambda: session.state(ref))
-    keys = [producer, sequence_id] + ([highest_sequence_id] if highest_sequence_id else [])
-    named = {"producer": producer, "sequence_id": sequence_id, "highest_sequence_id": highest_sequence_id,
-             "order_by": order_by}
+    # (a topic of composite ids, R19: a column per part, in order)
+    parts = [sequence_id] if isinstance(sequence_id, str) else list(sequence_id)
+    named = {column: option for column, option in ((producer, OPTIONS["producer"]),
+                                                   *((part, OPTIONS["sequence_id"]) for part in parts),
+                                                   (highest_sequence_id, OPTIONS["highest_sequence_id"]),
+                                                   (order_by, OPTIONS["order_by"])) if column}
     temps: list[str] = []
     try:
         try:
@@ -85,11 +88,10 @@ def ingest(session, topic: str, paths: str | list[str], *, producer: str, sequen
             columns = [name for name, _ in adapter.columns(ref.table) if name not in SYSTEM_COLUMNS]
             if not columns:         # no table: the recovery says why
                 recovering.result()
-            staging, total = _staging(adapter, inputs, formats, {k: v for k, v in named.items() if v}, columns,
-                                      temps)
+            staging, total = _staging(adapter, inputs, formats, named, columns, temps)
         finally:        # (the recovery's error first, as when it ran first: an unknown topic is named)
             target = recovering.result().topic
-        call = exp.Anonymous(this="is_not_dup", expressions=[exp.column(c.lower(), quoted=True) for c in keys])
+        call = exp.Anonymous(this="is_not_dup", expressions=_arguments(target, producer, parts, highest_sequence_id))
         order = [exp.column(order_by.lower(), quoted=True)] if order_by else [exp.column(ROW)]
         size = max(total, 1) if one_commit else batch_rows
         bar = _progress(total, progress)
@@ -126,6 +128,22 @@ def ingest(session, topic: str, paths: str | list[str], *, producer: str, sequen
     finally:
         for name in temps:
             adapter.drop_temp_table(name)
+
+
+def _arguments(target, producer: str, parts: list[str], highest: str | None) -> list[exp.Expression]:
+    """``is_not_dup``'s arguments: the producer's column, the id's (a tuple of them for composite ids, R19), the
+    highest id's; refused where the topic's ids have another number of parts than columns are given."""
+    if (target.id_parts or 1) != len(parts):
+        shape = "integer ids" if target.id_parts is None else f"ids of {target.id_parts} parts"
+        raise TopicError(f"topic {target.ref.key} has {shape}, and {len(parts)} --sequence-column were given; give "
+                         f"one for each part of an id, in order (--sequence-column lsn --sequence-column index for "
+                         "two). Nothing was written")
+    if highest and len(parts) > 1:
+        raise TopicError("--highest-column is for batch entries of integer ids; composite ids (R19) have none. "
+                         "Nothing was written")
+    ids = [exp.column(part.lower(), quoted=True) for part in parts]
+    return [exp.column(producer.lower(), quoted=True), ids[0] if len(ids) == 1 else exp.Tuple(expressions=ids),
+            *([exp.column(highest.lower(), quoted=True)] if highest else [])]
 
 
 class _Pairs(list):
@@ -195,7 +213,8 @@ OPTIONS = {"producer": "--producer-column", "sequence_id": "--sequence-column",
 
 def _staging(adapter, inputs: list[str], formats: list[str], named: dict[str, str], columns: list[str],
              temps: list[str]) -> tuple[exp.Table, int]:
-    """One table of the columns ``named`` (producer, ids, order: matched exactly) and the topic's ``columns``
+    """One table of the columns ``named`` (producer, ids, order: matched exactly; each with the option that named
+    it) and the topic's ``columns``
     (matched whatever their case), each under its name in lower case, of every file, numbered from 1 as ``ROW`` in
     input order; and its number of rows (the files' counts, each read once: ``temp_table_rows``)."""
     parts, offset = [], 0
@@ -212,7 +231,7 @@ def _staging(adapter, inputs: list[str], formats: list[str], named: dict[str, st
                              "with another name (AS ...)")
         _distinct_names(path, names)       # (as the engine read them: a key past the sample of a JSON file)
         # each under its name in lower case (one file column, since none differ only in case)
-        chosen = {column.lower(): _column(path, names, column, OPTIONS[key]) for key, column in named.items()}
+        chosen = {column.lower(): _column(path, names, column, option) for column, option in named.items()}
         chosen.update({column.lower(): _column(path, names, column, None) for column in columns})
         # the file's rows written once, numbered, with the chosen columns under their names
         table = adapter.create_temp_table(name, exp.select(

@@ -47,3 +47,15 @@ def test_the_columns_named_for_the_producer_and_the_ids_are_matched_exactly(dedu
     assert dedup.entries() == []
     done = ingest(dedup.session, "events", path, producer="Producer", sequence_id="Seq")   # payload: the topic's
     assert done["written"] == 2 and dedup.entries() == [("A", 0, 0), ("A", 1, 1)]
+
+
+def test_a_topic_of_composite_ids_takes_a_sequence_column_per_part(dedup, tmp_path):
+    # R19: --sequence-column once per part, in order; another number of them is refused before anything is written
+    dedup.session.create_topic("changes", {"row": "STRING"}, id_parts=2)
+    path = write(tmp_path / "in.json", "json", ["slot", "lsn", "idx", "row"],
+                 [("s", 5, 0, "a"), ("s", 5, 1, "b"), ("s", 5, 0, "a"), ("s", 3, 9, "late")])
+    with pytest.raises(TopicError, match="has ids of 2 parts, and 1 --sequence-column were given; give one for each"):
+        ingest(dedup.session, "changes", path, producer="slot", sequence_id="lsn")
+    done = ingest(dedup.session, "changes", path, producer="slot", sequence_id=["lsn", "idx"])
+    assert (done["written"], done["duplicates"], done["out_of_order"]) == (2, 2, 1)
+    assert dedup.session.last_sequence_id("changes", "s") == (5, 1)
