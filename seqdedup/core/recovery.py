@@ -56,7 +56,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from seqdedup.catalog.catalog import Catalog
-from seqdedup.catalog.ids import arrow_type, id_type
+from seqdedup.catalog.ids import arrow_type, decoded, id_type
 from seqdedup.sql.key_window import KEY_PREFIX
 from seqdedup.catalog.state import (SnapshotHeader, chain_of, complete_snapshots, literal, snapshot_headers_query,
                                     snapshot_marks)
@@ -494,8 +494,9 @@ class _Reader:
             self.live_entries(start, chain, complete, upto).subquery("l"))
         return self._marks(rows, replay)
 
-    def marks(self, query: exp.Select) -> dict[str, int]:
-        return {p: s for p, s, _ in self.rows(query)}
+    def marks(self, query: exp.Select) -> dict[str, int | tuple[int, ...]]:
+        """Each producer's mark (a composite one as its tuple, R19: as a report shows it)."""
+        return {p: s if self.id_parts is None else decoded(s) for p, s, _ in self.rows(query)}
 
     def count(self, after: int, upto: int) -> int:
         return self.one(exp.select(exp.Count(this=exp.Star())).from_(self.ref.table.copy())

@@ -110,6 +110,30 @@ def test_events_that_share_an_lsn_a_replay_and_a_second_server_converge_on_one_c
                                               (0x16B3790, 1)]
 
 
+def test_recover_names_a_wrong_composite_mark_as_a_tuple_and_repairs_it(dedup):
+    from seqdedup.catalog.state import snapshot_insert
+
+    dedup.session.create_topic("cdc", {"payload": "STRING"}, id_parts=2)
+    send(dedup, [("slot", 5, 0), ("slot", 5, 1)])
+    # a snapshot written outside seqdedup (a restored backup, a bug) that says (9, 0)
+    position, commit = dedup.session.sql("SELECT max(_position), max(_commit) FROM cdc").rows[0]
+    forged = exp.values([(literal("slot"), literal(ids.encoded((9, 0))), literal(dedup.clock()))], alias="m",
+                        columns=["producer", "sequence_id", "last_publish_time"])
+    with dedup.session.adapter.parameters({"__sd_attempt": None}):
+        dedup.session.adapter.execute(snapshot_insert(dedup.key("cdc"), exp.select("*").from_(forged), snapshot_id=1000,
+                                                      position=position, kind="snapshot", now=dedup.clock(),
+                                                      commit=commit, id_parts=2))
+    dedup.restart()
+    assert dedup.session.last_sequence_id("cdc", "slot") == (9, 0)
+    report = recover(dedup.session.broker, "cdc")
+    assert report.differences == [{"producer": "slot", "state": (9, 0), "log": (5, 1)}]
+    assert "slot (state (9, 0), log (5, 1))" in report.problems()
+    repaired = recover(dedup.session.broker, "cdc", repair=True)
+    assert repaired.ok and repaired.repaired_snapshot_id is not None
+    assert dedup.session.last_sequence_id("cdc", "slot") == (5, 1)
+    assert send(dedup, [("slot", 5, 1), ("slot", 6, 0)]).written == 1
+
+
 def test_a_topic_of_one_part_ids_takes_an_unsigned_lsn_past_signed_64_bit(dedup):
     dedup.session.create_topic("lsns", {"payload": "STRING"}, id_parts=1)
     stage(dedup, [("slot", U64_MAX - 1, 0), ("slot", U64_MAX, 0), ("slot", U64_MAX - 1, 0)])
