@@ -244,7 +244,7 @@ def recover(broker: Broker, topic: str, *, repair: bool = False) -> Report:
 
 def in_window(marks: dict[str, int], window: int) -> dict[str, int]:
     """``marks`` less the keys a window in entries of ``window`` lets go: all but the ``window`` highest marks of keys
-    (R20, ``snapshots.keys_left``)."""
+    (R20, ``TopicState.in_key_window``)."""
     keys = sorted((mark, producer) for producer, mark in marks.items() if producer.startswith(KEY_PREFIX))
     return {p: m for p, m in marks.items() if not p.startswith(KEY_PREFIX)} | {p: m for m, p in keys[-window:]}
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
@@ -20,7 +19,6 @@ from seqdedup.catalog.state import SnapshotHeader
 
 from ..failpoints import failpoint
 from .broker import Broker
-from .marks import keyed
 from .topic_state import TopicState, marks_table
 from .writer import Commit
 
@@ -128,26 +126,7 @@ def follow_policies(broker: Broker, state: TopicState, commit: Commit, now: dt.d
                                                  pa.scalar(cutoff, pa.timestamp("us"))))
             state = take_snapshot(broker, state.after(commit=commit.number, marks=kept), commit, kind="purge",
                                   now=now)
-    return keys_left(state, commit)
-
-
-def keys_left(state: TopicState, commit: Commit) -> TopicState:
-    """R20, a window in entries (``key_window_entries``): the keys of the topic's last N keyed entries stay, the
-    others leave the state. A key's mark is the position it was written at (``insert_rows``), and the last N keyed
-    entries have N keys (a key in the window is not written again): the N highest marks. Neither a snapshot nor a
-    tombstone records a prune (R11's purge is recorded): a recovery finds the same marks, and prunes them again; a
-    snapshot holds what the state holds when it is taken, some keys more where an increment took them before."""
-    window = state.topic.applied.key_window_entries
-    if not state.enabled or window is None or state.marks.num_rows <= window:
-        return state
-    marks = state.marks.table
-    is_key = keyed(marks)
-    keys = marks.column("sequence_id").filter(is_key).to_numpy()
-    if len(keys) <= window:
-        return state
-    cutoff = np.partition(keys, len(keys) - window - 1)[len(keys) - window - 1]     # (the highest that leaves)
-    leaving = pc.and_(is_key, pc.less_equal(marks.column("sequence_id"), cutoff))
-    return state.after(commit=commit.number, marks=marks.filter(pc.invert(leaving)), tombstones=False)
+    return state.in_key_window()
 
 
 def snapshot(broker: Broker, ref: TopicRef) -> int | None:
@@ -187,4 +166,4 @@ def write_snapshot(broker: Broker, ref: TopicRef, marks: exp.Query, *, position:
             writer.forget(ref)      # the state is the snapshot's from now on: recovered on next use
 
 
-__all__ = ["take_snapshot", "prune", "follow_policies", "keys_left", "snapshot", "write_snapshot"]
+__all__ = ["take_snapshot", "prune", "follow_policies", "snapshot", "write_snapshot"]

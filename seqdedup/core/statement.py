@@ -34,7 +34,7 @@ from .compaction import Compaction
 from .dropped import judge as judge_dropped
 from .plans import Unsettled
 from .results import ProducerCount, StatementResult
-from .snapshots import follow_policies, keys_left, take_snapshot
+from .snapshots import follow_policies, take_snapshot
 from .topic_state import TopicState, marks_table
 from .turns import AFTER, Turns
 from .writer import Commit, Scratch, Writer
@@ -137,7 +137,7 @@ class Run:
                     state = state.after(commit=commit.number, end=outcome.end, delta=delta,
                                         since_snapshot=state.since_snapshot + written, unmarked=keyed)
                     if keyed:       # (a window in entries holds its last keys: snapshotted so, R20)
-                        state = keys_left(state, commit)
+                        state = state.in_key_window()
                     snapshot_id, state = self.snapshot_if_due(state, commit, now)
                     if not outcome.producers.num_rows and state.header is before.header:
                         commit.abandon()        # no entry, no snapshot: nothing to publish (no empty commit)

@@ -18,6 +18,7 @@ import logging
 import time
 from dataclasses import dataclass, field, replace
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
@@ -27,7 +28,7 @@ from seqdedup.catalog.schema import foreign_commits
 from seqdedup.catalog.state import STARTS, SnapshotHeader, catch_up_query, literal, producer_state_query
 from seqdedup.errors import EngineError
 from seqdedup.catalog.ids import arrow_type
-from seqdedup.core.marks import MARKS, Marks, fold, marks_schema, marks_table, unmarked
+from seqdedup.core.marks import MARKS, Marks, fold, keyed, marks_schema, marks_table, unmarked
 
 
 _log = logging.getLogger("seqdedup.state")
@@ -90,17 +91,15 @@ class TopicState:
 
     def after(self, *, commit: int, end: int | None = None, delta: pa.Table | None = None,
               marks: pa.Table | None = None, header: SnapshotHeader | None = None, since_snapshot: int | None = None,
-              topic: Topic | None = None, unmarked: bool = False, tombstones: bool = True) -> "TopicState":
+              topic: Topic | None = None, unmarked: bool = False) -> "TopicState":
         """The state once ``commit`` is published: the log's new ``end``; ``marks`` as the whole new marks (a
         purge, a reset) and/or ``delta`` folded in (the new highest id and write time of each producer that wrote);
         a new last snapshot, count of entries after it, or topic (policies) when the commit changed them. A new
         last snapshot recorded every change before it: ``changed`` starts again. ``unmarked``: no producer of
-        ``delta`` has a mark (a statement's keys, R20), so they are added without a look-up. ``tombstones``: whether
-        the producers ``marks`` lacks have a tombstone in the next increment (not the keys a window in entries lets
-        go, R20: a recovery prunes them again, ``snapshots.keys_left``)."""
+        ``delta`` has a mark (a statement's keys, R20), so they are added without a look-up."""
         new = self.marks if marks is None else Marks.of(marks, self.ids)
         recent, gone = (new.empty(), []) if header is not None else (self.recent, [self.gone])
-        if marks is not None and header is None and tombstones:     # dropped without a snapshot: tombstones next
+        if marks is not None and header is None:        # producers dropped without a snapshot: tombstones next time
             before = self.marks.table.column("producer")
             dropped = pc.filter(before, pc.invert(pc.is_in(before, marks.column("producer"))))
             gone.append(dropped)
@@ -123,6 +122,24 @@ class TopicState:
                        end=self.end if end is None else max(self.end, end), header=header or self.header,
                        since_snapshot=self.since_snapshot if since_snapshot is None else since_snapshot,
                        marks=new, published=published, recent=recent, gone=_union(gone))
+
+    def in_key_window(self) -> "TopicState":
+        """R20, a window in entries (``key_window_entries``): the state less the keys it lets go, those outside the
+        topic's last N keyed entries. A key's mark is the position it was written at (``insert_rows``), and the last
+        N keyed entries have N keys (a key in the window is not written again): the N highest marks stay. Neither a
+        snapshot nor a tombstone records a prune (R11's purge is recorded): a recovery replays the same marks and
+        prunes them again (``load``, ``catch_up``); a snapshot holds what the state held when it was taken."""
+        window = self.topic.applied.key_window_entries
+        if not self.enabled or window is None or self.marks.num_rows <= window:
+            return self
+        marks = self.marks.table
+        is_key = keyed(marks)
+        keys = marks.column("sequence_id").filter(is_key).to_numpy()
+        if len(keys) <= window:
+            return self
+        cutoff = np.partition(keys, len(keys) - window - 1)[len(keys) - window - 1]     # (the highest that leaves)
+        leaving = pc.and_(is_key, pc.less_equal(marks.column("sequence_id"), cutoff))
+        return replace(self, marks=Marks.of(marks.filter(pc.invert(leaving)), self.ids))
 
     @property
     def changed(self) -> int:
@@ -199,7 +216,7 @@ def load(catalog: Catalog, adapter, ref: TopicRef) -> TopicState:
     _log.info("[%s] recovered from snapshot %s: replayed %s entries of %s commits after it (%s producers, log end "
               "%s) in %.2f s", ref.key, header.snapshot_id, f"{state.since_snapshot:,}", f"{commits:,}",
               f"{state.marks.num_rows:,}", f"{state.end:,}", time.monotonic() - started)
-    return state
+    return state.in_key_window()
 
 
 #: The snapshot kinds a catch-up adopts: routine ones, which record the marks as the commits left them (a purge, a
@@ -269,7 +286,7 @@ def catch_up(catalog: Catalog, adapter, ref: TopicRef, state: TopicState,
               f"{len(new):,}", f"{pc.sum(entries.column('entries')).as_py():,}",
               f"{pc.count_distinct(entries.column('producer')).as_py():,}",
               "" if adopted is None else f", their snapshot {adopted.snapshot_id} adopted", time.monotonic() - started)
-    return caught
+    return caught.in_key_window()
 
 
 def _folded(state: TopicState, entries: pa.Table, commit: int) -> TopicState:

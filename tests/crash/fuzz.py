@@ -86,6 +86,9 @@ class Planner:
         # (and whether the topic's ids are composite, R19: each id s sent as (s // PART, s % PART), which orders
         # alike; such a topic has no batch entries nor keys)
         self.composite = random.Random(rng.getstate()[1][2]).random() < COMPOSITE
+        # (and whether the key window is in entries too, R20; such a topic's keyed sends are of one entry, so that
+        # the order of their positions is their arrival order on both engines)
+        self.window = None if self.composite else random.Random(rng.getstate()[1][3]).choice([None, None, 2, 4])
         self.at = 0.0                                  # the clock of the next operation, seconds
         self.sent: dict[str, int] = {}                 # producer -> highest id it has used
         self.count = 0
@@ -110,7 +113,8 @@ class Planner:
                 # payload conflicts (R18): every entry's payload is its own, so each dropped entry whose id the topic
                 # holds is one; recorded in the ledger and the run log, or ignored
                 "payload_conflicts": self.later.choice(["ignore", "record"]),
-                **({"id_parts": 2} if self.composite else {})}
+                **({"id_parts": 2} if self.composite else {}),
+                **({"key_window_entries": self.window} if self.window else {})}
 
     def next(self) -> dict:
         r = self.rng
@@ -139,6 +143,7 @@ class Planner:
         if self.keyed.random() < 0.15 and flaw in (None, 0) and not self.composite:
             # is_new(key) (R20): an entry's key is its producer and id, so a retransmit is a copy of its key (a NULL
             # producer: a NULL key). The model sees each key as the engines do: a producer whose only id is 0
+            entries = entries[:1] if self.window else entries
             keys = [None if p is None else f"{p}-{s}" for p, s, _, _ in entries]
             send.update(keyed=keys, entries=[[producer_of(k), 0, None, e[3]] for k, e in zip(keys, entries)])
         return send
@@ -194,6 +199,8 @@ class Model:
             result = tracker.apply_statement(entries, now=at,
                                              order=list(range(len(entries))) if operation["ordered"] else None)
             producers = set(result.written) | set(result.duplicates)
+            if operation.get("keyed") and tracker.enabled:
+                self.keys_in_window()
             if operation.get("keyed"):           # (the keys' counts together, as the engines give them)
                 return {"counts": {KEYS: [sum(result.written.values()), sum(result.duplicates.values())]}}
             return {"counts": {p: [result.written.get(p, 0), result.duplicates.get(p, 0)] for p in producers}}
@@ -204,6 +211,19 @@ class Model:
         elif kind == "enable" and not tracker.enabled:
             tracker.enable(at)
         return {}
+
+    def keys_in_window(self) -> None:
+        """R20, a window in entries: the keys of the last N keyed entries keep their marks, the others leave (the
+        engines keep the N highest marks, a key's mark the position it was written at)."""
+        t = self.tracker
+        window = t.policies.key_window_entries
+        if window is None:
+            return
+        last = {e.producer: e.position for e in t.log
+                if e.producer in t.persisted and e.producer.startswith(KEY_PREFIX)}
+        for producer in sorted(last, key=last.get)[:max(0, len(last) - window)]:
+            for marks in (t.persisted, t.pushed, t.last_publish):
+                marks.pop(producer, None)
 
     def observed(self) -> dict:
         """What a recovered database must show: entries, marks, enabled."""
