@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Callable
 
+from seqdedup.catalog import ids
 from seqdedup.errors import SeqdedupError
 
 
@@ -95,11 +96,15 @@ class StatementResult(_Frames):
     @property
     def dropped(self):
         """The ledger rows of the entries this statement dropped (R16), one per entry, with its reason, as a pandas
-        DataFrame; empty where the topic keeps no ledger (``dropped_entries`` counts or nothing)."""
+        DataFrame; empty where the topic keeps no ledger (``dropped_entries`` counts or nothing). A composite id
+        (R19) is a tuple in ``composite_id``, as ``Session.dropped`` gives it."""
         if self.ledger is None:
             raise SeqdedupError("this result was not made by a session, so it cannot read the ledger: query "
                                 "seqdedup_dropped for its statement_id")
-        return self.ledger(self.statement_id).to_pandas()
+        frame = self.ledger(self.statement_id).to_pandas()
+        if "composite_id" in frame.columns:
+            frame["composite_id"] = frame["composite_id"].map(ids.decoded, na_action="ignore")
+        return frame
 
     @property
     def written(self) -> int:

@@ -154,6 +154,7 @@ def test_a_dropped_entry_of_a_composite_id_is_in_the_ledger_with_its_id(dedup):
     ledger = dedup.session.sql("SELECT composite_id, sequence_id, reason FROM seqdedup_dropped "
                                "ORDER BY composite_id, reason").rows
     assert [(ids.decoded(c), s, r) for c, s, r in ledger] == [((5, 1), None, "retry"), ((6, 0), None, "repeat")]
+    assert sorted(result.dropped["composite_id"]) == [(5, 1), (6, 0)]     # (the statement's own: tuples too)
     read = dedup.session.dropped("cdc")        # (seqdedup dropped: the ids as tuples)
     assert [row[read.columns.index("composite_id")] for row in read.rows] == [(5, 1), (6, 0)]
 
