@@ -57,9 +57,9 @@ from sqlglot import exp
 
 from seqdedup.catalog.catalog import Catalog
 from seqdedup.catalog.ids import arrow_type, decoded, id_type
-from seqdedup.sql.key_window import KEY_PREFIX
 from seqdedup.catalog.state import (SnapshotHeader, chain_of, complete_snapshots, literal, snapshot_headers_query,
                                     snapshot_marks)
+from seqdedup.sql.key_window import KEY_PREFIX
 
 from . import snapshots
 from .broker import Broker
