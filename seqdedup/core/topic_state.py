@@ -56,6 +56,9 @@ class TopicState:
     # the time of the latest commit that wrote an entry (a producer's last write, also one purged since); with the
     # last snapshot's, what the catalog says of the topic's latest publish time (``published_at``)
     written_at: dt.datetime | None = None
+    # the window in entries (R20) the marks were last cut to: they hold no more keys than that (None: not known). A
+    # statement of producers adds no key, so the next one need not look at every mark again (``in_key_window``)
+    key_window: int | None = None
 
     @property
     def ids(self) -> pa.DataType:
@@ -113,15 +116,16 @@ class TopicState:
             gone = [pc.filter(g, pc.invert(pc.is_in(g, delta.column("producer")))) if len(g) else g
                     for g in gone]      # came back
         published = None if self.published is None else self.published | {commit}
-        written_at = self.written_at
+        written_at, key_window = self.written_at, self.key_window
         if delta is not None and delta.num_rows:
+            key_window = None if unmarked or pc.any(keyed(delta)).as_py() else key_window       # (keys came)
             latest = pc.max(delta.column("last_publish_time")).as_py()
             written_at = latest if written_at is None else max(written_at, latest)
         return replace(self, topic=topic or self.topic, commit=_past(max(self.commit, commit), self.taken),
                        written_at=written_at,
                        end=self.end if end is None else max(self.end, end), header=header or self.header,
                        since_snapshot=self.since_snapshot if since_snapshot is None else since_snapshot,
-                       marks=new, published=published, recent=recent, gone=_union(gone))
+                       marks=new, published=published, recent=recent, gone=_union(gone), key_window=key_window)
 
     def in_key_window(self) -> "TopicState":
         """R20, a window in entries (``key_window_entries``): the state less the keys it lets go, those outside the
@@ -130,16 +134,18 @@ class TopicState:
         snapshot nor a tombstone records a prune (R11's purge is recorded): a recovery replays the same marks and
         prunes them again (``load``, ``catch_up``); a snapshot holds what the state held when it was taken."""
         window = self.topic.applied.key_window_entries
-        if not self.enabled or window is None or self.marks.num_rows <= window:
+        if not self.enabled or window is None or (self.key_window is not None and self.key_window <= window):
             return self
+        if self.marks.num_rows <= window:
+            return replace(self, key_window=window)
         marks = self.marks.table
         is_key = keyed(marks)
         keys = marks.column("sequence_id").filter(is_key).to_numpy()
         if len(keys) <= window:
-            return self
+            return replace(self, key_window=window)
         cutoff = np.partition(keys, len(keys) - window - 1)[len(keys) - window - 1]     # (the highest that leaves)
         leaving = pc.and_(is_key, pc.less_equal(marks.column("sequence_id"), cutoff))
-        return replace(self, marks=Marks.of(marks.filter(pc.invert(leaving)), self.ids))
+        return replace(self, marks=Marks.of(marks.filter(pc.invert(leaving)), self.ids), key_window=window)
 
     @property
     def changed(self) -> int:

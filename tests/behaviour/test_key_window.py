@@ -90,7 +90,7 @@ def test_is_new_writes_what_the_window_model_writes(engine, tmp_path_factory):
                         f"SELECT payload, _position FROM events WHERE _position > {end}").rows}
                     end = max([end, *placed.values()])
                     # the model takes the statement's entries in the order the engine numbered them (the window's
-                    # edge inside a statement follows positions: on Spark, ORDER BY orders each key's copies only)
+                    # edge inside a statement follows positions, and ORDER BY orders each key's copies only)
                     decided = model.apply_statement([(k, None) for k in keys], now=now, order=sorted(
                         range(len(keys)), key=lambda i: (placed.get(i, end + 1), i)))
                     assert (result.written, result.duplicates) == (decided.written, len(keys) - decided.written)
@@ -175,7 +175,7 @@ def test_a_window_in_entries_holds_the_last_keys_and_recover_agrees(dedup):
     from seqdedup.core.recovery import recover
 
     topic(dedup, **WINDOWS["entries"][0] | {"key_window_entries": 3})
-    # (a first alone: where the window's edge falls inside a statement, Spark picks which keys stay)
+    # (a first alone: where the window's edge falls inside a statement, the engine picks which keys stay)
     assert [send(dedup, keys).written for keys in (["a"], ["b", "c"], ["d"], ["a", "b", "e"])] == [1, 2, 1, 2]
     assert dedup.session.sql("SELECT k FROM events WHERE k = 'a' ORDER BY _position").rows == [("a",), ("a",)]
     # each key's entry carries its position as its highest id, the key's mark
@@ -186,3 +186,6 @@ def test_a_window_in_entries_holds_the_last_keys_and_recover_agrees(dedup):
     dedup.session.alter_topic("events", key_window_entries=100)
     report = recover(dedup.session, "events")   # in a window of 100, a's second entry is one
     assert [d["producer"] for d in report.duplicate_ids] == [producer_of("a")]
+    assert send(dedup, ["f"]).written == 1
+    dedup.session.alter_topic("events", key_window_entries=1)     # narrowed: f alone is in it now
+    assert send(dedup, ["e", "f"]).written == 1

@@ -87,7 +87,7 @@ class Planner:
         # alike; such a topic has no batch entries nor keys)
         self.composite = random.Random(rng.getstate()[1][2]).random() < COMPOSITE
         # (and whether the key window is in entries too, R20; such a topic's keyed sends are of one entry, so that
-        # the order of their positions is their arrival order on both engines)
+        # the order of their positions is their arrival order: within a statement, the engines number each key apart)
         self.window = None if self.composite else random.Random(rng.getstate()[1][3]).choice([None, None, 2, 4])
         self.at = 0.0                                  # the clock of the next operation, seconds
         self.sent: dict[str, int] = {}                 # producer -> highest id it has used
