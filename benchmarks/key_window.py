@@ -92,8 +92,8 @@ def main() -> None:
             sizes[keys] = state_size(s)
             recovered = recovery_seconds(engine, s)
         print(f"engine={args.engine} cores={os.cpu_count()} load_average={os.getloadavg()[0]:.2f} rows={args.rows} "
-              f"window={args.window} in {'entries' if args.entries else 'time'} runs={args.runs} dropped: producer_ids={dropped['producer_ids']} "
-              f"key_window={dropped['key_window']}")
+              f"window={args.window} in {'entries' if args.entries else 'time'} runs={args.runs} "
+              f"dropped: producer_ids={dropped['producer_ids']} key_window={dropped['key_window']}")
         print(ratio_line("key_window", "key_window", "producer_ids", wall, cpu, TARGET, args.engine == "duckdb"))
         (small_bytes, small_rows), (large_bytes, large_rows) = sizes[args.window // 10], sizes[args.window]
         for what, small, large in (("memory_bytes", small_bytes, large_bytes), ("snapshot_rows", small_rows, large_rows)):

@@ -88,6 +88,16 @@ def decoded(text: str | None) -> tuple[int, ...] | None:
     return tuple(int(text[i:i + DIGITS]) for i in range(0, len(text), DIGITS))
 
 
+def shape(parts: int | None) -> str:
+    """A topic's id shape as messages name it.
+
+    Example:
+        >>> shape(None), shape(2)
+        ('integer ids', 'ids of 2 parts')
+    """
+    return "integer ids" if parts is None else f"ids of {parts} parts"
+
+
 def decoded_rows(rows: list[tuple], at: list[int]) -> list[tuple]:
     """``rows`` with the composite ids' texts in the columns ``at`` (their places) as tuples.
 
@@ -99,4 +109,4 @@ def decoded_rows(rows: list[tuple], at: list[int]) -> list[tuple]:
 
 
 __all__ = ["MAX_PARTS", "PART_LIMIT", "arrow_type", "check_parts", "decoded", "decoded_rows", "encode", "encoded",
-           "id_type"]
+           "id_type", "shape"]

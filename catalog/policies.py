@@ -149,7 +149,8 @@ def policy_key(key: str) -> str:
         if name == "id_parts":
             raise PolicyError("id_parts is no policy: a topic's id shape (R19) is fixed when it is created "
                               "(create_topic(..., id_parts=2), CREATE TABLE ... TBLPROPERTIES "
-                              "('seqdedup.id_parts' = '2'), or a dbt model's seqdedup_id_parts=2); to change it, create a new topic and copy the entries")
+                              "('seqdedup.id_parts' = '2'), or a dbt model's seqdedup_id_parts=2); to change it, "
+                              "create a new topic and copy the entries")
         raise PolicyError(f"unknown policy {key!r}; the policies are: {', '.join(DEFINITIONS)}")
     return name
 

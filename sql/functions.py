@@ -116,7 +116,8 @@ def _composite_status(call: exp.Anonymous, state: exp.Query, parts: int, names: 
         exp.If(this=exp.or_(producer.copy().is_(exp.null()), *[p.copy().is_(exp.null()) for p in written]),
                true=exp.null()),
         exp.If(this=encoded.copy().is_(exp.null()), true=exp.func("raise_error", exp.Literal.string(
-            f"dup_status's sequence_id has a part that is negative, not a whole number or above {ids.PART_LIMIT - 1}"))),
+            "dup_status's sequence_id has a part that is negative, not a whole number or above "
+            f"{ids.PART_LIMIT - 1}"))),
         exp.If(this=encoded <= mark, true=exp.Literal.string("DUP"))], default=exp.Literal.string("NOT_DUP"))
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from sqlglot import exp
 
+from seqdedup.catalog import ids
 from seqdedup.catalog.names import RESERVED
 from seqdedup.catalog.schema import SYSTEM_COLUMNS
 from seqdedup.errors import SeqdedupError, SeqdedupWarning, TopicError
@@ -134,15 +135,15 @@ def _arguments(target, producer: str, parts: list[str], highest: str | None) -> 
     """``is_not_dup``'s arguments: the producer's column, the id's (a tuple of them for composite ids, R19), the
     highest id's; refused where the topic's ids have another number of parts than columns are given."""
     if (target.id_parts or 1) != len(parts):
-        shape = "integer ids" if target.id_parts is None else f"ids of {target.id_parts} parts"
-        raise TopicError(f"topic {target.ref.key} has {shape}, and {len(parts)} --sequence-column were given; give "
-                         f"one for each part of an id, in order (--sequence-column lsn --sequence-column index for "
-                         "two). Nothing was written")
+        raise TopicError(f"topic {target.ref.key} has {ids.shape(target.id_parts)}, and {len(parts)} "
+                         "--sequence-column were given; give one for each part of an id, in order (--sequence-column "
+                         "lsn --sequence-column index for two). Nothing was written")
     if highest and len(parts) > 1:
         raise TopicError("--highest-column is for batch entries of integer ids; composite ids (R19) have none. "
                          "Nothing was written")
-    ids = [exp.column(part.lower(), quoted=True) for part in parts]
-    return [exp.column(producer.lower(), quoted=True), ids[0] if len(ids) == 1 else exp.Tuple(expressions=ids),
+    columns = [exp.column(part.lower(), quoted=True) for part in parts]
+    return [exp.column(producer.lower(), quoted=True),
+            columns[0] if len(columns) == 1 else exp.Tuple(expressions=columns),
             *([exp.column(highest.lower(), quoted=True)] if highest else [])]
 
 

@@ -214,6 +214,23 @@ def keyed(marks: pa.Table) -> pa.ChunkedArray:
     return pc.starts_with(marks.column("producer"), KEY_PREFIX)
 
 
+def in_key_window(marks: pa.Table, window: int) -> pa.Table:
+    """``marks`` less the keys a window in entries of ``window`` lets go (R20): a key's mark is the position it was
+    written at, and the last ``window`` keyed entries have as many keys (a key in the window is not written again),
+    so the ``window`` highest marks of keys stay. ``marks`` itself where none leaves.
+
+        >>> marks = pa.table({"producer": ["key:a", "p", "key:b", "key:c"], "sequence_id": [4, 1, 9, 7]})
+        >>> in_key_window(marks, 2).column("producer").to_pylist()
+        ['p', 'key:b', 'key:c']
+    """
+    is_key = keyed(marks)
+    keys = marks.column("sequence_id").filter(is_key).to_numpy()
+    if len(keys) <= window:
+        return marks
+    cutoff = np.partition(keys, len(keys) - window - 1)[len(keys) - window - 1]     # (the highest that leaves)
+    return marks.filter(pc.invert(pc.and_(is_key, pc.less_equal(marks.column("sequence_id"), cutoff))))
+
+
 def unmarked(producers: pa.Array, ids: pa.DataType | None = None) -> pa.Table:
     """Marks rows of ``producers`` with no mark (NULL id, of type ``ids``, and time): tombstones in a snapshot,
     producers the state does not know in a semi-join of it."""
@@ -222,4 +239,4 @@ def unmarked(producers: pa.Array, ids: pa.DataType | None = None) -> pa.Table:
                      "last_publish_time": pa.nulls(len(producers), pa.timestamp("us"))}, schema=schema)
 
 
-__all__ = ["Marks", "MARKS", "marks_schema", "marks_table", "unmarked", "fold", "keyed"]
+__all__ = ["Marks", "MARKS", "marks_schema", "marks_table", "unmarked", "fold", "keyed", "in_key_window"]

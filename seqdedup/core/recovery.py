@@ -64,6 +64,7 @@ from seqdedup.sql.key_window import KEY_PREFIX
 from . import snapshots
 from .broker import Broker
 from .foreign import find as find_foreign
+from .marks import in_key_window
 
 #: How many duplicates a report lists (it counts them all).
 EXAMPLES = 10
@@ -207,7 +208,7 @@ def recover(broker: Broker, topic: str, *, repair: bool = False) -> Report:
             complete = [row[0] for row in headers]
             fixed = relation(CORRECTED, True) if corrected is not None else None
             replayed = read.marks(read.replay_query(base, current, complete, last, fixed))
-            window = applied.key_window_entries
+            window = applied.key_window_entries if read.id_parts is None else None      # (keys: integer ids)
             if window is not None:      # (R20: no snapshot records the keys a window in entries let go)
                 state, replayed = in_window(state, window), in_window(replayed, window)
             for producer in sorted(set(state) | set(replayed)):
@@ -243,10 +244,11 @@ def recover(broker: Broker, topic: str, *, repair: bool = False) -> Report:
 
 
 def in_window(marks: dict[str, int], window: int) -> dict[str, int]:
-    """``marks`` less the keys a window in entries of ``window`` lets go: all but the ``window`` highest marks of keys
-    (R20, ``TopicState.in_key_window``)."""
-    keys = sorted((mark, producer) for producer, mark in marks.items() if producer.startswith(KEY_PREFIX))
-    return {p: m for p, m in marks.items() if not p.startswith(KEY_PREFIX)} | {p: m for m, p in keys[-window:]}
+    """``marks`` (producer -> integer mark) less the keys a window in entries of ``window`` lets go (R20,
+    ``marks.in_key_window``)."""
+    kept = in_key_window(pa.table({"producer": pa.array(list(marks), pa.string()),
+                                   "sequence_id": pa.array(list(marks.values()), pa.int64())}), window)
+    return dict(zip(kept.column("producer").to_pylist(), kept.column("sequence_id").to_pylist()))
 
 
 def _said(report: Report, started: float) -> Report:

@@ -18,7 +18,6 @@ import logging
 import time
 from dataclasses import dataclass, field, replace
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
@@ -28,7 +27,7 @@ from seqdedup.catalog.schema import foreign_commits
 from seqdedup.catalog.state import STARTS, SnapshotHeader, catch_up_query, literal, producer_state_query
 from seqdedup.errors import EngineError
 from seqdedup.catalog.ids import arrow_type
-from seqdedup.core.marks import MARKS, Marks, fold, keyed, marks_schema, marks_table, unmarked
+from seqdedup.core.marks import MARKS, Marks, fold, in_key_window, keyed, marks_schema, marks_table, unmarked
 
 
 _log = logging.getLogger("seqdedup.state")
@@ -118,7 +117,8 @@ class TopicState:
         published = None if self.published is None else self.published | {commit}
         written_at, key_window = self.written_at, self.key_window
         if delta is not None and delta.num_rows:
-            key_window = None if unmarked or pc.any(keyed(delta)).as_py() else key_window       # (keys came)
+            if key_window is not None and (unmarked or pc.any(keyed(delta)).as_py()):      # (keys came)
+                key_window = None
             latest = pc.max(delta.column("last_publish_time")).as_py()
             written_at = latest if written_at is None else max(written_at, latest)
         return replace(self, topic=topic or self.topic, commit=_past(max(self.commit, commit), self.taken),
@@ -129,23 +129,18 @@ class TopicState:
 
     def in_key_window(self) -> "TopicState":
         """R20, a window in entries (``key_window_entries``): the state less the keys it lets go, those outside the
-        topic's last N keyed entries. A key's mark is the position it was written at (``insert_rows``), and the last
-        N keyed entries have N keys (a key in the window is not written again): the N highest marks stay. Neither a
-        snapshot nor a tombstone records a prune (R11's purge is recorded): a recovery replays the same marks and
-        prunes them again (``load``, ``catch_up``); a snapshot holds what the state held when it was taken."""
+        topic's last N keyed entries (``marks.in_key_window``: the N highest key marks stay). Neither a snapshot nor
+        a tombstone records a prune (R11's purge is recorded): a recovery replays the same marks and prunes them
+        again (``load``, ``catch_up``); a snapshot holds what the state held when it was taken."""
         window = self.topic.applied.key_window_entries
         if not self.enabled or window is None or (self.key_window is not None and self.key_window <= window):
             return self
         if self.marks.num_rows <= window:
             return replace(self, key_window=window)
-        marks = self.marks.table
-        is_key = keyed(marks)
-        keys = marks.column("sequence_id").filter(is_key).to_numpy()
-        if len(keys) <= window:
+        kept = in_key_window(self.marks.table, window)
+        if kept is self.marks.table:
             return replace(self, key_window=window)
-        cutoff = np.partition(keys, len(keys) - window - 1)[len(keys) - window - 1]     # (the highest that leaves)
-        leaving = pc.and_(is_key, pc.less_equal(marks.column("sequence_id"), cutoff))
-        return replace(self, marks=Marks.of(marks.filter(pc.invert(leaving)), self.ids), key_window=window)
+        return replace(self, marks=Marks.of(kept, self.ids), key_window=window)
 
     @property
     def changed(self) -> int:

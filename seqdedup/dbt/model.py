@@ -17,6 +17,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
+from seqdedup.catalog import ids
 from seqdedup.catalog.policies import normalize
 from seqdedup.catalog.schema import SYSTEM_COLUMNS
 from seqdedup.errors import RewriteError, SeqdedupError, TopicError
@@ -262,13 +263,9 @@ def same_ids(model: TopicModel, topic) -> None:
     shape is fixed at creation); a model that does not say takes its topic's."""
     if model.id_parts is not None and model.id_parts != topic.id_parts:
         raise TopicError(f"{model.unique_id or model.name}: seqdedup_id_parts is {model.id_parts}, but topic "
-                         f"{topic.ref.key} was created with {_shape(topic.id_parts)}; a topic's id shape is fixed "
+                         f"{topic.ref.key} was created with {ids.shape(topic.id_parts)}; a topic's id shape is fixed "
                          "when it is created (R19): to change it, write the model into a new topic (another name), "
                          "or set seqdedup_id_parts back")
-
-
-def _shape(id_parts: int | None) -> str:
-    return "integer ids" if id_parts is None else f"ids of {id_parts} parts"
 
 
 def topic_or_none(session, topic: str):
