@@ -209,6 +209,11 @@ class EngineAdapter:
         """How many rows a temporary table ``create_temp_table`` made holds."""
         return self.fetchall(exp.select(exp.Count(this=exp.Star())).from_(table.copy()))[0][0]
 
+    def temp_table_files(self, table: exp.Table):
+        """The rows of a temporary table ``create_temp_table`` made as a ``pyarrow.Table`` read from files this
+        process reaches, with no query; None where they are not in such files."""
+        return None
+
     def drop_temp_table(self, name: str) -> None:
         raise NotImplementedError
 

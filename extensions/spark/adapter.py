@@ -79,6 +79,7 @@ class SparkAdapter(EngineAdapter):
     relation = by("scratch", Scratch.relation)
     create_temp_table = by("scratch", Scratch.create)
     temp_table_rows = by("scratch", Scratch.rows)
+    temp_table_files = by("scratch", Scratch.files)
     drop_temp_table = by("scratch", Scratch.drop)
     has_temp_table = by("scratch", Scratch.has)
     load_arrow = by("scratch", Scratch.load_arrow)

@@ -83,6 +83,16 @@ class Scratch(Collaborator):
         return sum(pq.ParquetFile(f"{directory}/{name}").metadata.num_rows for name in os.listdir(directory)
                    if name.endswith(".parquet") and not name.startswith((".", "_")))
 
+    def files(self, table: exp.Table):
+        """Of one written to the scratch folder on the local disk (not a Connect server's): its Parquet files, read
+        by Arrow."""
+        directory = local_path(self._scratch.get(table.name, ""))
+        if not directory or self.adapter.remote:
+            return None
+        import pyarrow.parquet as pq
+
+        return pq.read_table(directory)
+
     def drop(self, name: str) -> None:
         self.spark.catalog.dropTempView(name)
         directory = self._scratch.pop(name, None)

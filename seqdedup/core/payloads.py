@@ -43,6 +43,13 @@ def entry(state: TopicState, targets: list[str], columns: list[exp.Expression]) 
     return plan.ledger.entry_json([(target, names[target.lower()][1]) for target in targets])
 
 
+def keys_only(state: TopicState) -> bool:
+    """Whether what the statement keeps of a dropped entry is its keys alone: its payload neither judged (R18)
+    nor kept in the ledger (R16's ``rows``)."""
+    applied = state.topic.applied
+    return applied.payload_conflicts == "ignore" and applied.ledger != "rows"
+
+
 def judged(state: TopicState) -> bool:
     """Whether the statement sets its dropped entries apart: for a ledger of them (R16), or to judge their payloads
     (R18)."""

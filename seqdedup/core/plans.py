@@ -84,7 +84,7 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
     # statement's rows read once, less those written (one reading either way)
     after = dropped_after_plan(run, state)
     split = after and adapter.storage.stages_apart(run.ref)
-    given = dataclasses.replace(given, split=split)
+    given = dataclasses.replace(given, split=split, bare=split and payloads.keys_only(state))
     if after and not split:
         try:
             given = dataclasses.replace(given, read_once=True).having(values=scratch.table(

@@ -58,6 +58,7 @@ class Run:
         self.shape: tuple = ()      # what the steps' SQL depends on besides the parameters (see ``kept``)
         self.scratch: Scratch | None = None
         self.bound: dict = {}       # parameters a plan's steps bind besides the statement's (the marks as a map)
+        self.stamp: dict = {}       # the statement's own parameters: base position, commit, time, topic, id
         self.published: tuple[TopicState, int] | None = None     # the state and number of the commit it published
 
     def kept(self, step: str, build) -> exp.Expression:
@@ -98,8 +99,9 @@ class Run:
                     state = follow_policies(self.broker, state, commit, now, reading=reading)
                     self.shape += (scratch.depth, state.enabled, state.marks.num_rows > 0)
                     outcome, conflicts = None, {}
-                    with adapter.parameters({"__sd_base": state.end, "__sd_commit": commit.number, "__sd_now": now,
-                                             "__sd_topic": ref.key, "__sd_statement_id": statement_id}):
+                    self.stamp = {"__sd_base": state.end, "__sd_commit": commit.number, "__sd_now": now,
+                                  "__sd_topic": ref.key, "__sd_statement_id": statement_id}
+                    with adapter.parameters(self.stamp):
                         if adapter.PLAN == "window" or not state.enabled:
                             outcome = plans.window(self, state, commit, targets, values, scratch)
                         if outcome is None:

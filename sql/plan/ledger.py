@@ -90,16 +90,21 @@ def dropped_rejected(rows: exp.Table, decisions: exp.Expression, fingerprint: ex
         exp.or_(exp.not_(_candidate()), _col(ROW_ID).isin(query=rejected)))
 
 
+def staged_columns(id_parts: int | None = None) -> tuple[str, str, str, str]:
+    """The columns of an entry a write staged apart (Spark's window plan: ``window.split_write``) that hold its
+    producer, id, highest id and its producer's mark: the mark is in ``_position``, or in ``_highest_sequence_id``
+    for composite ids (``id_parts``, R19), whose highest id is then the id."""
+    if id_parts is None:
+        return "_producer", "_sequence_id", "_highest_sequence_id", "_position"
+    return "_producer", "_sequence_id", "_sequence_id", "_highest_sequence_id"
+
+
 def dropped_staged(staged: exp.Expression, fingerprint: exp.Expression | None,
                    entry: exp.Expression | None, id_parts: int | None = None) -> exp.Select:
-    """The entries a write staged apart (Spark's window plan: ``window.split_write``), in the topic's columns,
-    each with its producer's mark in ``_position`` (in ``_highest_sequence_id`` for composite ids, ``id_parts``:
-    R19). ``fingerprint`` and ``entry``: over a topic row aliased ``t``."""
-    t = lambda name: exp.column(name, table="t")       # noqa: E731
-    highest, mark = t("_highest_sequence_id"), t("_position")
-    if id_parts is not None:
-        highest, mark = t("_sequence_id"), t("_highest_sequence_id")
-    return exp.select(*_relation(t("_producer"), t("_sequence_id"), highest, mark,
+    """The entries a write staged apart, in the topic's columns (``staged_columns``). ``fingerprint`` and
+    ``entry``: over a topic row aliased ``t``."""
+    producer, sequence_id, highest, mark = (exp.column(c, table="t") for c in staged_columns(id_parts))
+    return exp.select(*_relation(producer, sequence_id, highest, mark,
                                  fingerprint, entry)).from_(source(staged, "t"))
 
 

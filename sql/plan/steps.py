@@ -43,6 +43,7 @@ class Inputs:
     fingerprint: exp.Expression | None = None   # an entry's fingerprint over the plan's row (R18), where judged
     entry: exp.Expression | None = None         # an entry's columns as JSON, where the ledger keeps them
     split: bool = False             # the window plan stages its dropped entries apart, for the ledger (``fates``)
+    bare: bool = False              # ... their keys only, their columns NULL (neither judged nor kept as rows)
     together: bool = False          # the outcome of every producer as one row (a statement of keys, R20)
     tables: dict[str, exp.Expression] = field(default_factory=dict)
 

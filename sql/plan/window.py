@@ -239,7 +239,11 @@ def split_write(i) -> exp.Insert:
     if i.statement.keyed:     # (a key's written entry carries its position as its highest id: ``insert_rows``)
         carried["highest"] = exp.Case(ifs=[exp.If(this=exp.column(ACCEPTED), true=exp.column(POSITION))],
                                       default=exp.column(HIGHEST))
-    insert = insert_rows(i.topic, i.targets, i.values, rows, i.publish_time, i.commit, **carried)
+    values = i.values
+    if i.bare:      # (a dropped entry's columns, no part of its ledger row, are not written: R16's keys)
+        values = [exp.alias_(exp.Case(ifs=[exp.If(this=exp.column(DROPPED_ENTRY), true=exp.null())],
+                                      default=exp.column(v)), v) for v in values]
+    insert = insert_rows(i.topic, i.targets, values, rows, i.publish_time, i.commit, **carried)
     insert.expression.select(DROPPED_ENTRY, copy=False)
     insert.this.expressions.append(exp.to_identifier(DROPPED_ENTRY))
     return insert

@@ -81,6 +81,26 @@ def test_every_dropped_entry_has_a_ledger_row_with_the_models_reason(engine, tmp
     check()
 
 
+def test_single_entries_have_the_models_reasons(dedup):
+    # (no third argument. With conflicts ignored, Spark makes the unordered statements' ledger rows from the files
+    # its write staged, with no query; with ORDER BY it asks which ids it wrote in a query; test_payload_conflicts
+    # has them judged)
+    dedup.topic(dropped_entries="keys", payload_conflicts="ignore")
+    model = SequenceTracker(Policies(), now=0.0)
+    for rows, ordered in (([("a", 1), ("a", 2), ("a", 2), ("b", 4)], False),
+                          ([("a", 2), ("a", 3), ("a", 3), ("c", 1), ("c", 1), ("b", 1), ("b", 4)], False),
+                          ([("a", 7), ("a", 6), ("a", 7), ("e", 2), ("e", 1), ("b", 4)], True)):
+        dedup.stage(rows)
+        result = dedup.session.sql("INSERT INTO events SELECT payload FROM staging WHERE is_not_dup(producer, seq)"
+                                   + (" ORDER BY arrival" if ordered else ""))
+        assert ledger(dedup, result) == expected(model, [(p, s, None) for p, s in rows], ordered), rows
+    # the ledger's rows carry the statement's commit and time, as its run log rows do
+    assert dedup.session.sql(
+        "SELECT count(*) FROM seqdedup_dropped d WHERE NOT EXISTS (SELECT 1 FROM seqdedup_statements s "
+        "WHERE s.statement_id = d.statement_id AND s.commit_id = d.commit_id AND s.executed_at = d.dropped_at "
+        "AND s.topic = d.topic)").rows[0][0] == 0
+
+
 def dropped_rows(harness) -> int:
     return harness.session.sql("SELECT count(*) FROM seqdedup_dropped").rows[0][0]
 

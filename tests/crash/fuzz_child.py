@@ -117,7 +117,10 @@ def run(session, operation: dict) -> dict:
         stage(session, operation["entries"] if keys is None else
               [[k, 0, None, e[3]] for k, e in zip(keys, operation["entries"])])
         order = " ORDER BY arrival" if operation["ordered"] else ""
-        call = "is_not_dup(producer, seq, highest)" if keys is None else "is_new(producer)"
+        # (no batch entry: the two-argument form, whose plan takes no rounds, and whose ledger reasons follow from
+        # each entry's own row: on Spark they are made from the statement's files)
+        single = all(entry[2] is None for entry in operation["entries"])
+        call = f"is_not_dup(producer, seq{'' if single else ', highest'})" if keys is None else "is_new(producer)"
         if session.state(TOPIC).topic.id_parts:      # (R19; a negative id's parts: (0, -3) on both engines, refused)
             call = f"is_not_dup(producer, (seq DIV {PART}, seq % {PART}))"
         try:
