@@ -216,6 +216,23 @@ def arrow_schema(columns: dict[str, exp.DataType]):
     return pa.schema([(name, types[kind.this]) for name, kind in columns.items()])
 
 
+def arrow_rows(columns: dict[str, exp.DataType], given: dict, once: dict, rows: int):
+    """``rows`` rows of a catalog table built in Python: each column from ``given`` (name -> an Arrow array of
+    ``rows`` values, cast to the column's type) where it has one, else the value ``once`` holds for it (none: NULL)
+    on every row.
+
+    Example:
+        >>> import pyarrow as pa
+        >>> arrow_rows(COMMITS, {"commit_id": pa.array([1, 2])}, {"topic": "t"}, 2).to_pylist()[1]
+        {'topic': 't', 'commit_id': 2, 'attempt': None, 'published_at': None}
+    """
+    import pyarrow as pa
+
+    schema = arrow_schema(columns)
+    return pa.table([given[f.name].cast(f.type) if f.name in given else
+                     pa.repeat(pa.scalar(once.get(f.name), f.type), rows) for f in schema], schema=schema)
+
+
 #: The mark (in a table's ``meta``) on seqdedup's own tables, named without a database: an engine that resolves such
 #: a name in a current database its user may change (Spark: ``USE``) qualifies marked names with the database the
 #: catalog is in (``SparkAdapter``).

@@ -204,7 +204,7 @@ def snapshot_rows(topic: str, marks, *, snapshot_id: int, position: int, kind: s
     """
     import pyarrow as pa
 
-    from .schema import arrow_schema
+    from .schema import arrow_rows, arrow_schema
 
     schema = arrow_schema(PRODUCER_SEQUENCES)
     if marks is None:                  # a snapshot of no producer: its header alone
@@ -217,8 +217,7 @@ def snapshot_rows(topic: str, marks, *, snapshot_id: int, position: int, kind: s
     n = marks.num_rows
     once = {"topic": topic, "snapshot_id": snapshot_id, "position": position, "kind": kind, "taken_at": now,
             "commit_id": commit, "parent_id": parent, "attempt": attempt}
-    producers = pa.table([marks.column(f.name).cast(f.type) if f.name in marks.column_names else
-                          pa.repeat(pa.scalar(once.get(f.name), f.type), n) for f in schema], schema=schema)
+    producers = arrow_rows(PRODUCER_SEQUENCES, {name: marks.column(name) for name in marks.column_names}, once, n)
     header = pa.Table.from_pylist([{**once, "producers": n}], schema=schema)
     return pa.concat_tables([producers, header])
 

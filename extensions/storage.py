@@ -119,10 +119,9 @@ class TransactionalStorage:
         columns, each with its producer's mark when the statement began as its ``_position``; None for none."""
         return None
 
-    def staged_files(self, topic, columns: list[str], *, dropped: bool = False):
-        """``columns`` of the rows ``staged_rows`` gives (with ``dropped``, ``dropped_rows``), read as a
-        ``pyarrow.Table`` from files this process reaches, with no query; None where it cannot (the engine reads
-        them). An engine may answer for either kind only."""
+    def dropped_files(self, topic, columns: list[str]):
+        """``columns`` of the entries ``dropped_rows`` gives, read as a ``pyarrow.Table`` from files this process
+        reaches, with no query; None where it cannot (the engine reads them)."""
         return None
 
     def discard_commit_rows(self, topic) -> None:

@@ -204,12 +204,11 @@ class Commits(Collaborator):
         return None if dropped is None else exp.Table(this=exp.to_identifier(dropped, quoted=True),
                                                       db=exp.to_identifier("parquet"))
 
-    def staged_files(self, topic, columns: list[str], *, dropped: bool = False) -> pa.Table | None:
-        """``columns`` of the entries the open commit's split write staged apart (``dropped``: the only ones asked
-        for), read by Arrow where they are on the local disk (not for a Spark Connect client: the server's disk
-        need not be the client's)."""
-        directory = self._open[topic.key].dropped if dropped else None
-        local = local_path(directory) if directory else None
+    def dropped_files(self, topic, columns: list[str]) -> pa.Table | None:
+        """``columns`` of the entries the open commit's split write staged apart, read by Arrow where they are on
+        the local disk (not for a Spark Connect client: the server's disk need not be the client's)."""
+        dropped = self._open[topic.key].dropped
+        local = local_path(dropped) if dropped else None
         if local is None or self.adapter.remote:
             return None
         return pq.read_table(local, columns=columns)

@@ -33,7 +33,7 @@ class SparkStorage:
     staged_keys = by("adapter.commits", Commits.staged_keys)
     stages_apart = by("adapter.commits", Commits.stages_apart)
     dropped_rows = by("adapter.commits", Commits.dropped_rows)
-    staged_files = by("adapter.commits", Commits.staged_files)
+    dropped_files = by("adapter.commits", Commits.dropped_files)
     publish = by("adapter.commits", Commits.publish)
     close_commit = by("adapter.commits", Commits.close)
     published_commits = by("adapter.commits", Commits.published)

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from seqdedup.catalog.schema import DROPPED, arrow_schema, catalog_table
+from seqdedup.catalog.schema import DROPPED, arrow_rows, catalog_table
 from seqdedup.errors import EngineError, PayloadConflictError
 from seqdedup.sql import plan
 from seqdedup.udfs.reference import conflict_refusal
@@ -56,10 +56,10 @@ def _in_files(run, state: TopicState, outcome: Outcome, dropped: exp.Expression,
         # (as ``conflicts.conflicting``: nothing held within the window, no conflict)
         return rows.append_column("conflict", pc.fill_null(pc.and_(pc.is_valid(held),
                                                                    pc.not_equal(held, fingerprint)), False))
-    if not outcome.apart or state.topic.applied.ledger != "keys":
+    if not outcome.apart or not payloads.keys_only(state):     # (the ledger's rows need the entries' columns)
         return None
     columns = plan.ledger.staged_columns(run.statement.id_parts)
-    staged = run.adapter.storage.staged_files(run.ref, list(dict.fromkeys(columns)), dropped=True)
+    staged = run.adapter.storage.dropped_files(run.ref, list(dict.fromkeys(columns)))
     if staged is None:
         return None
     return pa.table(dict(zip(plan.conflicts.DROPPED_COLUMNS, map(staged.column, columns))))
@@ -83,9 +83,8 @@ def _ledger_rows(run, rows: pa.Table) -> pa.Table:
     if "conflict" in rows.column_names:
         reason = pc.if_else(rows.column("conflict"), "conflict", reason)
     once = {"topic": stamp["__sd_topic"], "commit_id": stamp["__sd_commit"],
-            "statement_id": stamp["__sd_statement_id"], "dropped_at": stamp["__sd_now"], "entry": None,
-            "attempt": run.adapter.storage.attempt(run.ref), "composite_id": None,
-            "sequence_id": None, "highest_sequence_id": None}
+            "statement_id": stamp["__sd_statement_id"], "dropped_at": stamp["__sd_now"],
+            "attempt": run.adapter.storage.attempt(run.ref)}
     columns = {"producer": rows.column("producer"), "reason": reason}
     if "entry" in rows.column_names:
         columns["entry"] = rows.column("entry")
@@ -93,9 +92,7 @@ def _ledger_rows(run, rows: pa.Table) -> pa.Table:
         columns.update(sequence_id=sequence_id, highest_sequence_id=rows.column("highest_sequence_id"))
     else:
         columns.update(composite_id=sequence_id)
-    schema = arrow_schema(DROPPED)
-    return pa.table([columns[f.name].cast(f.type) if f.name in columns else
-                     pa.repeat(pa.scalar(once[f.name], f.type), rows.num_rows) for f in schema], schema=schema)
+    return arrow_rows(DROPPED, columns, once, rows.num_rows)
 
 
 def window_start(minutes: int | None) -> exp.Expression | None:

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from seqdedup.catalog.schema import STATEMENTS, arrow_schema, catalog_table
+from seqdedup.catalog.schema import STATEMENTS, arrow_rows, catalog_table
 from seqdedup.catalog.state import literal
 from seqdedup.errors import CommitConflict, SeqdedupError
 from seqdedup.sql import key_window, rewrite
@@ -181,7 +181,6 @@ class Run:
                 conflicts: dict[str | None, int]) -> None:
         """R5: the per-producer counts (``OUTCOME``), in the run log, in the statement's commit (from the outcome in
         memory: on Spark, with no job of its own), with each producer's payload ``conflicts`` (R18)."""
-        schema = arrow_schema(STATEMENTS)
         if pa.types.is_string(producers.schema.field("highest").type):     # (a composite id is no BIGINT: R19)
             producers = producers.set_column(producers.schema.get_field_index("highest"), "highest",
                                              pa.nulls(producers.num_rows, pa.int64()))
@@ -189,8 +188,8 @@ class Run:
             [conflicts.get(p, 0) for p in producers.column("producer").to_pylist()], pa.int64()))
         once = {"statement_id": statement_id, "topic": self.ref.key, "executed_at": now, "commit_id": commit.number,
                 "attempt": self.adapter.storage.attempt(self.ref)}
-        rows = pa.table([pa.repeat(pa.scalar(once[f.name], f.type), producers.num_rows) if f.name in once
-                         else producers.column(f.name) for f in schema], schema=schema)
+        rows = arrow_rows(STATEMENTS, {name: producers.column(name) for name in producers.column_names}, once,
+                          producers.num_rows)
         self.adapter.append_rows(catalog_table("seqdedup_statements"), rows)
 
     def snapshot_if_due(self, state: TopicState, commit: Commit, now: dt.datetime) -> tuple[int | None, TopicState]:
