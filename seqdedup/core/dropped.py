@@ -29,8 +29,10 @@ def _relation(run, state: TopicState, outcome: Outcome, targets: list[str], valu
         if staged is None:
             return None
         columns = payloads.stored(run, state, "t")
-        return plan.ledger.dropped_staged(staged, payloads.fingerprint(run, state, columns),
-                                          payloads.entry(state, targets, columns), run.statement.id_parts)
+        # (where ``held``, the write staged the entries' fingerprints: their columns are not read)
+        return plan.ledger.dropped_staged(staged, None if outcome.held else payloads.fingerprint(run, state, columns),
+                                          payloads.entry(state, targets, columns), run.statement.id_parts,
+                                          held=outcome.held)
     sent, written = payloads.sent(run, state, targets, values, "v"), payloads.stored(run, state, "w")
     return scratch.table("__sd_dropped", plan.ledger.dropped_by_difference(
         outcome.values, adapter.storage.staged_rows(ref), marks,
@@ -118,8 +120,10 @@ def judge(run, state: TopicState, outcome: Outcome, targets: list[str], values: 
         written, judged, found = adapter.storage.staged_rows(ref), False, {}
         late = run.statement.ordered or run.statement.batched
         if applied.payload_conflicts != "ignore":
+            # (where the write carried the fingerprints of what it wrote, ``Outcome.held``, it is not read again)
+            topic_fingerprint = payloads.fingerprint(run, state, payloads.stored(run, state, "t"))
             dropped, judged = run.scratch.table("__sd_judged", plan.conflicts.judged(
-                dropped, written, ref.table, payloads.fingerprint(run, state, payloads.stored(run, state, "t")),
+                dropped, None if outcome.held else written, ref.table, topic_fingerprint,
                 window_start(applied.conflict_window_minutes), late, hinted=adapter.JOIN_HINTS)), True
         rows = _in_files(run, state, outcome, dropped, judged, late)
         if judged:

@@ -15,7 +15,7 @@ def _types(run, state: TopicState) -> list[tuple[str, exp.DataType]]:
     return [(name, exp.DataType.build(kind, dialect=run.adapter.DIALECT)) for name, kind in state.topic.user_columns]
 
 
-def sent(run, state: TopicState, targets: list[str], values: list[str], table: str) -> list[exp.Expression]:
+def sent(run, state: TopicState, targets: list[str], values: list[str], table: str | None) -> list[exp.Expression]:
     """The user columns of an entry of the statement's rows (aliased ``table``): each value cast to its topic
     column's type, as the write casts it, or NULL."""
     by_target = {target.lower(): value for target, value in zip(targets, values)}

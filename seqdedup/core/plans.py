@@ -56,7 +56,19 @@ class Outcome:
     values: exp.Expression | None = None    # the statement's rows as read once, when the plan read them so
     apart: bool = False                 # its write staged the entries it dropped apart (``dropped_rows``)
     dropped: exp.Expression | None = None   # the entries it dropped, where it set them apart (``sql.plan.ledger``)
+    held: bool = False                  # ... staged with the fingerprint of the entry written with their id
     keys: pa.Array | None = None        # a statement of keys (R20) counted together: the keys it wrote (``together``)
+
+
+def written_fingerprint(run, state: TopicState, targets: list[str], values: list[str]) -> exp.Expression | None:
+    """The fingerprint of an entry of the window plan's rows, where its split write carries that of each dropped
+    entry's written copy (``sql.plan.window.window_decisions``' ``held``): payload conflicts judged (R18) in a
+    statement in id order (no ORDER BY) of integer ids with no batch entries. None elsewhere: the judgement reads
+    the written entries back."""
+    statement = run.statement
+    if statement.ordered or statement.batched or statement.id_parts is not None or statement.keyed:
+        return None
+    return payloads.fingerprint(run, state, payloads.sent(run, state, targets, values, None))
 
 
 def inputs(run, targets: list[str], values: list[str], **given) -> plan.Inputs:
@@ -84,7 +96,10 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
     # statement's rows read once, less those written (one reading either way)
     after = dropped_after_plan(run, state)
     split = after and adapter.storage.stages_apart(run.ref)
-    given = dataclasses.replace(given, split=split, bare=split and payloads.keys_only(state))
+    held = written_fingerprint(run, state, targets, values) if split else None
+    # (what the ledger and the conflicts read of a dropped entry: its keys, and its fingerprints where ``held``)
+    bare = payloads.keys_only(state) or (held is not None and state.topic.applied.ledger != "rows")
+    given = dataclasses.replace(given, split=split, bare=split and bare, held=held)
     if after and not split:
         try:
             given = dataclasses.replace(given, read_once=True).having(values=scratch.table(
@@ -96,7 +111,8 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
     given = dataclasses.replace(given, together=together)
 
     def decide_and_write(i: plan.Inputs):
-        decided = run.kept(f"window {not i.read_once} {gather} {marks is MARKS} {spread_key} {split}",
+        decided = run.kept(f"window {not i.read_once} {gather} {marks is MARKS} {spread_key} {split} "
+                           f"{i.held is not None}",
                            lambda: steps["decide"].build(dataclasses.replace(i, number=adapter.row_number())))
         # (the engine reads the metrics and the outcome off its own table of the decided rows: their columns only)
         metrics = run.kept(f"metrics {seen}", lambda: steps["metrics"].build(i)).expressions
@@ -148,7 +164,8 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
         producers = producers.filter(pc.greater(producers.column("sent"), 0))     # (none sent: no row)
         keys = written_keys(run) if state.enabled else None
     end = max(state.end, metrics["end"] or 0)
-    return Outcome(producers, end, 1, values=given.tables.get("values"), apart=split, keys=keys)
+    return Outcome(producers, end, 1, values=given.tables.get("values"), apart=split, keys=keys,
+                   held=given.held is not None)
 
 
 def keyed_together(run, given: plan.Inputs, after: bool, split: bool) -> bool:

@@ -25,6 +25,10 @@ SENT, WRITTEN = "__sd_sent", "__sd_written"
 #: The window plan's split write (``sql.plan.window.fates``): TRUE for an entry it dropped, staged apart from the
 #: written ones in the same job for the ledger (R16) to read, where the engine's storage can (``stages_apart``).
 DROPPED_ENTRY = "__sd_dropped"
+#: The window plan where payload conflicts are judged (R18) in a statement without ORDER BY or batch entries: the
+#: fingerprint of the entry the statement wrote with this entry's id, carried to a dropped entry above its mark
+#: (``window_decisions``' ``held``).
+WRITTEN_FINGERPRINT = "__sd_written_fingerprint"
 FIRST_POSITION, LAST_POSITION, TOP = "__sd_first_position", "__sd_last_position", "__sd_top"
 #: The per-producer outcome of a statement, in the order the run log and results take it. ``out_of_order`` counts
 #: the duplicates that were no repeat: the distinct lowest ids, above the mark the statement began with, that no

@@ -14,12 +14,17 @@ from sqlglot import exp
 from .common import above, source
 
 #: The columns of the relation of a statement's dropped entries: producer, lowest and highest id, the producer's
-#: mark when the statement began (NULL: none), the entry's fingerprint (NULL where conflicts are ignored) and its
-#: own columns as JSON (NULL unless the ledger keeps them).
+#: mark when the statement began (NULL: none; or a stand-in that its reason reads alike, ``ledger.dropped_staged``),
+#: the entry's fingerprint (NULL where conflicts are ignored) and its own columns as JSON (NULL unless the ledger
+#: keeps them).
 DROPPED_COLUMNS = ("producer", "sequence_id", "highest_sequence_id", "mark", "fingerprint", "entry")
 KEYS = ("producer", "sequence_id")
 #: The column ``judged`` adds to the dropped entries: the fingerprint of the payload the topic holds for the id.
 HELD = "held"
+#: A column the dropped entries may carry beside ``DROPPED_COLUMNS`` (Spark's window plan, where it can:
+#: ``sql.plan.ledger.dropped_staged``): for an entry above its mark, the fingerprint of the entry the statement wrote
+#: with its id.
+WRITTEN = "written_fingerprint"
 
 
 def _same_key(left: str, right: str) -> exp.Expression:
@@ -89,12 +94,13 @@ def _latest(rows: exp.Expression, fingerprint: exp.Expression, keys: exp.Subquer
                 i("sequence_id").eq(t("_sequence_id")), i("position").eq(t("_position")))), "i", hinted)
 
 
-def judged(dropped: exp.Expression, written: exp.Expression, topic: exp.Expression, fingerprint: exp.Expression,
-           since: exp.Expression | None, late: bool, hinted: bool = False) -> exp.Select:
+def judged(dropped: exp.Expression, written: exp.Expression | None, topic: exp.Expression,
+           fingerprint: exp.Expression, since: exp.Expression | None, late: bool, hinted: bool = False) -> exp.Select:
     """The ``dropped`` entries (``DROPPED_COLUMNS``), each with ``held``: the fingerprint of the payload the topic
-    holds for its id (NULL: none within the window). That is the entry the statement ``written`` with it, else the
-    ``topic``'s last published at ``since`` or later (None: no bound). ``fingerprint`` is over the columns of a
-    topic row aliased ``t``; ``hinted``: the engine takes join hints (``_broadcast``).
+    holds for its id (NULL: none within the window). That is the entry the statement ``written`` with it (None: the
+    dropped entries carry its fingerprint, ``WRITTEN``), else the ``topic``'s last published at ``since`` or later
+    (None: no bound). ``fingerprint`` is over the columns of a topic row aliased ``t``; ``hinted``: the engine takes
+    join hints (``_broadcast``).
 
     Each side is asked only for the ids it can hold. The statement writes only ids above its producer's mark, and
     the topic holds none above it; an entry above its mark is dropped, without ORDER BY or batch entries, only for
@@ -116,12 +122,17 @@ def judged(dropped: exp.Expression, written: exp.Expression, topic: exp.Expressi
         >>> sorted(con.sql(query.sql("duckdb")).fetchall())
         [('p', 1, 1, 1, 'a', 'a'), ('p', 2, 2, 1, 'c', 'b')]
     """
-    here = _written(written, fingerprint, dropped_keys(dropped, above_mark()), hinted)
     there = _latest(topic, fingerprint, dropped_keys(dropped, None if late else exp.not_(above_mark())), since, hinted)
-    held = exp.func("coalesce", exp.column("fingerprint", table="w"), exp.column("fingerprint", table="o"))
-    return _broadcast(exp.select("d.*", exp.alias_(held, HELD)).from_(source(dropped, "d"))
-                      .join(here.subquery("w"), join_type="left", on=_same_key("w", "d"))
-                      .join(there.subquery("o"), join_type="left", on=_same_key("o", "d")), "w o", hinted)
+    query = exp.select("d.*").from_(source(dropped, "d"))
+    if written is None:
+        here = exp.column(WRITTEN, table="d")
+    else:
+        query = query.join(_written(written, fingerprint, dropped_keys(dropped, above_mark()), hinted).subquery("w"),
+                           join_type="left", on=_same_key("w", "d"))
+        here = exp.column("fingerprint", table="w")
+    held = exp.func("coalesce", here, exp.column("fingerprint", table="o"))
+    return _broadcast(query.select(exp.alias_(held, HELD)).join(
+        there.subquery("o"), join_type="left", on=_same_key("o", "d")), "w o" if written is not None else "o", hinted)
 
 
 def conflicting() -> exp.Expression:

@@ -24,7 +24,7 @@ from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 from seqdedup.catalog.schema import ATTEMPT, DROPPED, catalog_table
 
 from .common import ACCEPTED, MARK, above, source
-from .conflicts import DROPPED_COLUMNS, KEYS, above_mark, conflicting, dropped_keys, keyed
+from .conflicts import DROPPED_COLUMNS, KEYS, WRITTEN, above_mark, conflicting, dropped_keys, keyed
 
 #: The values of a ledger row that are the statement's, not the entry's: bound per statement (the trees are kept per
 #: statement shape, which two topics can share).
@@ -100,12 +100,23 @@ def staged_columns(id_parts: int | None = None) -> tuple[str, str, str, str]:
 
 
 def dropped_staged(staged: exp.Expression, fingerprint: exp.Expression | None,
-                   entry: exp.Expression | None, id_parts: int | None = None) -> exp.Select:
+                   entry: exp.Expression | None, id_parts: int | None = None, held: bool = False) -> exp.Select:
     """The entries a write staged apart, in the topic's columns (``staged_columns``). ``fingerprint`` and
-    ``entry``: over a topic row aliased ``t``."""
-    producer, sequence_id, highest, mark = (exp.column(c, table="t") for c in staged_columns(id_parts))
-    return exp.select(*_relation(producer, sequence_id, highest, mark,
-                                 fingerprint, entry)).from_(source(staged, "t"))
+    ``entry``: over a topic row aliased ``t`` (``fingerprint`` None where ``held``).
+
+    ``held``: the write judged nothing from the entries' columns but carried what their payloads' judgement needs
+    (``window.split_write``: integer ids, no batch entries): each entry's fingerprint in ``_position``, and, for one
+    above its mark, that of the entry written with its id (``conflicts.WRITTEN``) in ``_highest_sequence_id``. Its
+    mark then stands in as what its reason reads: its id where it is at or below it (nothing written with it),
+    NULL above."""
+    t = lambda name: exp.column(name, table="t")        # noqa: E731
+    if not held:
+        producer, sequence_id, highest, mark = (t(c) for c in staged_columns(id_parts))
+        return exp.select(*_relation(producer, sequence_id, highest, mark, fingerprint, entry)).from_(
+            source(staged, "t"))
+    mark = exp.Case(ifs=[exp.If(this=t("_highest_sequence_id").is_(exp.null()), true=t("_sequence_id"))])
+    return exp.select(*_relation(t("_producer"), t("_sequence_id"), t("_sequence_id"), mark, t("_position"), entry),
+                      exp.alias_(t("_highest_sequence_id"), WRITTEN)).from_(source(staged, "t"))
 
 
 def dropped_by_difference(values: exp.Expression, written: exp.Expression, marks: exp.Expression | None,

@@ -9,8 +9,9 @@ from sqlglot import exp
 from seqdedup.catalog import ids
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
-from .common import (ACCEPTED, DROPPED_ENTRY, FIRST_POSITION, IDS, INVALID, LAST, LAST_POSITION, MARK, POSITION, SEEN,
-                     SENT, TOP, WRITTEN, above, insert_rows, invalid, no_mark, ordered, source)
+from .common import (ACCEPTED, DROPPED_ENTRY, FIRST_POSITION, IDS, INVALID, LAST, LAST_POSITION, MARK, POSITION,
+                     SEEN, SENT, TOP, WRITTEN, WRITTEN_FINGERPRINT, above, insert_rows, invalid, no_mark, ordered,
+                     source)
 from .spread import FIRST_LOOK, LARGEST, OUTCOME_SUMS, RANGE, REACH, first_look, largest_producers, spread_rows
 from .steps import CARRIED, VALUES, Step, plan_of
 
@@ -34,7 +35,7 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
                      partitions: int | None, number: exp.Expression, checked: bool = True,
                      late: bool = False, seen: bool = False, gather: bool = False,
                      refuse: exp.Expression | None = None, ranges: exp.Expression | None = None,
-                     id_parts: int | None = None) -> exp.Select:
+                     id_parts: int | None = None, held: exp.Expression | None = None) -> exp.Select:
     """Every entry with its decision, position and its producer's running counts (the window plan).
 
     ``values``' rows are joined to ``marks`` and distributed over ``partitions`` by producer (a hint, for engines
@@ -77,6 +78,12 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
     producer already serves: no second sort, no second read of the source. (The set holds one statement's ids of
     one producer.)
 
+    ``held`` (payload conflicts judged, R18, in a statement without ORDER BY or batch entries): an entry's
+    fingerprint over the rows' columns. Each entry then carries ``WRITTEN_FINGERPRINT``: that of the last entry
+    written up to it. For an entry dropped above its mark, that is the entry the statement wrote with its id:
+    arrival is id order, the first of an id's copies is the one written, and only its copies come between it and
+    the entry. So the judgement of a statement's repeats needs no second read of what it wrote.
+
     Example (C02 and a producer with a mark, on DuckDB):
         >>> import duckdb
         >>> from seqdedup.sql.rewrite import expand_is_not_dup
@@ -97,6 +104,8 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
     """
     if ranges is not None and late:
         raise ValueError("an ordered statement is not spread over ranges: out_of_order is one set per producer")
+    if held is not None and late:
+        raise ValueError("an entry's written copy precedes it only in id order (no ORDER BY)")
     p, s, h, mark, accepted = (exp.column(c) for c in (PRODUCER, SEQUENCE_ID, HIGHEST, MARK, ACCEPTED))
     if isinstance(marks, exp.Table):
         joined = exp.select("v.*", exp.alias_(exp.column("sequence_id", table="m"), MARK)).from_(
@@ -171,6 +180,9 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
         exp.alias_(over(exp.Max(this=when_new(exp.column(POSITION))), "running"), LAST_POSITION),
         exp.alias_(over(exp.Max(this=when_new(h.copy())), "running"), TOP),
     ).from_(numbered.subquery("n"))
+    if held is not None:    # (in the running counts' frame: one more aggregate, no frame of its own)
+        running.select(exp.alias_(over(exp.IgnoreNulls(this=exp.LastValue(this=when_new(held.copy()))), "running"),
+                                  WRITTEN_FINGERPRINT), copy=False)
     return running
 
 
@@ -230,17 +242,28 @@ def split_write(i) -> exp.Insert:
     carries its producer's mark when the statement began instead, the one thing the ledger's reason needs beyond
     the entry (R16); for composite ids (R19), whose mark is no BIGINT, its ``_highest_sequence_id`` does (such an
     entry's highest id is its id). Every expression reads a column of the decided rows: an engine may apply them to
-    those rows as they are (Spark Connect's write of an observed frame)."""
+    those rows as they are (Spark Connect's write of an observed frame).
+
+    Where the decision carries ``WRITTEN_FINGERPRINT`` (``Inputs.held``: integer ids, no batch entries, so a dropped
+    entry's highest id is its id), a dropped entry carries its own fingerprint in ``_position`` and, above its mark,
+    that of its id's written entry in ``_highest_sequence_id`` (NULL at or below it: then its mark is not needed,
+    ``sql.plan.ledger.dropped_staged``). Its payload is then judged from these, with no reading of its columns."""
     kept = POSITION if i.statement.id_parts is None else HIGHEST
     marked = exp.Case(ifs=[exp.If(this=exp.column(ACCEPTED), true=exp.column(kept))], default=exp.column(MARK))
     rows = i.tables["accepted"] if "accepted" in i.tables else exp.select("*").from_(i.table("decided")).where(
         exp.or_(exp.column(ACCEPTED), exp.column(DROPPED_ENTRY)))
     carried = {"highest" if i.statement.id_parts is not None else "position": marked}
+    if i.held is not None:
+        carried["position"] = exp.Case(ifs=[exp.If(this=exp.column(ACCEPTED), true=exp.column(POSITION))],
+                                       default=i.held.copy())
+        carried["highest"] = exp.Case(ifs=[
+            exp.If(this=exp.column(ACCEPTED), true=exp.column(HIGHEST)),
+            exp.If(this=above(exp.column(SEQUENCE_ID), exp.column(MARK)), true=exp.column(WRITTEN_FINGERPRINT))])
     if i.statement.keyed:     # (a key's written entry carries its position as its highest id: ``insert_rows``)
         carried["highest"] = exp.Case(ifs=[exp.If(this=exp.column(ACCEPTED), true=exp.column(POSITION))],
                                       default=exp.column(HIGHEST))
     values = i.values
-    if i.bare:      # (a dropped entry's columns, no part of its ledger row, are not written: R16's keys)
+    if i.bare:      # (a dropped entry's columns, no part of its ledger row nor judged, are not written: R16's keys)
         values = [exp.alias_(exp.Case(ifs=[exp.If(this=exp.column(DROPPED_ENTRY), true=exp.null())],
                                       default=exp.column(v)), v) for v in values]
     insert = insert_rows(i.topic, i.targets, values, rows, i.publish_time, i.commit, **carried)
@@ -263,7 +286,7 @@ STEPS = plan_of(
          lambda i: _fated(i, window_decisions(
              i.read.values, i.marks, i.statement.order, base=i.base, partitions=i.partitions, number=i.number,
              checked=i.checked, late=i.checked and i.statement.ordered, seen=i.seen, gather=i.gather,
-             refuse=i.refuse, ranges=i.ranges, id_parts=i.statement.id_parts))),
+             refuse=i.refuse, ranges=i.ranges, id_parts=i.statement.id_parts, held=i.held))),
     Step("metrics", "metrics, checked before publishing", lambda i: exp.select(
         *[exp.alias_(e, k) for k, e in window_metrics(i.seen).items()]).from_(i.table("decided"))),
     Step("outcome", "outcome per producer (its last row; all at once: a statement of keys)",

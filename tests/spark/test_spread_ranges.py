@@ -47,6 +47,16 @@ def test_one_producers_entries_are_decided_over_ranges_carrying_the_maxima_of_th
             assert [(p.producer, p.written, p.duplicates, p.out_of_order) for p in again.producers] == [
                 ("a", 2, 3, 2)]
             assert harness.last("a") == 121
+            # without a highest id, payload conflicts (R18, judged by default) over ranges: each repeat meets its
+            # written copy's fingerprint in its own range, a retry the topic's (99 holds "a/99")
+            rows = [("a", s, None, "x") for s in range(130, 200)] + [
+                ("a", 140, None, "y"), ("a", 199, None, "y"), ("a", 165, None, "x"), ("a", 99, None, "z")]
+            harness.stage(rows)
+            third = harness.session.sql(
+                "INSERT INTO events SELECT payload FROM staging WHERE is_not_dup(producer, seq)")
+            assert seen[-1] is not None
+            assert [(p.producer, p.written, p.duplicates, p.payload_conflicts) for p in third.producers] == [
+                ("a", 70, 4, 3)]
     finally:
         harness.close()
 
