@@ -94,6 +94,14 @@ def _latest(rows: exp.Expression, fingerprint: exp.Expression, keys: exp.Subquer
                 i("sequence_id").eq(t("_sequence_id")), i("position").eq(t("_position")))), "i", hinted)
 
 
+def held_by_topic(dropped: exp.Expression, topic: exp.Expression, fingerprint: exp.Expression,
+                  since: exp.Expression | None, late: bool, hinted: bool = False) -> exp.Select:
+    """(producer, sequence_id, fingerprint) of the ``topic``'s last entry published at ``since`` or later for each
+    id of the ``dropped`` entries it can hold: those at or below their marks, or every one where an entry above its
+    mark may have come ``late`` (see ``judged``)."""
+    return _latest(topic, fingerprint, dropped_keys(dropped, None if late else exp.not_(above_mark())), since, hinted)
+
+
 def judged(dropped: exp.Expression, written: exp.Expression | None, topic: exp.Expression,
            fingerprint: exp.Expression, since: exp.Expression | None, late: bool, hinted: bool = False) -> exp.Select:
     """The ``dropped`` entries (``DROPPED_COLUMNS``), each with ``held``: the fingerprint of the payload the topic
@@ -122,7 +130,7 @@ def judged(dropped: exp.Expression, written: exp.Expression | None, topic: exp.E
         >>> sorted(con.sql(query.sql("duckdb")).fetchall())
         [('p', 1, 1, 1, 'a', 'a'), ('p', 2, 2, 1, 'c', 'b')]
     """
-    there = _latest(topic, fingerprint, dropped_keys(dropped, None if late else exp.not_(above_mark())), since, hinted)
+    there = held_by_topic(dropped, topic, fingerprint, since, late, hinted)
     query = exp.select("d.*").from_(source(dropped, "d"))
     if written is None:
         here = exp.column(WRITTEN, table="d")

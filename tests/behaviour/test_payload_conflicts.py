@@ -93,19 +93,19 @@ def test_a_refused_conflict_writes_nothing_and_names_the_entry(dedup):
     assert (result.written, result.duplicates, result.payload_conflicts) == (1, 1, 0)
 
 
-@pytest.mark.parametrize("in_files", [False, True])
-def test_one_id_sent_twice_in_a_statement_with_two_payloads_is_one_conflict(dedup, monkeypatch, in_files):
+@pytest.mark.parametrize("kept", ["keys", "rows"])
+def test_one_id_sent_twice_in_a_statement_with_two_payloads_is_one_conflict(dedup, monkeypatch, kept):
     # Without ORDER BY the engine picks the copy it writes (R18's ties); the other is the conflict either way, judged
     # against the entry written (the refusal names its fingerprint), in the statement without batch entries too.
-    # ``in_files``: Spark keeps no scratch table in its plans, so it writes the judged entries as files, and counts
-    # their conflicts and makes their ledger rows from those files by Arrow, with no query (a large statement's way)
-    if in_files:
-        monkeypatch.setattr(dedup.session.adapter, "IN_PLAN_BYTES", -1, raising=False)
+    # Spark, large statements' ways: keeping keys, it judges the entries by Arrow from the fingerprints its write
+    # staged; keeping rows, it writes the judged entries as files (no scratch table kept in its plans here), and
+    # counts their conflicts and makes their ledger rows from those files by Arrow. No query either way
+    monkeypatch.setattr(dedup.session.adapter, "IN_PLAN_BYTES", -1, raising=False)
     def send(rows):
         dedup.stage(rows)
         return dedup.session.sql("INSERT INTO events SELECT payload FROM staging WHERE is_not_dup(producer, seq)")
 
-    dedup.topic(dropped_entries="keys")
+    dedup.topic(dropped_entries=kept)
     result = send([("p", 1, None, "x"), ("p", 1, None, "y"), ("q", 1, None, "z"), ("q", 1, None, "z")])
     assert (result.written, conflicts_of(result)) == (2, {"p": 1})
     assert ledger(result) == collections.Counter({("p", 1, "conflict"): 1, ("q", 1, "repeat"): 1})
@@ -125,13 +125,12 @@ SINGLE_ENTRIES = ([("a", 1, None, "x"), ("a", 2, None, "x"), ("b", 1, None, "x")
                    ("c", 1, None, "x"), ("c", 1, None, "q"), ("c", 2, None, "x")])
 
 
-@pytest.mark.parametrize("in_files", [False, True])
-def test_single_entries_conflicts_are_the_models(dedup, monkeypatch, in_files):
+@pytest.mark.parametrize("kept", ["keys", "rows"])
+def test_single_entries_conflicts_are_the_models(dedup, kept):
     # Spark's window plan carries each repeat's written copy's fingerprint through its write (one reading of the
-    # rows); only the retries are looked up in the topic. ``in_files``: as in the test above
-    if in_files:
-        monkeypatch.setattr(dedup.session.adapter, "IN_PLAN_BYTES", -1, raising=False)
-    dedup.topic(dropped_entries="keys", conflict_window_minutes="never")
+    # rows); only the retries are looked up in the topic. Keeping keys, the entries are judged by Arrow from what the
+    # write staged; keeping rows, in a table of the judged entries, which this small statement's plans keep
+    dedup.topic(dropped_entries=kept, conflict_window_minutes="never")
     model = SequenceTracker(Policies(conflict_window_minutes=None), now=0.0)
     for rows in SINGLE_ENTRIES:
         dedup.stage(rows)
