@@ -43,8 +43,10 @@ class Inputs:
     fingerprint: exp.Expression | None = None   # an entry's fingerprint over the plan's row (R18), where judged
     entry: exp.Expression | None = None         # an entry's columns as JSON, where the ledger keeps them
     split: bool = False             # the window plan stages its dropped entries apart, for the ledger (``fates``)
-    bare: bool = False              # ... their keys only, their columns NULL (neither judged nor kept as rows)
-    held: exp.Expression | None = None     # ... with their written copy's fingerprint (``window_decisions``' held)
+    bare: bool = False              # ... their keys only, their columns NULL (not kept as rows, judged if at all
+                                    # from the fingerprints the write stages: ``held``)
+    held: exp.Expression | None = None     # ... with their own fingerprints and their written copies' (an entry's
+                                           # fingerprint over the decided rows: ``window_decisions``' held)
     together: bool = False          # the outcome of every producer as one row (a statement of keys, R20)
     tables: dict[str, exp.Expression] = field(default_factory=dict)
 
