@@ -27,8 +27,9 @@ SENT, WRITTEN = "__sd_sent", "__sd_written"
 DROPPED_ENTRY = "__sd_dropped"
 #: The window plan where payload conflicts are judged (R18) in a statement without ORDER BY or batch entries: the
 #: fingerprint of the entry the statement wrote with this entry's id, carried to a dropped entry above its mark
-#: (``window_decisions``' ``held``).
-WRITTEN_FINGERPRINT = "__sd_written_fingerprint"
+#: (``window_decisions``' ``held``); and whether the next entry has this one's id (only such a written entry is
+#: fingerprinted).
+WRITTEN_FINGERPRINT, COPIED = "__sd_written_fingerprint", "__sd_copied"
 FIRST_POSITION, LAST_POSITION, TOP = "__sd_first_position", "__sd_last_position", "__sd_top"
 #: The per-producer outcome of a statement, in the order the run log and results take it. ``out_of_order`` counts
 #: the duplicates that were no repeat: the distinct lowest ids, above the mark the statement began with, that no
