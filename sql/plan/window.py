@@ -158,13 +158,15 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
         copy = exp.column(REACH) > 0
         decide = exp.Case(ifs=[exp.If(this=copy, true=exp.false())], default=decide)
         sent = exp.func("count_if", exp.not_(copy.copy()))
-    last = exp.Window(this=exp.func("lead", exp.convert(1)), partition_by=[exp.column(c) for c in parts],
-                      order=exp.Order(expressions=ordered(order))).is_(exp.null())
+    def following(value: exp.Expression) -> exp.Window:
+        """``value`` of the next entry of the producer (of its range) in arrival order."""
+        return exp.Window(this=exp.func("lead", value), partition_by=[exp.column(c) for c in parts],
+                          order=exp.Order(expressions=ordered(order)))
+
+    last = following(exp.convert(1)).is_(exp.null())
     first = exp.select("*", exp.alias_(decide, ACCEPTED)).from_(joined.subquery("c"))
     if held is not None:    # (whether the next entry has this one's id: only such a written entry is fingerprinted)
-        following = exp.Window(this=exp.func("lead", s.copy()), partition_by=[exp.column(c) for c in parts],
-                               order=exp.Order(expressions=ordered(order)))
-        first = first.select(exp.alias_(exp.func("coalesce", following.eq(s.copy()), exp.false()), COPIED))
+        first = first.select(exp.alias_(exp.func("coalesce", following(s.copy()).eq(s.copy()), exp.false()), COPIED))
     if late:
         higher = exp.Case(ifs=[exp.If(this=above(s, mark), true=s.copy())])
         first = first.select(exp.alias_(exp.func("size", exp.Window(this=exp.func("collect_set", higher),
