@@ -79,6 +79,9 @@ class EngineAdapter:
     #: Whether the engine takes join hints in a query (``/*+ BROADCAST(t) */``): where a small relation is joined
     #: to every row of a large one (the dropped entries' keys to a topic's rows, sql/plan/conflicts.py).
     JOIN_HINTS: bool = False
+    #: A topic the engine estimates at most this large (its rows as stored) is read whole when asked what it holds
+    #: for a statement's dropped ids (``reads_whole``; None: never).
+    READ_WHOLE_BYTES: int | None = None
 
     @property
     def PARTITIONS(self) -> int | None:
@@ -151,6 +154,12 @@ class EngineAdapter:
 
     def fits_one_task(self, query: exp.Expression) -> bool:
         """Whether the engine estimates ``query``'s rows at most ``ONE_TASK_BYTES``."""
+        return False
+
+    def reads_whole(self, table: exp.Table) -> bool:
+        """Whether the engine estimates ``table`` at most ``READ_WHOLE_BYTES``: the payloads it holds for a
+        statement's dropped ids are then found in one pass over all its columns, not in two that read the entries'
+        own columns only where needed (``sql.plan.conflicts.held_by_topic``)."""
         return False
 
     def binary(self, text: exp.Expression) -> exp.Expression:

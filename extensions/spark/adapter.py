@@ -26,7 +26,7 @@ from .errors import engine_error
 from .files import TableFiles
 from .frames import command_rows, functions_of, is_remote, to_arrow
 from .jvm import estimated_bytes, java, optimized
-from .layout import local_path
+from .layout import holds_at_most, local_path
 from .partitions import Partitions
 from .quarantine import Quarantine
 from .scratch import INLINE_ROWS, Scratch
@@ -67,7 +67,10 @@ class SparkAdapter(EngineAdapter):
     SETTINGS = SETTINGS
     READS_SPARK_FILE_SOURCES = True
     JOIN_HINTS = True
-
+    # (``local[2]``: a second pass over a small topic costs some 0.4 s; reading all the columns of a topic of 85 MB
+    # of incompressible Parquet took 0.17 s more than its system columns alone)
+    READ_WHOLE_BYTES = 64 << 20
+    READ_WHOLE_ENTRIES = 1000    # files and folders looked at, at most, to know that a topic is that small
 
     #: Seconds a partition a compaction merged into another stays registered (pointing at an empty directory)
     #: before it is dropped, where other drivers write. Its number stays taken meanwhile: a driver whose state is
@@ -220,6 +223,12 @@ class SparkAdapter(EngineAdapter):
                 return estimated_bytes(optimized(frame)) <= self.ONE_TASK_BYTES
         except EngineError:     # (an expression that fails when folded, 2^63 - 1 + 1: the statement reports it)
             return False
+
+    def reads_whole(self, table: exp.Table) -> bool:
+        """From the files under the topic's directory, where this process reaches it (Spark's optimizer estimates
+        a partitioned table without statistics, as the topics are, at no size it can use)."""
+        directory = None if self.remote else local_path(self.files.directory(table))
+        return directory is not None and holds_at_most(directory, self.READ_WHOLE_BYTES, self.READ_WHOLE_ENTRIES)
 
     def binary(self, text: exp.Expression) -> exp.Expression:
         return exp.Collate(this=exp.cast(text, "string"), expression=exp.Var(this="UTF8_BINARY"))

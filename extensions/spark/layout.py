@@ -21,6 +21,36 @@ def local_path(directory: str) -> str | None:
     return None
 
 
+def holds_at_most(directory: str, size: int, entries: int) -> bool:
+    """Whether the files under a local ``directory``, at every level, hold at most ``size`` bytes in at most
+    ``entries`` files and folders: looked at until either is passed, so that knowing a table is small costs at
+    most ``entries`` looks. A folder that goes away meanwhile (a compaction's) says no.
+
+    Example:
+        >>> import tempfile
+        >>> top = tempfile.mkdtemp()
+        >>> os.makedirs(f"{top}/_commit=1")
+        >>> _ = open(f"{top}/_commit=1/part-0.parquet", "wb").write(b"x" * 100)
+        >>> holds_at_most(top, 100, 2), holds_at_most(top, 99, 2), holds_at_most(top, 100, 1)
+        (True, False, False)
+    """
+    looked, total, folders = 0, 0, [directory]
+    try:
+        while folders:
+            with os.scandir(folders.pop()) as found:
+                for entry in found:
+                    looked += 1
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+                    else:
+                        total += entry.stat(follow_symlinks=False).st_size
+                    if looked > entries or total > size:
+                        return False
+    except OSError:
+        return False
+    return True
+
+
 def remove_directory(directory: str) -> None:
     """Delete a directory seqdedup wrote, on a local file system; elsewhere it stays, unread (an orphan)."""
     if local_path(directory):

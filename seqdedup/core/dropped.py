@@ -71,7 +71,7 @@ def _with_conflicts(rows: pa.Table) -> pa.Table:
 
 
 def _judged_in_files(run, state: TopicState, outcome: Outcome, dropped: exp.Expression,
-                     topic_fingerprint: exp.Expression, since: exp.Expression | None) -> pa.Table | None:
+                     topic_fingerprint: exp.Expression, since: exp.Expression | None, whole: bool) -> pa.Table | None:
     """Where the write staged each dropped entry's fingerprint and its written copy's (``Outcome.held``: read as
     ``plan.ledger.dropped_staged`` reads them) in files this process reaches, and the ledger keeps no entry's
     columns: the dropped entries judged, as ``_in_files`` gives a judged table's rows. One query asks the topic what
@@ -86,7 +86,8 @@ def _judged_in_files(run, state: TopicState, outcome: Outcome, dropped: exp.Expr
     if staged is None:
         return None
     topic = run.adapter.fetch_bulk(plan.conflicts.held_by_topic(dropped, run.ref.table, topic_fingerprint, since,
-                                                                late=False, hinted=run.adapter.JOIN_HINTS))
+                                                                late=False, hinted=run.adapter.JOIN_HINTS,
+                                                                whole=whole))
     producer, sequence_id, written = (staged.column(c) for c in ("_producer", "_sequence_id", "_highest_sequence_id"))
     rows = pa.table({"producer": producer, "sequence_id": sequence_id, "highest_sequence_id": sequence_id,
                      # (the mark's stand-in: at or below it where nothing was written with the id)
@@ -161,13 +162,13 @@ def judge(run, state: TopicState, outcome: Outcome, targets: list[str], values: 
         judged, rows = applied.payload_conflicts != "ignore", None
         if judged:
             topic_fingerprint = payloads.fingerprint(run, state, payloads.stored(run, state, "t"))
-            since = window_start(applied.conflict_window_minutes)
-            rows = _judged_in_files(run, state, outcome, dropped, topic_fingerprint, since)
+            since, whole = window_start(applied.conflict_window_minutes), adapter.reads_whole(ref.table)
+            rows = _judged_in_files(run, state, outcome, dropped, topic_fingerprint, since, whole)
             if rows is None:
                 # (where the write carried the fingerprints of what it wrote, ``Outcome.held``, it is not read again)
                 dropped = run.scratch.table("__sd_judged", plan.conflicts.judged(
                     dropped, None if outcome.held else written, ref.table, topic_fingerprint, since, late,
-                    hinted=adapter.JOIN_HINTS))
+                    hinted=adapter.JOIN_HINTS, whole=whole))
         if rows is None:
             rows = _in_files(run, state, outcome, dropped, judged, late)
         if judged:

@@ -125,11 +125,20 @@ SINGLE_ENTRIES = ([("a", 1, None, "x"), ("a", 2, None, "x"), ("b", 1, None, "x")
                    ("c", 1, None, "x"), ("c", 1, None, "q"), ("c", 2, None, "x")])
 
 
+def read_topic(dedup, monkeypatch, passes: str) -> None:
+    """Have the engine ask the topic what it holds for the dropped ids in one pass (its every column read) or in
+    two (``sql.plan.conflicts.held_by_topic``), whatever its size (Spark reads a topic of at most
+    ``READ_WHOLE_BYTES`` in one: every topic of these tests; DuckDB never does)."""
+    monkeypatch.setattr(dedup.session.adapter, "reads_whole", lambda table: passes == "one pass")
+
+
+@pytest.mark.parametrize("passes", ["one pass", "two passes"])
 @pytest.mark.parametrize("kept", ["keys", "rows"])
-def test_single_entries_conflicts_are_the_models(dedup, kept):
+def test_single_entries_conflicts_are_the_models(dedup, monkeypatch, kept, passes):
     # Spark's window plan carries each repeat's written copy's fingerprint through its write (one reading of the
     # rows); only the retries are looked up in the topic. Keeping keys, the entries are judged by Arrow from what the
     # write staged; keeping rows, in a table of the judged entries, which this small statement's plans keep
+    read_topic(dedup, monkeypatch, passes)
     dedup.topic(dropped_entries=kept, conflict_window_minutes="never")
     model = SequenceTracker(Policies(conflict_window_minutes=None), now=0.0)
     for rows in SINGLE_ENTRIES:
@@ -150,7 +159,9 @@ def test_ignored_conflicts_are_dropped_as_pulsar_drops_them(dedup):
     assert sorted(result.dropped["reason"]) == ["repeat", "retry"]
 
 
-def test_an_entry_published_before_the_window_is_not_compared(dedup):
+@pytest.mark.parametrize("passes", ["one pass", "two passes"])
+def test_an_entry_published_before_the_window_is_not_compared(dedup, monkeypatch, passes):
+    read_topic(dedup, monkeypatch, passes)
     dedup.topic(conflict_window_minutes=60)
     model = SequenceTracker(Policies(conflict_window_minutes=60), now=0.0)
     first = [("p", 1, None, "first"), ("q", 1, None, "first")]
@@ -180,3 +191,14 @@ def test_a_statement_that_drops_nothing_judges_nothing(dedup, monkeypatch):
     result = dedup.send([("p", 1, None, "changed"), ("p", 2, None, "b")])
     assert (result.written, result.payload_conflicts) == (1, 1)
     assert "__sd_judged" in made
+
+
+def test_a_topic_is_read_whole_only_where_the_engine_estimates_it_small(dedup, monkeypatch):
+    # Spark estimates a topic's size from its files (a Connect client cannot ask); DuckDB always reads in two passes
+    dedup.topic()
+    dedup.send([("p", 1, None, "first")])
+    adapter, table = dedup.session.adapter, dedup.session.ref("events").table
+    classic_spark = dedup.engine.family == "spark" and not adapter.remote
+    assert adapter.reads_whole(table) == classic_spark
+    monkeypatch.setattr(adapter, "READ_WHOLE_BYTES", 0)
+    assert not adapter.reads_whole(table)
