@@ -158,6 +158,7 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
         copy = exp.column(REACH) > 0
         decide = exp.Case(ifs=[exp.If(this=copy, true=exp.false())], default=decide)
         sent = exp.func("count_if", exp.not_(copy.copy()))
+
     def following(value: exp.Expression) -> exp.Window:
         """``value`` of the next entry of the producer (of its range) in arrival order."""
         return exp.Window(this=exp.func("lead", value), partition_by=[exp.column(c) for c in parts],
