@@ -232,9 +232,13 @@ def catch_up(catalog: Catalog, adapter, ref: TopicRef, state: TopicState,
     as the state's (from the same query, which says which header rows won their commits; the snapshot headers are
     read whole only where a winner is not recorded yet): the next snapshot extends their chain. None where
     something else changed, and the state must be recovered whole (``load``): a commit of theirs wrote another kind
-    of snapshot (a purge, a policy's) or no entry (a policy change), a compaction merged one, a commit the state
-    counted is gone, or another tool registered a partition. A driver that lost a commit's compare-and-set pays for
-    the commits it missed, not for a whole recovery (issue 46)."""
+    of snapshot (a purge, a policy's), a compaction merged one, a commit the state counted is gone, or another tool
+    registered a partition. A driver that lost a commit's compare-and-set pays for the commits it missed, not for a
+    whole recovery (issue 46).
+
+    A commit of theirs with no entry changed no mark: a statement that dropped every entry it sent (another driver's
+    retry of a batch already written), or a policy change. Where there is one, the topic's policies are read again
+    (a change that turns deduplication on or off also writes a snapshot, which is no routine one)."""
     started = time.monotonic()
     new = sorted(published - state.published)
 
@@ -253,9 +257,7 @@ def catch_up(catalog: Catalog, adapter, ref: TopicRef, state: TopicState,
     kinds = found.column("kind")
     entries = found.filter(pc.equal(kinds, "entries"))
     snapshots = found.filter(pc.equal(kinds, "snapshot"))
-    empty = sorted(set(new) - set(entries.column("commit_id").to_pylist()))
-    if empty:
-        return whole(f"commit {_spans(empty)} wrote no entry after position {state.end:,} (a policy change)")
+    empty = set(new) - set(entries.column("commit_id").to_pylist())
     header, adopted = state.header, None
     heads = snapshots.to_pylist()
     if heads and not all(head["logged"] for head in heads):
@@ -282,10 +284,12 @@ def catch_up(catalog: Catalog, adapter, ref: TopicRef, state: TopicState,
         caught = _folded(state, entries.filter(before), new[-1]).after(commit=new[-1], header=adopted,
                                                                        since_snapshot=0)
         caught = _folded(caught, entries.filter(pc.invert(before)), new[-1])
-    caught = replace(caught, published=published)
-    _log.info("[%s] caught up over %s commits of other drivers (%s entries, %s producers%s) in %.2f s", ref.key,
-              f"{len(new):,}", f"{pc.sum(entries.column('entries')).as_py():,}",
+    # (a topic looked up after the listing: its policies as of it, as a recovery reads them)
+    caught = replace(caught, published=published, topic=catalog.topic(ref) if empty else state.topic)
+    _log.info("[%s] caught up over %s commits of other drivers (%s entries, %s producers%s%s) in %.2f s", ref.key,
+              f"{len(new):,}", f"{pc.sum(entries.column('entries')).as_py() or 0:,}",
               f"{pc.count_distinct(entries.column('producer')).as_py():,}",
+              f", {len(empty)} with no entry" if empty else "",
               "" if adopted is None else f", their snapshot {adopted.snapshot_id} adopted", time.monotonic() - started)
     return caught.in_key_window()
 

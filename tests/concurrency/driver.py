@@ -26,6 +26,11 @@ It connects (a local session on the shared metastore, or a Spark Connect client)
                                  -> one statement per row, a compaction of them all, 3 s, and another compaction
                                      (which drops the partitions the first merged) {"raced": [commits]}
     {"freed": "entries"}         -> {"entries": [[producer, sequence_id], ...]} of ``freed`` (sorted)
+    {"retried": "send", "rows": [[producer, id], ...]}
+                                 -> (creates the topic ``retried`` unless it exists) sends the rows as one statement
+                                     {"sent": [written, duplicates]}, or {"refused": message} where refused
+    {"retried": "gaps", "policy": P}
+                                 -> sets ``retried``'s gap_policy {"gaps": P}
 
 A ProducerError is answered {"refused": message, "at": time} ("at": this process's clock, after the call returned).
 """
@@ -46,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))     # the repositor
 
 import seqdedup  # noqa: E402
 from seqdedup import failpoints  # noqa: E402
-from seqdedup.errors import ProducerError  # noqa: E402
+from seqdedup.errors import ProducerError, SeqdedupError  # noqa: E402
 from seqdedup.extensions.spark import SparkAdapter  # noqa: E402
 from tests.concurrency import c17  # noqa: E402
 
@@ -103,6 +108,8 @@ def main() -> None:
                 say(**send_c17(session, command["c17"], command["size"], Path(command["go"])))
             elif "freed" in command:
                 say(**freed(session, command))
+            elif "retried" in command:
+                say(**retried(session, command))
         except ProducerError as error:
             say(refused=str(error), at=time.time())
 
@@ -145,10 +152,23 @@ def freed(session, command: dict) -> dict:
     return {"held": [result.written, result.duplicates, result.conflicts]}
 
 
-def send_freed(session, rows: list[tuple[str, int]]):
+def retried(session, command: dict) -> dict:
+    """Commits with no entry, another driver's to catch up over (test_drivers.py): see the commands."""
+    session.create_topic("retried", {"payload": "STRING"}, if_not_exists=True)
+    if command["retried"] == "gaps":
+        session.alter_topic("retried", gap_policy=command["policy"])
+        return {"gaps": command["policy"]}
+    try:
+        result = send_freed(session, [tuple(row) for row in command["rows"]], topic="retried")
+    except SeqdedupError as error:
+        return {"refused": str(error)}
+    return {"sent": [result.written, result.duplicates]}
+
+
+def send_freed(session, rows: list[tuple[str, int]], topic: str = "freed"):
     staging = pa.table({"producer": [p for p, _ in rows], "seq": pa.array([s for _, s in rows], pa.int64()),
                         "payload": [f"{p}/{s}" for p, s in rows]})
-    return session.sql("INSERT INTO freed SELECT payload FROM staging WHERE is_not_dup(producer, seq)",
+    return session.sql(f"INSERT INTO {topic} SELECT payload FROM staging WHERE is_not_dup(producer, seq)",
                        staging=staging)
 
 
