@@ -5,7 +5,11 @@ process's CPU seconds (DuckDB's threads work in this process; on a loaded machin
 time), against a plain INSERT of the same rows in the same run. The profile docs/performance.md gives for the row
 plan comes from here.
 
-    python benchmarks/plan_steps.py [--rows 5000000] [--runs 2]
+    python benchmarks/plan_steps.py [--rows 5000000] [--runs 2] [--dropped-entries counts|keys|rows]
+                                    [--payload-conflicts ignore|record]
+
+The topic keeps its default policies unless the last two options set them (R16, R18): the ledger's steps beside the
+others, for instance with ``--dropped-entries keys --payload-conflicts ignore``.
 """
 from __future__ import annotations
 
@@ -51,10 +55,14 @@ class Traced:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     workload_arguments(ap, runs=2)
+    ap.add_argument("--dropped-entries", choices=["counts", "keys", "rows"], help="the topic's ledger policy (R16)")
+    ap.add_argument("--payload-conflicts", choices=["ignore", "record"], help="the topic's conflicts policy (R18)")
     args = ap.parse_args()
+    policies = {name: value for name, value in (("dropped_entries", args.dropped_entries),
+                                                 ("payload_conflicts", args.payload_conflicts)) if value}
     make_workload(args.data, args.rows, args.producers, args.topic_rows)
     print(f"engine=duckdb cores={os.cpu_count()} load_average={os.getloadavg()[0]:.2f} rows={args.rows} "
-          f"runs={args.runs} (the run with the least CPU is shown)")
+          f"runs={args.runs} policies={policies or 'default'} (the run with the least CPU is shown)")
     with tempfile.TemporaryDirectory() as tmp:
         engine = Engine("duckdb", args.data.resolve(), pathlib.Path(tmp))
         plain = []
@@ -66,6 +74,8 @@ def main() -> None:
             best = None
             for _ in range(args.runs):
                 with engine.fresh() as s, Traced() as traced:
+                    if policies:
+                        s.alter_topic("events", **policies)
                     s.state("events")
                     traced.calls.clear()
                     seconds, cpu, _ = timed_cpu(s.sql, statement)
