@@ -46,6 +46,7 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+from sqlglot import exp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))     # the repository, for tests.concurrency.c17
 
@@ -135,7 +136,7 @@ def freed(session, command: dict) -> dict:
     if command["freed"] == "entries":
         return {"entries": sorted(session.sql("SELECT _producer, _sequence_id FROM freed").rows)}
     if command["freed"] == "race":
-        commits = [send_freed(session, [row]).commit for row in rows]
+        commits = [send_rows(session, "freed", [row]).commit for row in rows]
         session.compact("freed", factor=max(len(rows), 2))
         time.sleep(3)
         session.compact("freed", factor=max(len(rows), 2))
@@ -148,7 +149,7 @@ def freed(session, command: dict) -> dict:
             time.sleep(0.05)
 
     failpoints.inject("before_publish", hold)
-    result = send_freed(session, rows)
+    result = send_rows(session, "freed", rows)
     return {"held": [result.written, result.duplicates, result.conflicts]}
 
 
@@ -159,17 +160,18 @@ def retried(session, command: dict) -> dict:
         session.alter_topic("retried", gap_policy=command["policy"])
         return {"gaps": command["policy"]}
     try:
-        result = send_freed(session, [tuple(row) for row in command["rows"]], topic="retried")
+        result = send_rows(session, "retried", [tuple(row) for row in command["rows"]])
     except SeqdedupError as error:
         return {"refused": str(error)}
     return {"sent": [result.written, result.duplicates]}
 
 
-def send_freed(session, rows: list[tuple[str, int]], topic: str = "freed"):
+def send_rows(session, topic: str, rows: list[tuple[str, int]]):
+    """One statement into ``topic`` with these (producer, id) entries, each payload "producer/id"."""
     staging = pa.table({"producer": [p for p, _ in rows], "seq": pa.array([s for _, s in rows], pa.int64()),
                         "payload": [f"{p}/{s}" for p, s in rows]})
-    return session.sql(f"INSERT INTO {topic} SELECT payload FROM staging WHERE is_not_dup(producer, seq)",
-                       staging=staging)
+    return session.sql(f"INSERT INTO {exp.to_identifier(topic).sql('spark')} SELECT payload FROM staging "
+                       "WHERE is_not_dup(producer, seq)", staging=staging)
 
 
 if __name__ == "__main__":
