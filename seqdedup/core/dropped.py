@@ -91,9 +91,11 @@ def _judged_in_files(run, state: TopicState, outcome: Outcome, dropped: exp.Expr
     producer, sequence_id, written = (staged.column(c) for c in ("_producer", "_sequence_id", "_highest_sequence_id"))
     rows = pa.table({"producer": producer, "sequence_id": sequence_id, "highest_sequence_id": sequence_id,
                      # (the mark's stand-in: at or below it where nothing was written with the id)
-                     "mark": pc.if_else(pc.is_null(written), sequence_id, pa.nulls(len(written), pa.int64())),
-                     "fingerprint": staged.column("_position"), plan.conflicts.WRITTEN: written})
-    topic = pa.table({"producer": topic.column(0).cast(producer.type), "sequence_id": topic.column(1).cast(pa.int64()),
+                     "mark": pc.if_else(pc.is_null(written), sequence_id, pa.nulls(len(written), sequence_id.type)),
+                     # (a composite id's column holds the fingerprint as its text: ``window.split_write``)
+                     "fingerprint": staged.column("_position"), plan.conflicts.WRITTEN: written.cast(pa.int64())})
+    topic = pa.table({"producer": topic.column(0).cast(producer.type),
+                      "sequence_id": topic.column(1).cast(sequence_id.type),
                       "topic_fingerprint": topic.column(2).cast(pa.int64())})
     rows = rows.join(topic, keys=["producer", "sequence_id"], join_type="left outer", use_threads=False)
     held = pc.coalesce(rows.column(plan.conflicts.WRITTEN), rows.column("topic_fingerprint"))

@@ -63,10 +63,10 @@ class Outcome:
 def written_fingerprint(run, state: TopicState, targets: list[str], values: list[str]) -> exp.Expression | None:
     """The fingerprint of an entry of the window plan's rows, where its split write carries that of each dropped
     entry's written copy (``sql.plan.window.window_decisions``' ``held``): payload conflicts judged (R18) in a
-    statement in id order (no ORDER BY) of integer ids with no batch entries. None elsewhere: the judgement reads
-    the written entries back."""
+    statement in id order (no ORDER BY) with no batch entries (composite ids have none). None elsewhere: the
+    judgement reads the written entries back."""
     statement = run.statement
-    if statement.ordered or statement.batched or statement.id_parts is not None or statement.keyed:
+    if statement.ordered or statement.batched or statement.keyed:
         return None
     return payloads.fingerprint(run, state, payloads.sent(run, state, targets, values, None))
 

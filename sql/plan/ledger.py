@@ -105,18 +105,19 @@ def dropped_staged(staged: exp.Expression, fingerprint: exp.Expression | None,
     ``entry``: over a topic row aliased ``t`` (``fingerprint`` None where ``held``).
 
     ``held``: the write judged nothing from the entries' columns but carried what their payloads' judgement needs
-    (``window.split_write``: integer ids, no batch entries): each entry's fingerprint in ``_position``, and, for one
-    above its mark, that of the entry written with its id (``conflicts.WRITTEN``) in ``_highest_sequence_id``. Its
-    mark then stands in as what its reason reads: its id where it is at or below it (nothing written with it),
-    NULL above."""
+    (``window.split_write``: no batch entries): each entry's fingerprint in ``_position``, and, for one above its
+    mark, that of the entry written with its id (``conflicts.WRITTEN``) in ``_highest_sequence_id`` (its text, for
+    composite ids). Its mark then stands in as what its reason reads: its id where it is at or below it (nothing
+    written with it), NULL above."""
     t = lambda name: exp.column(name, table="t")        # noqa: E731
     if not held:
         producer, sequence_id, highest, mark = (t(c) for c in staged_columns(id_parts))
         return exp.select(*_relation(producer, sequence_id, highest, mark, fingerprint, entry)).from_(
             source(staged, "t"))
     mark = exp.Case(ifs=[exp.If(this=t("_highest_sequence_id").is_(exp.null()), true=t("_sequence_id"))])
+    written = t("_highest_sequence_id") if id_parts is None else exp.cast(t("_highest_sequence_id"), "bigint")
     return exp.select(*_relation(t("_producer"), t("_sequence_id"), t("_sequence_id"), mark, t("_position"), entry),
-                      exp.alias_(t("_highest_sequence_id"), WRITTEN)).from_(source(staged, "t"))
+                      exp.alias_(written, WRITTEN)).from_(source(staged, "t"))
 
 
 def dropped_by_difference(values: exp.Expression, written: exp.Expression, marks: exp.Expression | None,
