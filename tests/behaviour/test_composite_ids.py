@@ -20,6 +20,7 @@ from seqdedup.udfs import Entry, Policies, SequenceTracker
 
 from ..engines import DISTRIBUTED
 from .test_matches_reference import fresh
+from .test_payload_conflicts import scratch_tables
 
 U64_MAX = 2**64 - 1
 PRODUCERS = ["slot", "other"]
@@ -189,11 +190,7 @@ def test_payload_conflicts_of_composite_ids_are_the_models(dedup, monkeypatch, k
     # (Spark, without ORDER BY: each repeat's written copy's fingerprint carried through the write, as the text of
     # the composite id's column, and where the ledger keeps keys the entries judged by Arrow with no table of them;
     # with ORDER BY, the written rows read back)
-    from seqdedup.core.writer import Scratch
-
-    made: list[str] = []
-    name = Scratch.name
-    monkeypatch.setattr(Scratch, "name", lambda self, prefix: made.append(prefix) or name(self, prefix))
+    made = scratch_tables(monkeypatch)
     by_arrow = kept == "keys" and dedup.engine.family == "spark" and not dedup.session.adapter.remote
     dedup.session.create_topic("cdc", {"payload": "STRING"}, id_parts=2, dropped_entries=kept,
                                conflict_window_minutes="never")
@@ -210,7 +207,7 @@ def test_payload_conflicts_of_composite_ids_are_the_models(dedup, monkeypatch, k
         frame = result.dropped
         assert sorted(zip(frame["producer"], frame["composite_id"], frame["reason"])) == sorted(
             (p, (lsn, i), reason) for (p, lsn, i, _), reason in zip(rows, expected.reasons) if reason), rows
-    assert sum(1 for _ in model.log) == len(entries(dedup))
+    assert sorted(entries(dedup)) == sorted((e.producer, e.sequence_id) for e in model.log)
 
 
 def test_an_id_of_another_shape_or_a_part_out_of_range_is_refused_and_writes_nothing(dedup):

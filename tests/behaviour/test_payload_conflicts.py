@@ -176,15 +176,21 @@ def test_an_entry_published_before_the_window_is_not_compared(dedup, monkeypatch
     assert conflicts_of(result) == applied(model, retries, True, now=75 * 60).conflicts == {"q": 1}
 
 
-def test_a_statement_that_drops_nothing_judges_nothing(dedup, monkeypatch):
-    # Most statements of a producer that sends each id once drop nothing: under the default policies (conflicts
-    # recorded) they make no table of dropped entries and send no look-up (the cost R18 would add to every small
-    # statement); one that drops an entry judges it
+def scratch_tables(monkeypatch) -> list[str]:
+    """The prefixes of the scratch tables statements make from now on (``Scratch.name``), in order."""
     from seqdedup.core.writer import Scratch
 
     made: list[str] = []
     name = Scratch.name
     monkeypatch.setattr(Scratch, "name", lambda self, prefix: made.append(prefix) or name(self, prefix))
+    return made
+
+
+def test_a_statement_that_drops_nothing_judges_nothing(dedup, monkeypatch):
+    # Most statements of a producer that sends each id once drop nothing: under the default policies (conflicts
+    # recorded) they make no table of dropped entries and send no look-up (the cost R18 would add to every small
+    # statement); one that drops an entry judges it
+    made = scratch_tables(monkeypatch)
     dedup.topic()
     assert dedup.send([("p", 1, None, "a"), ("q", 1, None, "a")]).written == 2
     assert not {"__sd_dropped", "__sd_judged"} & set(made), made
