@@ -13,7 +13,6 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.parsers.spark import SparkParser
 from sqlglot.tokens import TokenType
 
-from seqdedup.catalog import ids
 from seqdedup.errors import SeqdedupError
 
 
@@ -35,10 +34,6 @@ class SparkAnsi(Spark):
     class Parser(SparkParser):
         STRICT_CAST = True
 
-    class Generator(Spark.Generator):
-        TRANSFORMS = {**Spark.Generator.TRANSFORMS,
-                      ids.ComposedText: lambda self, e: self.sql(ids.padded(e.expressions))}
-
 
 class DuckDBExplicit(DuckDB):
     """DuckDB SQL whose every ORDER BY says its direction and where its NULLs go.
@@ -54,9 +49,6 @@ class DuckDBExplicit(DuckDB):
     """
 
     class Generator(DuckDB.Generator):
-        TRANSFORMS = {**DuckDB.Generator.TRANSFORMS,
-                      ids.ComposedText: lambda self, e: self.sql(ids.printed(e.expressions))}
-
         def ordered_sql(self, expression: exp.Ordered) -> str:
             desc = bool(expression.args.get("desc"))
             nulls_first = expression.args.get("nulls_first")

@@ -97,8 +97,7 @@ def _checked_id(value: exp.Expression, role: str, integer_types: Iterable[str] |
 def _parts(text: exp.Expression, parts: int) -> exp.Expression:
     """A composite id's text (``catalog.ids``) as a STRUCT of its parts, ``part1`` ..., each a DECIMAL(20, 0)."""
     return exp.Struct(expressions=[exp.PropertyEQ(this=exp.to_identifier(f"part{i + 1}"), expression=exp.cast(
-        exp.Substring(this=text.copy(), start=exp.convert(i * ids.DIGITS + 1), length=exp.convert(ids.DIGITS)),
-        exp.DataType.build("DECIMAL(20, 0)"))) for i in range(parts)])
+        digits, exp.DataType.build("DECIMAL(20, 0)"))) for i, digits in enumerate(ids.part_digits(text, parts))])
 
 
 def _composite_status(call: exp.Anonymous, state: exp.Query, parts: int, names: "_Names") -> exp.Expression:

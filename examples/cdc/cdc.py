@@ -207,7 +207,7 @@ WHERE ts_ms BETWEEN :first AND :last AND is_not_dup(slot, (lsn, total_order))
 ORDER BY ts_ms
 """
 
-#: What ``consume`` appends per batch: each change, its id (text of 20 digits a part: text order is id order).
+#: What ``consume`` appends per batch: each change, its id (text whose order is the ids' order: catalog/ids.py).
 APPLY = "SELECT account, op, balance, _sequence_id AS change_id, _position AS position FROM new_entries"
 
 CURRENT_STATE = """

@@ -152,7 +152,7 @@ def test_a_topic_model_of_composite_ids_and_a_shape_it_was_not_created_with(buil
         first = project.results(project.dbt("run", "--select", "events_by_position"))["events_by_position"]
         assert (first.adapter_response["written"], first.adapter_response["duplicates"]) == (9, 4)
         assert duckdb_rows(project.database, "SELECT max(_sequence_id) FROM main.events_by_position") == [
-            ("0" * 18 + "13" + "0" * 20,)]      # (sensor-3's (13, 0): two parts of 20 digits)
+            ("b13a0",)]      # (sensor-3's (13, 0): each part's digits after a letter that counts them)
         project.model("events_by_position", config.format(3) + composite)
         again = project.results(project.dbt("run", "--select", "events_by_position"))["events_by_position"]
         assert again.status == "error" and "seqdedup_id_parts is 3, but topic main.events_by_position was created " \
