@@ -82,7 +82,6 @@ def start_local_server(home: str | Path, master: str = "local[2]", timeout: floa
     connections."""
     import pyspark
 
-    from .calls import SETTINGS
     from .session import derby_settings, local_settings, lock_home, metastore_settings
 
     home = Path(home).resolve()
@@ -99,7 +98,7 @@ def start_local_server(home: str | Path, master: str = "local[2]", timeout: floa
     conf = {"spark.connect.grpc.binding.address": "127.0.0.1", "spark.connect.grpc.binding.port": str(port),
             "spark.sql.catalogImplementation": "hive", **local_settings(home),
             **(derby_settings(home) if metastore is None else metastore_settings(metastore)),
-            **SETTINGS, **(settings or {})}
+            **(settings or {})}
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
     command = [str(submit), "--class", SERVER_CLASS, "--master", master, "--name", "seqdedup-connect"]
     for key, value in conf.items():

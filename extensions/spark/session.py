@@ -12,6 +12,7 @@ from pathlib import Path
 
 from seqdedup.errors import EngineError
 
+from .calls import SETTINGS
 from .frames import is_remote
 
 #: Where a local session keeps its warehouse and Derby metastore, unless told otherwise.
@@ -45,9 +46,6 @@ def local_session(home: str | Path = DEFAULT_HOME, master: str = "local[2]", loc
     builder = (
         SparkSession.builder.master(master).appName("seqdedup").enableHiveSupport()
         .config("spark.ui.showConsoleProgress", "false")
-        # Replays prune topic partitions by ``_commit >= n``; Derby cannot evaluate that filter in the metastore,
-        # so Spark fetches the partition list and prunes it itself.
-        .config("spark.sql.hive.metastorePartitionPruningFallbackOnException", "true")
     )
     # Errors only, from the JVM's start (setLogLevel below takes over once Spark is up), unless the user chose a log4j
     # configuration; after spark-defaults.conf's Java options, which the builder's would replace.
@@ -65,8 +63,11 @@ def local_session(home: str | Path = DEFAULT_HOME, master: str = "local[2]", loc
 
 def local_settings(home: Path) -> dict[str, str]:
     """The settings of a local session seqdedup starts (``local_session``, the local Spark Connect server), its
-    metastore's aside: no web UI, two shuffle partitions (small data, two cores), and its files in ``home``."""
-    return {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
+    metastore's aside: no web UI, two shuffle partitions (small data, two cores), its files in ``home``, and the
+    runtime settings seqdedup's calls need (``calls.SETTINGS``) from the start: on a session without them, each call
+    sets them and puts them back, several engine round trips a call (a 1,000-row ``foreachBatch`` micro-batch paid
+    about 0.2 s a batch for it)."""
+    return {**SETTINGS, "spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
             # With the UI off, Spark still renders each query's physical plan for its listeners, by default in the
             # 'formatted' mode, the costliest: about 7 % of the driver's CPU in the behaviour suite (sampled with
             # Java Flight Recorder), where 'simple' takes about 4 % less of the JVM's CPU in all.

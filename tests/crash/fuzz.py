@@ -83,8 +83,8 @@ class Planner:
         # before them (the short Spark form in CI is 4 writers: its kills depend on that plan)
         self.later = random.Random(rng.getstate()[1][0])
         self.keyed = random.Random(rng.getstate()[1][1])        # (the same: which sends go by key, R20)
-        # (and whether the topic's ids are composite, R19: each id s sent as (s // PART, s % PART), which orders
-        # alike; such a topic has no batch entries nor keys)
+        # (and whether the topic's ids are composite, R19: each id s sent as (FIRST + s // PART, s % PART), which
+        # orders alike; such a topic has no batch entries nor keys)
         self.composite = random.Random(rng.getstate()[1][2]).random() < COMPOSITE
         # (and whether the key window is in entries too, R20; such a topic's keyed sends are of one entry, so that
         # the order of their positions is their arrival order: within a statement, the engines number each key apart)
@@ -174,7 +174,7 @@ class Model:
 
     def __init__(self) -> None:
         self.tracker: SequenceTracker | None = None
-        self.composite = False          # the topic's ids are (s // PART, s % PART) (R19)
+        self.composite = False          # the topic's ids are (FIRST + s // PART, s % PART) (R19)
 
     def apply(self, operation: dict) -> dict:
         """Apply one operation as the engine does; returns what its acknowledgement must say."""

@@ -81,16 +81,20 @@ def state(session) -> dict:
             "enabled": applied.deduplication_enabled, "ledger": ledger}
 
 
-#: A composite topic's ids (R19) are the plan's integer ids s as (s // PART, s % PART): the same order.
+#: A composite topic's ids (R19) are the plan's integer ids s as (FIRST + s // PART, s % PART): the same order.
 PART = 8
+#: ... the first part of a valid id offset so that it goes from 12 digits to 13 at s = 32: the stored text spells
+#: each part with its count of digits (catalog/ids.py), and the order must hold across the change. A negative id
+#: keeps its negative part (refused, R4).
+FIRST = 10**12 - 4
 
 
 def composite_id(s: int | None) -> tuple[int, int] | None:
-    return None if s is None else (s // PART, s % PART)
+    return None if s is None else (s // PART + (FIRST if s >= 0 else 0), s % PART)
 
 
 def integer_id(s: tuple[int, int] | None) -> int | None:
-    return None if s is None else s[0] * PART + s[1]
+    return None if s is None else (s[0] - FIRST if s[0] >= FIRST else s[0]) * PART + s[1]
 
 
 def stage(session, entries: list[list]) -> None:
@@ -122,7 +126,8 @@ def run(session, operation: dict) -> dict:
         single = all(entry[2] is None for entry in operation["entries"])
         call = f"is_not_dup(producer, seq{'' if single else ', highest'})" if keys is None else "is_new(producer)"
         if session.state(TOPIC).topic.id_parts:      # (R19; a negative id's parts: (0, -3) on both engines, refused)
-            call = f"is_not_dup(producer, (seq DIV {PART}, seq % {PART}))"
+            call = (f"is_not_dup(producer, (CASE WHEN seq < 0 THEN seq DIV {PART} ELSE seq DIV {PART} + {FIRST} END, "
+                    f"seq % {PART}))")
         try:
             result = session.sql(f"INSERT INTO {TOPIC} SELECT payload FROM staging WHERE {call}{order}")
         except InvalidEntryError as error:
