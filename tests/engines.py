@@ -256,7 +256,7 @@ class Harness:
         """The engine as a user's own session has it. Spark: the test process's one session without the settings
         seqdedup needs (``SparkAdapter.SETTINGS``: a user's ``enableHiveSupport()`` session has Spark's defaults, so
         not the partition pruning fallback ``local_session`` sets), and with ANSI mode off if not ``ansi``; yields
-        a function that reads those settings now; as it was, after."""
+        a function that reads those settings now (a value, and whether it is set); as it was, after."""
         if self.engine.family != "spark":
             yield dict
             return
@@ -269,7 +269,8 @@ class Harness:
                 conf.unset(key)
             if not ansi:
                 conf.set("spark.sql.ansi.enabled", "false")
-            yield lambda: {key: conf.get(key) for key in saved}     # the settings now
+            # the settings now: each one's value, and whether it is set (None: Spark's default, unset)
+            yield lambda: {key: (conf.get(key), conf.get(key, None)) for key in saved}
         finally:
             for key, value in saved.items():
                 conf.set(key, value)
