@@ -83,10 +83,9 @@ def held_settings(spark) -> Iterator[None]:
         if not held.calls:
             lacking = {key: value for (key, value), now in zip(SETTINGS.items(), _values(spark, list(SETTINGS)))
                        if now != value}
-            # what to put back: a value set explicitly, or None (unset). ``get`` with a default of None says which in
-            # one request; ``getAll`` walked the whole configuration through Py4J, about 27 ms (a session seqdedup
-            # started lacks none of them)
-            held.found = {key: conf.get(key, None) for key in lacking}
+            # what to put back: a value set explicitly, or None (unset); ``getAll`` walked the whole configuration
+            # through Py4J, about 27 ms (a session seqdedup started lacks none of them)
+            held.found = dict(zip(lacking, _values(spark, list(lacking), explicit=True)))
             for key, value in lacking.items():
                 conf.set(key, value)
         held.calls += 1
@@ -100,11 +99,14 @@ def held_settings(spark) -> Iterator[None]:
                     conf.unset(key) if value is None else conf.set(key, value)
 
 
-def _values(spark, keys: list[str]) -> tuple:
-    """The session's values of the settings ``keys``: one request on Spark Connect, where ``conf.get`` is one each
-    (``held_settings`` asks at each of seqdedup's calls)."""
+def _values(spark, keys: list[str], *, explicit: bool = False) -> tuple:
+    """The session's values of the settings ``keys`` (``explicit``: as set on the session, None where a setting is
+    left at Spark's default, as ``conf.get(key, None)`` gives it): one request on Spark Connect, where ``conf.get``
+    is one each (``held_settings`` asks at each of seqdedup's calls)."""
     client = getattr(spark, "client", None) if is_remote(spark) else None
-    if hasattr(client, "get_configs"):
+    if explicit and hasattr(client, "get_config_with_defaults"):
+        return client.get_config_with_defaults(*[(key, None) for key in keys])
+    if not explicit and hasattr(client, "get_configs"):
         return client.get_configs(*keys)
-    return tuple(spark.conf.get(key) for key in keys)
+    return tuple(spark.conf.get(key, None) if explicit else spark.conf.get(key) for key in keys)
 
