@@ -62,6 +62,8 @@ class EngineAdapter:
     #: A statement the engine estimates at most this large is decided in one task, without a shuffle (``gather``
     #: in ``sql.plan.window_decisions``; None: never).
     ONE_TASK_BYTES: int | None = None
+    #: A statement the engine estimates at most this large runs its job as a small one (``sized``; None: never).
+    INTERPRETED_BYTES: int | None = None
     #: The window plan looks at a large statement's first entries for a producer that holds more than a task's
     #: share, whose entries it then spreads over ranges of ids (``sql.plan.spread``).
     SPREADS: bool = False
@@ -152,9 +154,21 @@ class EngineAdapter:
         small statement it runs often (where the fixed costs of a statement are most of its cost)."""
         return value
 
-    def fits_one_task(self, query: exp.Expression) -> bool:
-        """Whether the engine estimates ``query``'s rows at most ``ONE_TASK_BYTES``."""
-        return False
+    def estimated_size(self, query: exp.Expression) -> int | None:
+        """The size of ``query``'s rows in bytes, as the engine estimates it before running it (None: it cannot
+        tell); compared with ``ONE_TASK_BYTES`` and ``INTERPRETED_BYTES``."""
+        return None
+
+    def holding(self):
+        """A context that holds what the engine's calls need (Spark: ``calls.SETTINGS``) across a statement's calls:
+        each call holds it too, and asks the engine whether it must, which a statement would otherwise pay a dozen
+        times."""
+        return contextlib.nullcontext()
+
+    def sized(self, small: bool):
+        """A context in which a statement's job runs, set for its size: where the engine would spend more on
+        preparing a small job than on running it, it prepares less (Spark: ``calls.INTERPRETED``)."""
+        return contextlib.nullcontext()
 
     def reads_whole(self, table: exp.Table) -> bool:
         """Whether the engine estimates ``table`` at most ``READ_WHOLE_BYTES``: the payloads it holds for a

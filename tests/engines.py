@@ -92,8 +92,8 @@ def engine_session(engine: EngineUnderTest, home: str):
 
 
 #: Adapter settings under which every statement takes the window plan's way for large statements (Spark: the marks
-#: joined as a relation, the rows distributed by producer), whatever its size.
-DISTRIBUTED = {"MARKS_AS_MAP": None, "ONE_TASK_BYTES": None}
+#: joined as a relation, the rows distributed by producer, the job compiled), whatever its size.
+DISTRIBUTED = {"MARKS_AS_MAP": None, "ONE_TASK_BYTES": None, "INTERPRETED_BYTES": None}
 
 
 class Clock:

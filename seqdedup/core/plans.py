@@ -86,7 +86,9 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
     given = inputs(run, targets, values, checked=checked, partitions=adapter.PARTITIONS,
                    refuse=plan.refusal(adapter.RAISE_ERROR) if adapter.RAISE_ERROR else None)
     marks, seen = marks_relation(run, state, scratch, given, inline=True)
-    gather = adapter.fits_one_task(described(run))     # (its size: that of the values, a little more)
+    size = adapter.estimated_size(described(run))      # (the statement's: that of the values, a little more)
+    gather = _at_most(size, adapter.ONE_TASK_BYTES)
+    small = _at_most(size, adapter.INTERPRETED_BYTES)
     # (a small statement's cost is its fixed costs, a large one's is per row: see EngineAdapter.constant)
     given = dataclasses.replace(given, marks=marks, seen=seen, gather=gather,
                                 base=adapter.constant(BASE) if gather else BASE)
@@ -127,7 +129,7 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
 
     written = None
     try:
-        with adapter.parameters(run.bound):
+        with adapter.parameters(run.bound), adapter.sized(small):
             written = decide_and_write(given)
     except EngineError as error:
         adapter.storage.discard_commit_rows(run.ref)
@@ -138,7 +140,7 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
             # reported.
             try:
                 rows = scratch.table("__sd_values", steps["values"].build(given))
-                with adapter.parameters(run.bound):
+                with adapter.parameters(run.bound), adapter.sized(small):
                     written = decide_and_write(dataclasses.replace(given, read_once=True).having(values=rows))
             except EngineError as again:
                 adapter.storage.discard_commit_rows(run.ref)
@@ -166,6 +168,10 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
     end = max(state.end, metrics["end"] or 0)
     return Outcome(producers, end, 1, values=given.tables.get("values"), apart=split, keys=keys,
                    held=given.held is not None)
+
+
+def _at_most(size: int | None, most: int | None) -> bool:
+    return size is not None and most is not None and size <= most
 
 
 def keyed_together(run, given: plan.Inputs, after: bool, split: bool) -> bool:

@@ -84,7 +84,7 @@ class Run:
 
     def __call__(self) -> StatementResult:
         writer, adapter, ref = self.writer, self.adapter, self.ref
-        with writer:
+        with writer, adapter.holding():
             try:
                 state = writer.state(ref)            # an unknown topic is named before anything else
                 checks.id_shape(self, state.topic)

@@ -7,19 +7,7 @@ import pytest
 
 from seqdedup import TopicError
 
-from ..engines import ENGINES, Harness
-
 pytestmark = pytest.mark.spark
-
-
-@pytest.fixture
-def spark_dedup(tmp_path_factory):
-    """A fresh namespace on the test process's one SparkSession (the behaviour suite's, when both run)."""
-    engine = next(e for e in ENGINES if e.name == "spark")
-    harness = Harness(engine, str(tmp_path_factory.getbasetemp() / "spark-home"))
-    harness.session.create_topic("events", {"payload": "STRING"})
-    yield harness
-    harness.close()
 
 
 def test_a_spark_dataframe_is_sent_in_its_order_with_explicit_or_automatic_ids(spark_dedup):
