@@ -165,6 +165,10 @@ class EngineAdapter:
         times."""
         return contextlib.nullcontext()
 
+    def small(self, size: int | None) -> bool:
+        """Whether a job whose rows the engine estimates at ``size`` bytes runs as a small one (``sized``)."""
+        return size is not None and self.INTERPRETED_BYTES is not None and size <= self.INTERPRETED_BYTES
+
     def sized(self, small: bool):
         """A context in which a statement's job runs, set for its size: where the engine would spend more on
         preparing a small job than on running it, it prepares less (Spark: ``calls.INTERPRETED``)."""

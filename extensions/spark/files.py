@@ -168,7 +168,10 @@ class TableFiles(Collaborator):
         doomed = self.F.expr(self.adapter.sql(exp.func("coalesce", condition.copy(), exp.false())))
         old = self.directory(table)
         directory = f"{old.rsplit('/', 1)[0]}/{table.name}-{uuid.uuid4().hex}"
-        with self.adapter.errors():       # one job: the rows kept are written, the rows deleted counted on the way
+        # one job: the rows kept are written, the rows deleted counted on the way (a small table's job is not
+        # compiled: ``condition``'s constants are new at each delete)
+        small = self.adapter.small(self.adapter.estimated_size(exp.select("*").from_(table.copy())))
+        with self.adapter.errors(), self.adapter.sized(small):
             observed = Observed(self.spark.table(name).withColumn("__sd_doomed", doomed),
                                  doomed=self.F.count_if(self.F.col("__sd_doomed")))
             observed.frame.where("NOT __sd_doomed").drop("__sd_doomed").write.mode("error").parquet(directory)

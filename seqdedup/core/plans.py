@@ -87,8 +87,8 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
                    refuse=plan.refusal(adapter.RAISE_ERROR) if adapter.RAISE_ERROR else None)
     marks, seen = marks_relation(run, state, scratch, given, inline=True)
     size = adapter.estimated_size(described(run))      # (the statement's: that of the values, a little more)
-    gather = _at_most(size, adapter.ONE_TASK_BYTES)
-    small = _at_most(size, adapter.INTERPRETED_BYTES)
+    gather = size is not None and adapter.ONE_TASK_BYTES is not None and size <= adapter.ONE_TASK_BYTES
+    small = adapter.small(size)
     # (a small statement's cost is its fixed costs, a large one's is per row: see EngineAdapter.constant)
     given = dataclasses.replace(given, marks=marks, seen=seen, gather=gather,
                                 base=adapter.constant(BASE) if gather else BASE)
@@ -168,10 +168,6 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
     end = max(state.end, metrics["end"] or 0)
     return Outcome(producers, end, 1, values=given.tables.get("values"), apart=split, keys=keys,
                    held=given.held is not None)
-
-
-def _at_most(size: int | None, most: int | None) -> bool:
-    return size is not None and most is not None and size <= most
 
 
 def keyed_together(run, given: plan.Inputs, after: bool, split: bool) -> bool:

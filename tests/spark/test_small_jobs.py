@@ -1,10 +1,12 @@
 """On a classic Spark session, a small statement's job evaluates its expressions as they are instead of compiling
 them (``calls.INTERPRETED``, held by ``calls.sized``): Spark writes a statement's own values (its commit, its time)
 into the code it compiles, so each small statement compiled classes of its own, about a tenth of its time. A large
-statement's job is compiled, and the session's own settings are as they were after either."""
+statement's job is compiled, and the session's own settings are as they were after either. The same holds for the
+job that rewrites a small table without some of its rows (``TableFiles.delete_rows``)."""
 from __future__ import annotations
 
 import pytest
+from sqlglot import exp
 
 from seqdedup.extensions.spark import calls
 
@@ -58,3 +60,18 @@ def test_a_large_job_under_way_keeps_the_session_compiling(spark_dedup):
                 assert mode() is None
         assert mode() == "NO_CODEGEN"
     assert mode() is None
+
+
+def test_a_delete_from_a_small_table_compiles_no_code(spark_dedup):
+    """A full snapshot's retention deletes the older snapshots from ``producer_sequences`` (``delete_rows``: the
+    rows kept written anew), a job whose constants are new at each delete."""
+    adapter = spark_dedup.session.adapter
+    spark = adapter.spark
+    table = exp.table_("small_rows", db=spark_dedup.namespace)
+    spark.sql(f"CREATE TABLE {spark_dedup.namespace}.small_rows (k BIGINT, label STRING) USING parquet")
+    spark.sql(f"INSERT INTO {spark_dedup.namespace}.small_rows SELECT id, 'row' FROM range(10)")
+    before = compiled(spark)
+    adapter.files.delete_rows(table, exp.column("k") < exp.Literal.number(4))
+    adapter.files.delete_rows(table, exp.column("k") >= exp.Literal.number(7))
+    assert compiled(spark) == before
+    assert sorted(r[0] for r in spark.table(f"{spark_dedup.namespace}.small_rows").collect()) == [4, 5, 6]
