@@ -64,6 +64,13 @@ class EngineAdapter:
     ONE_TASK_BYTES: int | None = None
     #: A statement the engine estimates at most this large runs its job as a small one (``sized``; None: never).
     INTERPRETED_BYTES: int | None = None
+    #: A full snapshot removes the snapshots it makes unneeded (R8's retention) only when its id is the first of
+    #: a new run of this many ids since the full snapshot before it, or when the state is at least PRUNE_AT_ROWS
+    #: rows; 1: at every full snapshot. Where a removal rewrites the whole table (Spark), a small state whose
+    #: producers all change at each statement takes a full snapshot every other statement, and would rewrite
+    #: ``producer_sequences`` as often (``seqdedup.core.snapshots.prune_due``).
+    PRUNE_SPACING: int = 1
+    PRUNE_AT_ROWS: int = 1_000
     #: The window plan looks at a large statement's first entries for a producer that holds more than a task's
     #: share, whose entries it then spreads over ranges of ids (``sql.plan.spread``).
     SPREADS: bool = False

@@ -137,6 +137,12 @@ class Harness:
             setattr(session.adapter, name, value)
         return session
 
+    def configure(self, **settings) -> None:
+        """Adapter settings for the session open now and every session opened after it (``adapter``)."""
+        self.adapter.update(settings)
+        for name, value in settings.items():
+            setattr(self.session.adapter, name, value)
+
     def key(self, topic: str = "events") -> str:
         """The topic's name in the catalog tables: namespace.name."""
         return f"{self.namespace}.{topic}"

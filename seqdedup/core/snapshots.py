@@ -36,7 +36,8 @@ def take_snapshot(broker: Broker, state: TopicState, commit: Commit, *, kind: st
     ``full_snapshot_interval`` snapshots, when the chain's increments would hold more rows than the state has
     producers (so a chain never holds much more than twice the state), or with ``max_producers_in_snapshot`` set
     (the cap is on a whole snapshot, as Pulsar's). A full snapshot makes the older ones unneeded: they are removed
-    with the commit (``snapshot_retention_minutes`` after they were taken), and so are the run log older than
+    with the commit (``snapshot_retention_minutes`` after they were taken; on Spark, a small state's in batches:
+    ``prune_due``), and so are the run log older than
     ``run_log_retention_minutes`` (and the holes recorded as long ago), and the ledger of dropped entries older than
     ``dropped_retention_minutes``."""
     policies, header = state.topic.applied, state.header
@@ -61,10 +62,29 @@ def take_snapshot(broker: Broker, state: TopicState, commit: Commit, *, kind: st
               shape, f"{written:,}", f"{state.end:,}", commit.number)
     header = header.extended(snapshot_id, state.end, kind, now, commit.number, rows=0 if full else increment.num_rows,
                              full=full)
-    if full:
+    if full and prune_due(broker.adapter, state.header, snapshot_id, rows=state.marks.num_rows):
         commit.removes(lambda: prune(broker, state.topic.ref, header, policies, now))
     return state.after(commit=commit.number, header=header, since_snapshot=0,
                        marks=marks_table() if empty else None)
+
+
+def prune_due(adapter, before: SnapshotHeader, snapshot_id: int, *, rows: int) -> bool:
+    """Whether the full snapshot ``snapshot_id`` of a state of ``rows`` producers, taken after the chain
+    ``before``, removes now what it makes unneeded. Where the engine's removal rewrites the whole table
+    (``EngineAdapter.PRUNE_SPACING`` above 1), a small state's snapshots are removed in batches: at the first full
+    snapshot of each run of that many ids, so the table holds at most about that many snapshots of it more than
+    recovery needs. A state of ``PRUNE_AT_ROWS`` rows or more is pruned at every full snapshot, whose own rows
+    cost about as much as the rewrite.
+
+        >>> class Spark: PRUNE_SPACING, PRUNE_AT_ROWS = 16, 1_000
+        >>> chain = SnapshotHeader(13, 0, "increment", None, 7, 14, chain=(12, 13), increment_rows=10)
+        >>> [prune_due(Spark, chain, 14, rows=10), prune_due(Spark, chain, 16, rows=10),
+        ...  prune_due(Spark, chain, 14, rows=1_000)]
+        [False, True, True]
+    """
+    spacing = adapter.PRUNE_SPACING
+    last_full = before.chain[0] if before.chain else 0
+    return spacing <= 1 or rows >= adapter.PRUNE_AT_ROWS or snapshot_id // spacing > last_full // spacing
 
 
 def prune(broker: Broker, ref, header: SnapshotHeader, policies, now: dt.datetime) -> None:

@@ -130,6 +130,7 @@ def test_rows_keep_each_dropped_entrys_values_and_keys_none(dedup):
 
 
 def test_the_ledger_keeps_its_retention_and_goes_with_its_topic(dedup):
+    dedup.configure(PRUNE_SPACING=1)     # every full snapshot prunes (on Spark a small state's in batches)
     dedup.topic(dropped_entries="keys", snapshot_interval_entries=1, full_snapshot_interval=1,
                 dropped_retention_minutes=5)
     dedup.send([("p", 0), ("p", 0)])

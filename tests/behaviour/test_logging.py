@@ -33,6 +33,7 @@ def said(caplog, logger: str) -> list[str]:
                     "rewrites the table under the others' appends (docs/engines/spark.md, Spark Connect)")
 def test_a_snapshot_and_what_retention_prunes_with_it_each_log_one_line_topic_first(dedup, caplog):
     key = dedup.key()
+    dedup.configure(PRUNE_SPACING=1)     # every full snapshot prunes (on Spark a small state's in batches)
     dedup.topic(snapshot_interval_entries=2, full_snapshot_interval=1)
     caplog.set_level(logging.INFO, logger="seqdedup")
     dedup.send([("a", 0), ("b", 0)])             # commit 2: a full snapshot, which prunes the ones before it

@@ -42,6 +42,7 @@ def tear(dedup, snapshot_id: int, producer: str) -> None:
 @NO_PRUNING_ON_CONNECT
 def test_c08_increments_hold_what_changed_and_a_full_snapshot_replaces_them(dedup):
     # C08 restated: a snapshot after every 3 entries, a full one every 3 snapshots, retention 0
+    dedup.configure(PRUNE_SPACING=1)     # every full snapshot prunes (on Spark a small state's in batches)
     dedup.topic(snapshot_interval_entries=3, full_snapshot_interval=3)
     dedup.send([(p, 0) for p in "abcdef"])                # 2: an increment of 1 (the empty "enabled" snapshot)
     dedup.send([("a", 1), ("a", 2), ("a", 3)])           # 3: full, as the increments would outgrow the state
@@ -119,6 +120,7 @@ def test_a_first_snapshot_written_twice_still_starts_the_chain(dedup):
 
 @NO_PRUNING_ON_CONNECT
 def test_retention_keeps_snapshots_for_the_minutes_asked_and_the_run_log_too(dedup):
+    dedup.configure(PRUNE_SPACING=1)     # every full snapshot prunes (on Spark a small state's in batches)
     dedup.topic(snapshot_interval_entries=1, full_snapshot_interval=2, snapshot_retention_minutes=10,
                 run_log_retention_minutes=5)
     dedup.send([("p", 0)])                     # 2: increment
@@ -136,10 +138,31 @@ def test_retention_keeps_snapshots_for_the_minutes_asked_and_the_run_log_too(ded
 
 
 @NO_PRUNING_ON_CONNECT
+def test_a_small_state_is_pruned_in_batches_where_a_removal_rewrites_the_table(dedup):
+    """On Spark (``PRUNE_SPACING`` 16) removing rows rewrites ``producer_sequences`` whole, and a few producers
+    that all change at each statement make a full snapshot every other statement: their snapshots go at the first
+    full snapshot of each run of 16 ids, a state of ``PRUNE_AT_ROWS`` producers or more at every one. Here with
+    runs of 4 ids and 3 rows, on every engine."""
+    dedup.configure(PRUNE_SPACING=4, PRUNE_AT_ROWS=3)
+    dedup.topic(snapshot_interval_entries=1, full_snapshot_interval=1)
+    for s in range(3):
+        dedup.send([("p", s)])                 # full snapshots 2 and 3 prune nothing; 4 starts a run of ids
+    assert [h[0] for h in headers(dedup)] == [1, 4]           # (1, where the state started, stays)
+    dedup.send([("p", 3)])
+    assert [h[0] for h in headers(dedup)] == [1, 4, 5]
+    dedup.send([("a", 0), ("b", 0)])           # 6: a state of 3 producers
+    assert [h[0] for h in headers(dedup)] == [1, 6]
+    assert [r[1:] for r in producer_rows(dedup)] == [("a", 0), ("b", 0), ("p", 3)]
+    dedup.restart()
+    assert [dedup.last(p) for p in "abp"] == [0, 0, 3]
+
+
+@NO_PRUNING_ON_CONNECT
 def test_a_session_writes_on_after_another_session_of_the_process_pruned_the_snapshots(dedup):
     """On Spark a prune rewrites producer_sequences into a new directory and removes the old one: the other session
     knew the old one (from its own last snapshot) and appended its next snapshot there (found in CI by C17 of two
     sessions in threads: "Failed to open local file")."""
+    dedup.configure(PRUNE_SPACING=1)     # every full snapshot prunes (on Spark a small state's in batches)
     dedup.topic(snapshot_interval_entries=1, full_snapshot_interval=1, snapshot_retention_minutes=10)
     other = dedup.connect()
     try:

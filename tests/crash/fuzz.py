@@ -355,8 +355,10 @@ class Fuzz:
             self.operations.append(self.planner.next())
             self.tied.update(ties(self.operations[-1]))
         plan = {"first": self.acked, "operations": self.operations[self.acked:self.acked + count],
-                # half the writers decide as Spark decides large statements (adapter settings the child applies)
-                "adapter": DISTRIBUTED if self.rng.random() < 0.5 else {}}
+                # half the writers decide as Spark decides large statements (adapter settings the child applies);
+                # full snapshots prune at once, or a small state's in batches, as on Spark (its default: 16)
+                "adapter": {**(DISTRIBUTED if self.rng.random() < 0.5 else {}),
+                            "PRUNE_SPACING": self.rng.choice([1, 2, 16])}}
         # Kills alternate between a failpoint and a random moment; every tenth writer is left to finish.
         mode = ("none" if self.stats.iterations % 10 == 9 else ("failpoint", "timer")[self.stats.iterations % 2]) \
             if kill else "none"
