@@ -172,9 +172,14 @@ class EngineAdapter:
         times."""
         return contextlib.nullcontext()
 
+    @staticmethod
+    def within(size: int | None, bound: int | None) -> bool:
+        """Whether an estimate of ``size`` bytes is known and at most ``bound`` (a bound of None: never)."""
+        return size is not None and bound is not None and size <= bound
+
     def small(self, size: int | None) -> bool:
         """Whether a job whose rows the engine estimates at ``size`` bytes runs as a small one (``sized``)."""
-        return size is not None and self.INTERPRETED_BYTES is not None and size <= self.INTERPRETED_BYTES
+        return self.within(size, self.INTERPRETED_BYTES)
 
     def sized(self, small: bool):
         """A context in which a statement's job runs, set for its size: where the engine would spend more on

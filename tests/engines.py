@@ -96,6 +96,11 @@ def engine_session(engine: EngineUnderTest, home: str):
 DISTRIBUTED = {"MARKS_AS_MAP": None, "ONE_TASK_BYTES": None, "INTERPRETED_BYTES": None}
 
 
+def _configured(session, settings: dict) -> None:
+    for name, value in settings.items():
+        setattr(session.adapter, name, value)
+
+
 class Clock:
     """A clock tests move by hand (purges and time-based snapshots)."""
 
@@ -133,15 +138,13 @@ class Harness:
         if target is None:
             target = engine_session(self.engine, self.database) if self.engine.family == "spark" else self.database
         session = seqdedup.connect(target, engine=self.engine.family, clock=self.clock, **options)
-        for name, value in self.adapter.items():
-            setattr(session.adapter, name, value)
+        _configured(session, self.adapter)
         return session
 
     def configure(self, **settings) -> None:
         """Adapter settings for the session open now and every session opened after it (``adapter``)."""
         self.adapter.update(settings)
-        for name, value in settings.items():
-            setattr(self.session.adapter, name, value)
+        _configured(self.session, settings)
 
     def key(self, topic: str = "events") -> str:
         """The topic's name in the catalog tables: namespace.name."""

@@ -87,7 +87,7 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
                    refuse=plan.refusal(adapter.RAISE_ERROR) if adapter.RAISE_ERROR else None)
     marks, seen = marks_relation(run, state, scratch, given, inline=True)
     size = adapter.estimated_size(described(run))      # (the statement's: that of the values, a little more)
-    gather = size is not None and adapter.ONE_TASK_BYTES is not None and size <= adapter.ONE_TASK_BYTES
+    gather = adapter.within(size, adapter.ONE_TASK_BYTES)
     small = adapter.small(size)
     # (a small statement's cost is its fixed costs, a large one's is per row: see EngineAdapter.constant)
     given = dataclasses.replace(given, marks=marks, seen=seen, gather=gather,
