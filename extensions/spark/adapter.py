@@ -203,13 +203,13 @@ class SparkAdapter(EngineAdapter):
             return self.scratch.fetched(frame)
 
     def marks_map(self, table):
-        # (a map parameter must be a map() of literals of one type, or Spark refuses it: INVALID_SQL_ARG)
-        F = self.F
+        # (a map parameter must be a map() of literals of one type, or Spark refuses it: INVALID_SQL_ARG; made from
+        # its text, one Py4J call, where a Column a literal is three)
         ids = table.column("sequence_id")
         # (none: -1, or '' below every composite id's text, R19)
         marks = ids.fill_null("" if pa.types.is_string(ids.type) else -1).cast(pa.string()).to_pylist()
-        return F.create_map(*[F.lit(value) for pair in zip(table.column("producer").to_pylist(), marks)
-                              for value in pair])
+        return self.F.expr(self.sql(exp.Anonymous(this="map", expressions=[exp.Literal.string(value) for pair in zip(
+            table.column("producer").to_pylist(), marks) for value in pair])))
 
     def constant(self, value: exp.Expression) -> exp.Expression:
         """A DECIMAL: Spark compiles the code of a query with its BIGINT constants written into it, so a new value
