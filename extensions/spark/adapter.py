@@ -204,12 +204,12 @@ class SparkAdapter(EngineAdapter):
 
     def marks_map(self, table):
         # (a map parameter must be a map() of literals of one type, or Spark refuses it: INVALID_SQL_ARG; made from
-        # its text, one Py4J call, where a Column a literal is three)
+        # its text, 3 Py4J round trips, where a Column of each literal made three producers' map in 31)
         ids = table.column("sequence_id")
         # (none: -1, or '' below every composite id's text, R19)
         marks = ids.fill_null("" if pa.types.is_string(ids.type) else -1).cast(pa.string()).to_pylist()
-        return self.F.expr(self.sql(exp.Anonymous(this="map", expressions=[exp.Literal.string(value) for pair in zip(
-            table.column("producer").to_pylist(), marks) for value in pair])))
+        pairs = [value for pair in zip(table.column("producer").to_pylist(), marks) for value in pair]
+        return self.F.expr(self.sql(exp.Anonymous(this="map", expressions=[exp.Literal.string(v) for v in pairs])))
 
     def constant(self, value: exp.Expression) -> exp.Expression:
         """A DECIMAL: Spark compiles the code of a query with its BIGINT constants written into it, so a new value

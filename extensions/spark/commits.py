@@ -47,6 +47,13 @@ class _Winners:
     described: dict[int, str]       # commit -> the attempt whose directory its partition names (no COMMITS row)
 
 
+def _named_struct(fields: dict[str, exp.Expression]) -> exp.Expression:
+    """``named_struct('name', expression, ...)`` of ``fields``, each expression copied (they may be parts of a
+    statement's trees kept for its shape, whose parents a new tree would take)."""
+    return exp.func("named_struct", *[part for name, e in fields.items()
+                                      for part in (exp.Literal.string(name), e.copy())])
+
+
 class Commits(Collaborator):
     def __init__(self, adapter):
         super().__init__(adapter)
@@ -224,16 +231,14 @@ class Commits(Collaborator):
         if last is None:     # (aggregates: one row, observed as metrics are)
             observe = {**metrics, **{f"__sd_outcome_{e.alias}": e.unalias() for e in outcome}}
         else:
-            named = exp.func("named_struct", *[part for e in outcome
-                                                for part in (exp.Literal.string(e.alias_or_name), e.unalias())])
+            named = _named_struct({e.alias_or_name: e.unalias() for e in outcome})
             observe = {**metrics, "__sd_outcome": exp.func("collect_list", exp.Case(ifs=[exp.If(
                 this=exp.column(last), true=named)]))}
-        # (every aggregate in one struct, and the filter as text: each Column made in Python is several Py4J calls,
-        # about 90 of a 10-entry statement's 260)
-        together = exp.func("named_struct", *[part for k, e in observe.items()
-                                              for part in (exp.Literal.string(k), e.copy())])
+        # (every aggregate in one struct, and the filter as text: each Column made in Python is 3 to 11 Py4J round
+        # trips, 81 of a 10-entry statement's 263 as eleven aggregates and a filter)
         with self.adapter.errors():
-            observed = Observed(self.adapter.frame(decided), __sd_observed=F.expr(self.adapter.sql(together)))
+            observed = Observed(self.adapter.frame(decided),
+                                observed=F.expr(self.adapter.sql(_named_struct(observe))))
             kept = observed.frame.where(self.adapter.sql(
                 exp.or_(exp.column(keep), exp.column(split)) if split else exp.column(keep)))
             if self.adapter.remote:     # a Connect client reads an observation only from the very plan it sent
@@ -243,14 +248,13 @@ class Commits(Collaborator):
                                                 current.number, counted=False, frame=kept, split=split)[0]
                 if split:
                     self._apart(topic, split)
-                got = observed.values()["__sd_observed"].asDict()
             else:
                 kept.createOrReplaceTempView(name)     # (a view and SQL over it: cheaper than two selectExpr)
                 try:
                     self.write(topic, insert_for(exp.table_(name)), counted=False, split=split)    # counted above
-                    got = observed.values()["__sd_observed"].asDict()
                 finally:
                     self.spark.catalog.dropTempView(name)
+            got = observed.values()["observed"].asDict()     # (the aggregates read the decided rows, not the view)
         if last is None:
             return Decided(got, [{e.alias: got.pop(f"__sd_outcome_{e.alias}") for e in outcome}])
         return Decided(got, [row.asDict() for row in got.pop("__sd_outcome")])
