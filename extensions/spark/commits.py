@@ -5,6 +5,7 @@ several drivers write, from each commit's winning attempt."""
 from __future__ import annotations
 
 import datetime as dt
+import io
 import os
 import threading
 import uuid
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable, TypeVar
 
 import pyarrow as pa
+import pyarrow.json as pj
 import pyarrow.parquet as pq
 from sqlglot import exp
 
@@ -52,6 +54,26 @@ def _named_struct(fields: dict[str, exp.Expression]) -> exp.Expression:
     statement's trees kept for its shape, whose parents a new tree would take)."""
     return exp.func("named_struct", *[part for name, e in fields.items()
                                       for part in (exp.Literal.string(name), e.copy())])
+
+
+def _json_texts(fields: list[exp.Expression], only: exp.Expression) -> exp.Expression:
+    """``fields`` (aliased) of the rows where ``only`` holds, each row a JSON object keyed by the fields' places
+    ("0", "1", ...; a NULL is left out): a list that Spark's driver gathers, its size about what its text takes,
+    and that Arrow reads (``_from_json_lines``)."""
+    named = _named_struct({str(i): e.unalias() for i, e in enumerate(fields)})
+    return exp.func("collect_list", exp.Case(ifs=[exp.If(this=only, true=exp.func("to_json", named))]))
+
+
+def _from_json_lines(text: str, fields: list[exp.Expression]) -> pa.Table | list:
+    """The rows that ``_json_texts`` made of ``fields``, as lines of a text (none: an empty list), under the fields'
+    names (a field NULL in every row: no column). A producer is text whatever it looks like (Arrow reads an ISO date
+    as a timestamp); the other values are numbers, or a composite id's text, which starts with a letter (R19)."""
+    if not text:
+        return []
+    names = [e.alias_or_name for e in fields]
+    table = pj.read_json(io.BytesIO(text.encode()), parse_options=pj.ParseOptions(explicit_schema=pa.schema(
+        [(str(names.index("producer")), pa.string())])))
+    return table.rename_columns([names[int(n)] for n in table.column_names])
 
 
 class Commits(Collaborator):
@@ -229,16 +251,15 @@ class Commits(Collaborator):
         F = self.F
 
         if last is None:     # (aggregates: one row, observed as metrics are)
-            observe = {**metrics, **{f"__sd_outcome_{e.alias}": e.unalias() for e in outcome}}
-        else:
-            named = _named_struct({e.alias_or_name: e.unalias() for e in outcome})
-            observe = {**metrics, "__sd_outcome": exp.func("collect_list", exp.Case(ifs=[exp.If(
-                this=exp.column(last), true=named)]))}
+            observe = _named_struct({**metrics, **{f"__sd_outcome_{e.alias}": e.unalias() for e in outcome}})
+        else:               # (the last rows as JSON, then the metrics: ``Observed.lines_and_values``)
+            observe = _named_struct({"outcome": _json_texts(outcome, exp.column(last)),
+                                     "metrics": _named_struct(metrics)})
         # (every aggregate in one struct, and the filter as text: each Column made in Python is 3 to 11 Py4J round
         # trips, 81 of a 10-entry statement's 263 as eleven aggregates and a filter)
         with self.adapter.errors():
             observed = Observed(self.adapter.frame(decided),
-                                observed=F.expr(self.adapter.sql(_named_struct(observe))))
+                                observed=F.expr(self.adapter.sql(observe)))
             kept = observed.frame.where(self.adapter.sql(
                 exp.or_(exp.column(keep), exp.column(split)) if split else exp.column(keep)))
             if self.adapter.remote:     # a Connect client reads an observation only from the very plan it sent
@@ -254,10 +275,12 @@ class Commits(Collaborator):
                     self.write(topic, insert_for(exp.table_(name)), counted=False, split=split)    # counted above
                 finally:
                     self.spark.catalog.dropTempView(name)
-            got = observed.values()["observed"].asDict()     # (the aggregates read the decided rows, not the view)
-        if last is None:
-            return Decided(got, [{e.alias: got.pop(f"__sd_outcome_{e.alias}") for e in outcome}])
-        return Decided(got, [row.asDict() for row in got.pop("__sd_outcome")])
+            # (the aggregates read the decided rows, not the view)
+            if last is None:
+                got = observed.values()["observed"].asDict()
+                return Decided(got, [{e.alias: got.pop(f"__sd_outcome_{e.alias}") for e in outcome}])
+            lines, got = observed.lines_and_values()
+        return Decided(got, _from_json_lines(lines, outcome))
 
     def staged_rows(self, topic) -> exp.Expression:
         """The rows the open commit staged (its directory's Parquet files, ``_commit`` left out), as a relation; an

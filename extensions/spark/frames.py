@@ -2,6 +2,7 @@
 and back, the session a frame belongs to, and aggregates observed on a frame's way to a write (``Observed``)."""
 from __future__ import annotations
 
+import functools
 import uuid
 
 import pyarrow as pa
@@ -101,6 +102,12 @@ def schema_of(arrow_schema):
                        else f for f in from_arrow_schema(arrow_schema).fields])
 
 
+@functools.lru_cache(maxsize=4)
+def _classes(jvm) -> tuple:
+    """The JVM's classes ``Observed`` calls (each look-up of a class is a Py4J round trip)."""
+    return jvm.java.lang.String, getattr(jvm, "org.apache.spark.sql.api.python.PythonSQLUtils")
+
+
 class Observed:
     """Aggregates of a frame observed on its way to a write: one job, no second read of the source. ``frame`` is
     the frame to write; ``values()`` gives the aggregates once it is written."""
@@ -129,5 +136,25 @@ class Observed:
         elif not self._observation.get:           # Spark Connect: {} unless the server sent the aggregates
             return self._source.agg(*self._columns).first().asDict()
         return dict(self._observation.get)
+
+    def lines_and_values(self) -> tuple[str, dict]:
+        """For a frame observed with one aggregate, a struct of a list of texts (its first field) and a struct of
+        other aggregates (its second): the texts as lines of one text, and the other aggregates as a dict. A classic
+        session's texts are joined in the JVM and read by themselves, where Py4J carries a text whole: pickled with
+        the rest, as ``values`` does, they would cross as bytes in base64, which py4j decodes a byte at a time in
+        Python (a statement's outcome of 1M producers: about 20 s). (Joined by the aggregate itself, they would be
+        joined again at each task's end: Spark reads an observation's value to report the task's metrics.)"""
+        held = getattr(self._observation, "_jo", None)
+        if held is not None:
+            row = held.getRow()       # (waits for the write)
+            if row.length():
+                from pyspark.serializers import CPickleSerializer
+
+                strings, utils = _classes(self._source.sparkSession._jvm)
+                observed = row.getStruct(0)
+                return (strings.join("\n", observed.getList(0)),
+                        CPickleSerializer().loads(utils.toPyRow(observed.getStruct(1))).asDict())
+        texts, values = next(iter(self.values().values()))
+        return "\n".join(texts), values.asDict()
 
 

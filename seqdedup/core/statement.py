@@ -155,9 +155,7 @@ class Run:
             topic=ref.key, statement_id=statement_id, snapshot_id=snapshot_id, rounds=outcome.rounds,
             commit=None if commit.abandoned else commit.number,
             ledger=functools.partial(ledger_rows, self.adapter, self.broker.catalog, self.ref),
-            producers=[ProducerCount(r["producer"], r["written"], r["duplicates"], r["first_position"],
-                                     r["last_position"], r["out_of_order"], conflicts.get(r["producer"], 0))
-                       for r in reported.to_pylist()])
+            producers=producer_counts(reported, conflicts))
 
     def compact_if_due(self) -> Compaction | None:
         """The topic's compaction, after a published commit whose number is a multiple of its
@@ -204,6 +202,17 @@ class Run:
         state = take_snapshot(self.broker, state, commit, kind="snapshot" if state.enabled else "disabled", now=now,
                               empty=not state.enabled)
         return state.header.snapshot_id, state
+
+
+#: The columns of the outcome (``OUTCOME``) that a ``ProducerCount`` holds, in its fields' order.
+COUNTED = ("producer", "written", "duplicates", "first_position", "last_position", "out_of_order")
+
+
+def producer_counts(reported: pa.Table, conflicts: dict[str | None, int]) -> list[ProducerCount]:
+    """A ``ProducerCount`` per row of the outcome, with its producer's payload ``conflicts`` (R18). Read by column:
+    a dict per row costs twice as much, a second at a million producers."""
+    columns = [reported.column(name).to_pylist() for name in COUNTED]
+    return [ProducerCount(*counts, conflicts.get(counts[0], 0)) for counts in zip(*columns)]
 
 
 def ledger_rows(adapter, catalog, ref, statement_id: str) -> pa.Table:

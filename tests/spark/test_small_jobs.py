@@ -81,7 +81,8 @@ def test_a_small_statement_makes_few_round_trips_to_the_jvm(spark_dedup, monkeyp
     """Each pyspark ``Column`` costs 3 to 11 Py4J round trips (pyspark 4 asks the session for its debugging settings
     and sets the call site in the JVM at each): a statement's aggregates, filter and marks are made from SQL text
     instead. A 10-entry statement of three producers made 263 round trips on this thread when they were ``Column``s,
-    138 since (py4j's releases of dropped Java objects, made from its own thread, are not counted)."""
+    138 since, 141 with the outcome read as text (py4j's releases of dropped Java objects, made from its own
+    thread, are not counted)."""
     import threading
 
     from py4j.clientserver import ClientServerConnection
