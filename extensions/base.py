@@ -124,8 +124,10 @@ class EngineAdapter:
         """Rows of a query. ``committed``: read only committed data, from any thread, outside a running statement."""
         raise NotImplementedError
 
-    def fetch_arrow(self, query: exp.Expression, *, committed: bool = False):
-        """A query's rows as a ``pyarrow.Table``."""
+    def fetch_arrow(self, query: exp.Expression, *, committed: bool = False, at_most: int | None = None):
+        """A query's rows as a ``pyarrow.Table``. ``at_most``: the query gives no more rows than this (None: any
+        number); an engine may fetch a few rows another way, as long as each column's type is the query's or one
+        Arrow casts to it (an integer of another width; a column of NULLs as Arrow's null type)."""
         raise NotImplementedError
 
     def fetch_bulk(self, query: exp.Expression):
@@ -358,8 +360,8 @@ class CommittedReads:
     def columns(self, table: exp.Table, *, committed: bool = True) -> list[tuple[str, str]]:
         return self._adapter.columns(table, committed=True)
 
-    def fetch_arrow(self, query: exp.Expression, *, committed: bool = True):
-        return self._adapter.fetch_arrow(query, committed=True)
+    def fetch_arrow(self, query: exp.Expression, *, committed: bool = True, at_most: int | None = None):
+        return self._adapter.fetch_arrow(query, committed=True, at_most=at_most)
 
     @functools.cached_property
     def storage(self) -> "CommittedStorage":

@@ -186,7 +186,7 @@ class SparkAdapter(EngineAdapter):
             rows = command_rows(frame) if self.remote else None      # (a command's rows came with its reply)
             return [tuple(row) for row in frame.collect()] if rows is None else rows
 
-    def fetch_arrow(self, query: exp.Expression | str, *, committed: bool = False):
+    def fetch_arrow(self, query: exp.Expression | str, *, committed: bool = False, at_most: int | None = None):
         with self.errors():
             return to_arrow(self.query(query))
 

@@ -259,10 +259,16 @@ def marks_relation(run, state: TopicState, scratch: Scratch, given: plan.Inputs,
     table = carried_marks(run, state, given) if seen else None
     if table is None:       # (a small state, or a statement that carries a large part of it)
         table, seen = state.marks.table, False
-    if inline and 0 < table.num_rows <= (adapter.MARKS_AS_MAP or 0):
-        run.bound[MARKS.name] = adapter.marks_map(table)
-        return MARKS, seen
-    return scratch.relation("__sd_marks", table), seen
+    return given_marks(run, table, scratch, inline=inline), seen
+
+
+def given_marks(run, table: pa.Table, scratch: Scratch, *, inline: bool = True) -> exp.Expression:
+    """The marks ``table`` as a plan reads them: a few (``MARKS_AS_MAP``) as a map bound to the parameter
+    ``MARKS``, where the plan takes one (``inline``); else a relation."""
+    if inline and 0 < table.num_rows <= (run.adapter.MARKS_AS_MAP or 0):
+        run.bound[MARKS.name] = run.adapter.marks_map(table)
+        return MARKS
+    return scratch.relation("__sd_marks", table)
 
 
 #: However large the state, a statement that carries at most this many producers is joined to their marks alone.
@@ -389,10 +395,12 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
             carried = carried_marks(run, state, i, entries)
             marks = scratch.relation("__sd_marks", state.marks.table if carried is None else carried)
         else:
-            marks = scratch.relation("__sd_marks", state.marks.table) if marked else None
+            marks = given_marks(run, state.marks.table, scratch) if marked else None
         i = dataclasses.replace(i, marks=marks)
-        i = i.having(rows=adapter.create_temp_table(scratch.name("__sd_rows"), kept(
-            f"rows {marks is None} {large}", lambda: steps["rows"].build(i))))
+        with adapter.parameters(run.bound):     # (the marks, where they are a map)
+            held, entries = adapter.create_counted_temp_table(scratch.name("__sd_rows"), kept(
+                f"rows {'none' if marks is None else type(marks).__name__} {large}", lambda: steps["rows"].build(i)))
+        i = i.having(rows=held)
     except EngineError as error:
         raise Unsettled(error) from error
     batches, dropped = 0, None
@@ -426,7 +434,7 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
         adapter.execute(kept(f"{step} {rounds}", lambda: steps[step].build(i)))
     outcome = steps[("outcome rejected" if late else "outcome repeats") if removed else "outcome"]
     table = adapter.fetch_arrow(kept(f"row outcome {late} {rounds} {bool(removed)} {i.together}",
-                                     lambda: outcome.build(i)))
+                                     lambda: outcome.build(i)), at_most=entries)     # (a row per producer)
     if judged and dropped is None and dropped_any(table):
         dropped = set_apart()       # (only entries at or below their mark: nothing was removed)
     first = table.column(plan.FIRST).to_pylist()

@@ -7,6 +7,7 @@ import dataclasses
 
 from sqlglot import exp
 
+from seqdedup.catalog import ids
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
 from .common import ACCEPTED, MARK, POSITION, TOP, WRITTEN, above, insert_rows, invalid, no_mark, refusal, source
@@ -35,12 +36,20 @@ def _candidate(table: str | None = None) -> exp.Expression:
 def rows_once(values: exp.Select, marks: exp.Expression | None, id_parts: int | None = None) -> exp.Select:
     """The statement's rows as read once, each with its producer's mark (NULL: none): the row plan's table, which
     the engine numbers (``ROW_ID``); every later step reads it. An invalid entry (R4) fails this query as its row is
-    read (``REFUSE``): the runner names it once the commit is rolled back, and nothing else was computed."""
+    read (``REFUSE``): the runner names it once the commit is rolled back, and nothing else was computed.
+
+    ``marks``: a table ``(producer, sequence_id)``, joined; or a parameter holding a MAP from producer to mark,
+    looked up per entry (a few marks: ``EngineAdapter.MARKS_AS_MAP``).
+
+        >>> rows_once(exp.select("*").from_("v"), exp.Placeholder(this="m")).selects[1].sql("duckdb")
+        'CAST(MAP_EXTRACT_VALUE($m, v.__sd_producer) AS BIGINT) AS __sd_mark'
+    """
     bad = invalid(*(exp.column(c, table="v") for c in (PRODUCER, SEQUENCE_ID, HIGHEST)), id_parts)
     check = exp.Case(ifs=[exp.If(this=bad, true=REFUSE.copy())], default=exp.true())
-    if marks is None:
-        return exp.select("v.*", exp.alias_(no_mark(id_parts), MARK)).from_(source(values, "v")).where(
-            check)
+    if marks is None or isinstance(marks, exp.Placeholder):
+        mark = no_mark(id_parts) if marks is None else exp.cast(exp.func(
+            "map_extract_value", marks.copy(), exp.column(PRODUCER, table="v")), ids.id_type(id_parts))
+        return exp.select("v.*", exp.alias_(mark, MARK)).from_(source(values, "v")).where(check)
     return exp.select("v.*", exp.alias_(exp.column("sequence_id", table="m"), MARK)).from_(source(values, "v")).join(
         marks.as_("m"), join_type="left", on=exp.column("producer", table="m").eq(exp.column(PRODUCER, table="v"))
     ).where(check)
