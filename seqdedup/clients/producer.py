@@ -315,8 +315,10 @@ class Producer:
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
         send.own_commits.add(result.commit)
+        rows = self._written_alone(send, result)
         with session.writer, session.adapter.parameters(self._parameters(send)):
-            rows = read_receipts(session.adapter, ref.table, self._entries(send), send.own_commits)
+            if rows is None:
+                rows = read_receipts(session.adapter, ref.table, self._entries(send), send.own_commits)
             session.adapter.drop_temp_table(send.name)
         self._pending.remove(send)
         if self.topic.id_parts is not None:      # (R19: the ids as tuples; -1, none, is below every one)
@@ -325,6 +327,18 @@ class Producer:
         highest = max(row[1] for row in rows)
         self._last = highest if self._last == -1 else max(self._last, highest)
         return receipts
+
+    def _written_alone(self, send: _Send, result) -> list[tuple] | None:
+        """The receipt of a send of one entry under an automatic id that the statement's result says it wrote, in
+        the one attempt that may have (no earlier one committed): its id is known, and its position is the one its
+        producer's count gives. None otherwise: the receipts are read from the topic (a query that takes about 4 ms
+        of a 30 ms send of one entry on DuckDB)."""
+        if send.count != 1 or send.first_automatic is None or send.own_commits != {result.commit}:
+            return None
+        counts = [c for c in result.producers if c.producer == self.name]
+        if len(counts) != 1 or counts[0].written != 1 or counts[0].first_position is None:
+            return None
+        return [(send.first_automatic, send.first_automatic, counts[0].first_position, False)]
 
     @staticmethod
     def _parameters(send: _Send) -> dict:

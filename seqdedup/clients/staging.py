@@ -28,7 +28,8 @@ def stage(adapter, topic, name: str, data, column: str | tuple[str, ...] | None)
     when a check refuses it."""
     table = _load(adapter, topic, name, data, column)
     try:
-        types = {c: kind for c, kind in adapter.columns(table) if c != ARRIVAL}
+        # (the columns of a query over the table: bound, where the engine can, not looked up in its catalog)
+        types = {c: kind for c, kind in adapter.query_columns(exp.select("*").from_(table.copy())) if c != ARRIVAL}
         _check_columns(topic, list(types), column)
         for part in id_columns(column):
             _check_id_type(adapter, part, types, composite=topic.id_parts is not None)

@@ -410,12 +410,14 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
     i = dataclasses.replace(i, batches=bool(batches))
 
     def set_apart() -> exp.Table:       # (the dropped entries, before they are removed from the rows)
-        step = "dropped rejected" if late else "dropped repeats"
+        step = ("dropped rejected" if late else "dropped repeats") if removed else "dropped below"
         return adapter.create_temp_table(scratch.name("__sd_dropped"), kept(
             f"{step} {shape} {rounds}", lambda: steps[step].build(i)))
 
     removed = 1     # the rows to remove: the repeats, or the candidates rejected (counted where one round decides)
-    if not late:
+    if entries <= 1 and not batches:
+        removed = 0     # (one entry neither repeats nor comes late: a producer sending one entry at a time)
+    elif not late:
         repeats, removed = adapter.create_counted_temp_table(scratch.name("__sd_repeats"), kept(
             "repeats", lambda: steps["repeats"].build(i)))
         i = i.having(repeats=repeats)

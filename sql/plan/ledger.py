@@ -71,6 +71,11 @@ def _from_rows(rows: exp.Table, fingerprint: exp.Expression | None, entry: exp.E
                                  entry)).from_(rows.as_("r"))
 
 
+def dropped_below(rows: exp.Table, fingerprint: exp.Expression | None, entry: exp.Expression | None) -> exp.Select:
+    """The row plan where no row was removed (no repeat, none rejected): the rows at or below their mark."""
+    return _from_rows(rows, fingerprint, entry).where(exp.not_(_candidate()))
+
+
 def dropped_repeats(rows: exp.Table, repeats: exp.Table, fingerprint: exp.Expression | None,
                     entry: exp.Expression | None) -> exp.Select:
     """The row plan without ORDER BY or batch entries: the rows at or below their mark, and every row of a repeated

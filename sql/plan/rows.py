@@ -216,6 +216,9 @@ STEPS = plan_of(
     Step("dropped repeats", "a ledger, or payload conflicts judged: the rows at or below their mark and the repeats, "
                             "set apart", lambda i: ledger.dropped_repeats(i.table("rows"), i.table("repeats"),
                                                                           i.fingerprint, i.entry)),
+    Step("dropped below", "a ledger, or payload conflicts judged, where no row was removed: the rows at or below "
+                          "their mark, set apart", lambda i: ledger.dropped_below(i.table("rows"), i.fingerprint,
+                                                                                  i.entry)),
     Step("drop repeats", "the repeats removed", lambda i: drop_repeats(i.table("rows"), i.table("repeats"))),
     Step("candidates", "with ORDER BY or batch entries: candidates (read by round 1, not kept)",
          lambda i: row_candidates(i.table("rows"), i.statement.key_columns)),

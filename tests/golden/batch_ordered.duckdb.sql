@@ -96,6 +96,20 @@ WHERE
   )
   OR r.rowid <> x.__sd_keep;
 
+-- rows plan: a ledger, or payload conflicts judged, where no row was removed: the rows at or below their mark, set apart
+SELECT
+  r.__sd_producer AS producer,
+  r.__sd_sequence_id AS sequence_id,
+  r.__sd_highest AS highest_sequence_id,
+  r.__sd_mark AS mark,
+  CAST(NULL AS BIGINT) AS fingerprint,
+  CAST(NULL AS TEXT) AS entry
+FROM __sd_rows AS r
+WHERE
+  NOT (
+    r.__sd_mark IS NULL OR r.__sd_sequence_id > r.__sd_mark
+  );
+
 -- rows plan: the repeats removed
 DELETE FROM __sd_rows USING   __sd_repeats AS x
 WHERE
