@@ -101,7 +101,7 @@ AROUND = 4
 
 
 def _around(query: exp.Expression, what: str, build) -> exp.Expression:
-    """The statement ``build`` makes around ``query`` (a DESCRIBE, a CREATE ... AS): made once and kept with the
+    """The statement ``build`` makes around ``query`` (a CREATE ... AS): made once and kept with the
     query when the query is one the statement path keeps (``EngineAdapter.sql``), so its SQL is generated once."""
     around = query.meta.setdefault("around", {}) if query.meta.get("kept") else None
     # (a few statements per query, never one per name that changes: each is built from a copy of the query, the
