@@ -189,11 +189,9 @@ class DuckDBAdapter(EngineAdapter):
         """Bound, not run: a relation's columns cost less than a ``DESCRIBE`` (0.3 ms against 0.8 ms, a small
         statement's check of its SELECT), name their types alike, and a binder error leaves the transaction open."""
         text = self.sql(query)
-        try:
+        with self._errors():
             relation = self.connection.sql(text, params=self.bound(text, "$"))
             return list(zip(relation.columns, map(str, relation.types)))
-        except duckdb.Error as error:
-            raise _friendly(error, self.path) from error
 
     def fetchall(self, query: exp.Expression | str, *, committed: bool = False) -> list[tuple]:
         return self._run(query, committed=committed).fetchall()
@@ -211,11 +209,9 @@ class DuckDBAdapter(EngineAdapter):
             columns = zip(*rows) if rows else [()] * len(names)
             return pa.Table.from_arrays([pa.array(column) for column in columns], names=names)
         text = query if isinstance(query, str) else self.sql(query)
-        try:
+        with self._errors():
             return (self.reader() if committed else self.connection).sql(
                 text, params=self.bound(text, "$")).to_arrow_table()
-        except duckdb.Error as error:
-            raise _friendly(error, self.path) from error
 
     def marks_map(self, table):
         ids = table.column("sequence_id")       # (BIGINT, or R19's text of a composite id; NULL: none)
@@ -240,7 +236,8 @@ class DuckDBAdapter(EngineAdapter):
 
     def append_rows(self, table: exp.Table, rows) -> None:
         """An Arrow table is read where it lies, under one name per adapter, by an INSERT built and generated once
-        per table and columns (a statement's run log: a tree and its text each time cost more than the INSERT)."""
+        per table and columns (a tree and its text each time cost more than the INSERT); a few rows (a statement's
+        run log) go as list parameters instead (``_append_few``)."""
         if not rows.num_rows:
             return
         if rows.num_rows <= self.FEW_ROWS:
@@ -286,9 +283,15 @@ class DuckDBAdapter(EngineAdapter):
     def _run(self, statement: exp.Expression | str, *, committed: bool = False, values: dict | None = None):
         """``values``: the statement's parameters, in place of those bound (``EngineAdapter.parameters``)."""
         text = statement if isinstance(statement, str) else self.sql(statement)
-        try:
+        with self._errors():
             return (self.reader() if committed else self.connection).execute(
                 text, self.bound(text, "$") if values is None else values)
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        """DuckDB's errors inside, as seqdedup's (``_friendly``: named with the database, the fix where known)."""
+        try:
+            yield
         except duckdb.Error as error:
             raise _friendly(error, self.path) from error
 

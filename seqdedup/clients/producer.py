@@ -335,10 +335,10 @@ class Producer:
         of a 30 ms send of one entry on DuckDB)."""
         if send.count != 1 or send.first_automatic is None or send.own_commits != {result.commit}:
             return None
-        counts = [c for c in result.producers if c.producer == self.name]
-        if len(counts) != 1 or counts[0].written != 1 or counts[0].first_position is None:
+        count = result.by_producer().get(self.name)
+        if count is None or count.written != 1 or count.first_position is None:
             return None
-        return [(send.first_automatic, send.first_automatic, counts[0].first_position, False)]
+        return [(send.first_automatic, send.first_automatic, count.first_position, False)]
 
     @staticmethod
     def _parameters(send: _Send) -> dict:
