@@ -271,6 +271,12 @@ class EngineAdapter:
         """A temporary table ``name`` holding a ``pyarrow.Table``'s rows, in its order."""
         raise NotImplementedError
 
+    def hold_arrow(self, name: str, table) -> exp.Table:
+        """A ``pyarrow.Table`` readable by name, in its order, until ``drop_temp_table``: a send's rows, which its
+        statement and each of its retries read. A temporary table (``load_arrow``) unless the engine reads the Arrow
+        table where it lies."""
+        return self.load_arrow(name, table)
+
     def load_dataframe(self, name: str, frame, *, numbered: bool = True) -> exp.Table:
         """A temporary table ``name`` holding a Spark DataFrame's rows (read through Arrow by engines other
         than Spark), with a column ``ARRIVAL`` numbering them from 0 in the frame's order (unless not ``numbered``)."""

@@ -16,14 +16,16 @@ from seqdedup.catalog.schema import CATALOG_TABLES
 from seqdedup.errors import TopicError
 
 
-def load(adapter, name: str, data, columns: list[str]) -> exp.Table:
-    """The temporary table ``name`` of ``data``; tuples are read in ``columns`` order."""
+def load(adapter, name: str, data, columns: list[str], *, held: bool = False) -> exp.Table:
+    """The temporary table ``name`` of ``data``; tuples are read in ``columns`` order. ``held``: read until dropped,
+    by name only (a send's rows: ``EngineAdapter.hold_arrow``), which an engine may read where the rows lie."""
     if hasattr(data, "sparkSession"):
         return adapter.load_dataframe(name, data)
     import pyarrow as pa
 
     table = to_arrow(data, columns)
-    return adapter.load_arrow(name, table.append_column(ARRIVAL, pa.array(range(table.num_rows), pa.int64())))
+    table = table.append_column(ARRIVAL, pa.array(range(table.num_rows), pa.int64()))
+    return (adapter.hold_arrow if held else adapter.load_arrow)(name, table)
 
 
 def to_arrow(data, columns: list[str]):

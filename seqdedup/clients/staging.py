@@ -3,6 +3,7 @@ anything is sent (its columns, the type of its explicit ids, every value's cast)
 is refused once, with an error that names what is wrong."""
 from __future__ import annotations
 
+import functools
 import numbers
 
 import sqlglot
@@ -11,7 +12,7 @@ from sqlglot import exp
 from seqdedup.catalog.names import ARRIVAL
 from seqdedup.errors import InvalidEntryError, TopicError
 
-from .frames import load
+from .frames import load, to_arrow
 
 #: The highest sequence id (R4: ids are signed 64-bit).
 MAX_ID = 2**63 - 1
@@ -26,27 +27,31 @@ def stage(adapter, topic, name: str, data, column: str | tuple[str, ...] | None)
     """``data`` as the temporary table ``name``, and its number of rows, once it fits ``topic``; ``column`` names
     the column of explicit ids, or the columns of a composite id's parts (R19; None: automatic ones). Dropped again
     when a check refuses it."""
-    table = _load(adapter, topic, name, data, column)
+    table, rows = _load(adapter, topic, name, data, column)
     try:
         # (the columns of a query over the table: bound, where the engine can, not looked up in its catalog)
         types = {c: kind for c, kind in adapter.query_columns(exp.select("*").from_(table.copy())) if c != ARRIVAL}
         _check_columns(topic, list(types), column)
         for part in id_columns(column):
             _check_id_type(adapter, part, types, composite=topic.id_parts is not None)
-        return table, _count_fitting(adapter, topic, table, types)
+        return table, _count_fitting(adapter, topic, table, types, rows)
     except BaseException:
         adapter.drop_temp_table(name)
         raise
 
 
-def _load(adapter, topic, name: str, data, column: str | None) -> exp.Table:
-    """The data as the send's staged table. A Python integer outside signed 64-bit (rows, or a pandas column of
-    objects) cannot be loaded: an InvalidEntryError naming it (the sequence id column) or a TopicError."""
+def _load(adapter, topic, name: str, data, column: str | None) -> tuple[exp.Table, int | None]:
+    """The data as the send's staged table, and its number of rows where it was known before loading (not a
+    Spark DataFrame's). A Python integer outside signed 64-bit (rows, or a pandas column of objects) cannot be
+    loaded: an InvalidEntryError naming it (the sequence id column) or a TopicError."""
     columns = [c for c, _ in topic.user_columns]
-    if not hasattr(data, "sparkSession") and not hasattr(data, "schema") and not hasattr(data, "columns"):
+    if hasattr(data, "sparkSession"):
+        return load(adapter, name, data, columns), None
+    if not hasattr(data, "schema") and not hasattr(data, "columns"):
         data = list(data)          # (rows: read once, and again to name a value that does not fit)
     try:
-        return load(adapter, name, data, columns)
+        table = to_arrow(data, columns)
+        return load(adapter, name, table, columns, held=True), table.num_rows
     except OverflowError:
         found = _beyond_64_bits(data, columns)
         if found is None:
@@ -112,24 +117,53 @@ def _check_id_type(adapter, column: str, types: dict[str, str], composite: bool 
                                 "give the column integer values. Nothing was sent")
 
 
-def _count_fitting(adapter, topic, table: exp.Table, types: dict[str, str]) -> int:
+def _count_fitting(adapter, topic, table: exp.Table, types: dict[str, str], rows: int | None) -> int:
     """The staged rows, once every value is known to cast to its topic column's type: a value that does not would
-    fail the statement on every retry, so it is refused here, before anything is sent."""
+    fail the statement on every retry, so it is refused here, before anything is sent. A column staged with its
+    topic column's own type fits whatever its values; where all do and the number of ``rows`` is known, the engine
+    is not asked (a send of one entry: a query of about 1 ms, and as much again to build it)."""
     staged = {c.lower(): c for c in types}
-    checks = []
+    checks, unsure = [], False
     for name, kind in topic.user_columns:
         value = exp.column(staged[name.lower()], quoted=True)
-        try:
-            to = exp.DataType.build(kind, dialect=adapter.DIALECT)
-        except sqlglot.errors.ParseError:     # a type sqlglot cannot read: the statement will judge its values
-            checks.append(exp.Literal.number(0))
+        to = _built(kind, adapter.DIALECT)
+        if to is None or _same_scalar(to, _built(types[staged[name.lower()]], adapter.DIALECT), adapter.DIALECT):
+            checks.append(exp.Literal.number(0))     # (None: a type sqlglot cannot read; the statement judges it)
             continue
-        cast = exp.TryCast(this=value.copy(), to=to, safe=True)
+        unsure = True
+        cast = exp.TryCast(this=value.copy(), to=to.copy(), safe=True)
         checks.append(exp.Count(this=exp.Case().when(
             exp.and_(exp.not_(value.is_(exp.null())), cast.is_(exp.null())), exp.Literal.number(1))))
+    if not unsure and rows is not None:
+        return rows
     count, *unfit = adapter.fetchall(exp.select(exp.Count(this=exp.Star()), *checks).from_(table.copy()))[0]
     bad = [f"{n} value(s) of column {name!r} ({types[staged[name.lower()]]}) do not cast to {kind}"
            for (name, kind), n in zip(topic.user_columns, unfit) if n]
     if bad:
         raise TopicError(f"the data does not fit topic {topic.ref.key}: {'; '.join(bad)}. Nothing was sent")
     return count
+
+
+@functools.lru_cache(maxsize=256)
+def _built(kind: str, dialect: str) -> exp.DataType | None:
+    """The type ``kind`` as sqlglot reads it in ``dialect`` (None: it cannot), kept: a send of one entry would
+    otherwise parse each of its columns' types twice. Shared: copied where it goes into a tree."""
+    try:
+        return exp.DataType.build(kind, dialect=dialect)
+    except sqlglot.errors.ParseError:
+        return None
+
+
+def _same_scalar(to: exp.DataType, staged: exp.DataType | None, dialect: str) -> bool:
+    """Whether a value ``staged`` as this type is one of type ``to``: the same type, written the same in the
+    engine's dialect (``STRING`` and ``VARCHAR`` are DuckDB's ``TEXT``), and no nested one, whose fields' names and
+    order a cast may change.
+
+    Example:
+        >>> _same_scalar(_built("STRING", "duckdb"), _built("VARCHAR", "duckdb"), "duckdb")
+        True
+        >>> _same_scalar(_built("BIGINT", "duckdb"), _built("INTEGER", "duckdb"), "duckdb")
+        False
+    """
+    return staged is not None and not to.is_type(*exp.DataType.NESTED_TYPES) and \
+        to.sql(dialect) == staged.sql(dialect)

@@ -208,13 +208,13 @@ def sending(producer):
         _sending.reset(token)
 
 
-def refuse_held_names(adapter, topic, producers: Iterable[str]) -> None:
+def refuse_held_names(adapter, topic, producers: Iterable) -> None:
     """R14 for statements: a ProducerError when a live producer, other than the one whose send this is, holds one of
-    the names ``producers`` (the names a statement writes under) on ``topic`` (a ``Topic``): in this process, or
-    where the database has leases (``adapter.lease_store``), in another driver. Run before the statement
-    publishes: nothing is written. Costs nothing where no producer is connected here and there are no leases; where
-    there are, one call to the store for the names not connected here (none for a producer's own send), and one
-    read per such name that has a lease.
+    the names ``producers`` (the names a statement writes under, as names or an Arrow column) on ``topic`` (a
+    ``Topic``): in this process, or where the database has leases (``adapter.lease_store``), in another driver. Run
+    before the statement publishes: nothing is written. Costs nothing where no producer is connected here and there
+    are no leases; where there are, one call to the store for the names not connected here (none for a producer's
+    own send), and one read per such name that has a lease.
 
     Example:
         >>> import seqdedup
@@ -236,7 +236,9 @@ def refuse_held_names(adapter, topic, producers: Iterable[str]) -> None:
         here = {key[2]: producer for key, producer in _connected.items() if key[:2] == (identity, ref.key)}
     if not here and store is None:
         return
-    names, sender = set(producers), _sending.get()
+    # (an Arrow column, as a statement gives them, becomes Python names only here: most statements return above)
+    names = set(producers.to_pylist() if hasattr(producers, "to_pylist") else producers)
+    sender = _sending.get()
     named = sorted(name for name, producer in here.items() if producer is not sender and name in names)
     if named:
         raise ProducerError(_statement_refused(named[0], ref.key, "a live Producer in this process"))

@@ -33,7 +33,7 @@ from .broker import Broker
 from .compaction import Compaction
 from .dropped import judge as judge_dropped
 from .plans import Unsettled
-from .results import ProducerCount, StatementResult
+from .results import ProducerCounts, StatementResult
 from .snapshots import follow_policies, take_snapshot
 from .topic_state import TopicState, marks_table
 from .turns import AFTER, Turns
@@ -120,16 +120,17 @@ class Run:
                             conflicts = judge_dropped(self, state, outcome, targets, values, marks)
                         keyed = self.statement.keyed    # (is_new: a key's digest is no name a producer holds)
                         if not keyed:   # R14: no entry under a name a live producer holds (its next ids would fall on them)
-                            leases.refuse_held_names(adapter, state.topic,
-                                                     outcome.producers.column("producer").to_pylist())
+                            leases.refuse_held_names(adapter, state.topic, outcome.producers.column("producer"))
                         failpoint("after_topic_rows")
                         # (a statement's keys counted together: sorting or listing millions of keys costs seconds)
                         reported = plans.keys_together(outcome.producers) if keyed else \
                             outcome.producers.sort_by("producer")
                         if keyed:
                             conflicts = {None: sum(conflicts.values())}
+                        reported = reported.append_column("payload_conflicts", conflicts_column(
+                            reported.column("producer"), conflicts))
                         if state.topic.applied.dropped_entries != "nothing":     # R16: keeps no counts either
-                            self.run_log(reported, statement_id, now, commit, conflicts)
+                            self.run_log(reported, statement_id, now, commit)
                     written = pc.sum(outcome.producers.column("written")).as_py() or 0
                     delta = _delta(outcome.producers, now, outcome.keys, keyed) if state.enabled else None
                     if state.enabled and not keyed:     # R6: pushed, not yet persisted, until the commit is published
@@ -155,7 +156,7 @@ class Run:
             topic=ref.key, statement_id=statement_id, snapshot_id=snapshot_id, rounds=outcome.rounds,
             commit=None if commit.abandoned else commit.number,
             ledger=functools.partial(ledger_rows, self.adapter, self.broker.catalog, self.ref),
-            producers=producer_counts(reported, conflicts))
+            producers=ProducerCounts(reported))
 
     def compact_if_due(self) -> Compaction | None:
         """The topic's compaction, after a published commit whose number is a multiple of its
@@ -175,15 +176,12 @@ class Run:
                                                   "finishes it): %s", self.ref.key, commit, error)
             return None
 
-    def run_log(self, producers: pa.Table, statement_id: str, now: dt.datetime, commit: Commit,
-                conflicts: dict[str | None, int]) -> None:
-        """R5: the per-producer counts (``OUTCOME``), in the run log, in the statement's commit (from the outcome in
-        memory: on Spark, with no job of its own), with each producer's payload ``conflicts`` (R18)."""
+    def run_log(self, producers: pa.Table, statement_id: str, now: dt.datetime, commit: Commit) -> None:
+        """R5: the per-producer counts (``OUTCOME``, with each producer's ``payload_conflicts``: R18), in the run log,
+        in the statement's commit (from the outcome in memory: on Spark, with no job of its own)."""
         if pa.types.is_string(producers.schema.field("highest").type):     # (a composite id is no BIGINT: R19)
             producers = producers.set_column(producers.schema.get_field_index("highest"), "highest",
                                              pa.nulls(producers.num_rows, pa.int64()))
-        producers = producers.append_column("payload_conflicts", pa.array(
-            [conflicts.get(p, 0) for p in producers.column("producer").to_pylist()], pa.int64()))
         once = {"statement_id": statement_id, "topic": self.ref.key, "executed_at": now, "commit_id": commit.number,
                 "attempt": self.adapter.storage.attempt(self.ref)}
         rows = arrow_rows(STATEMENTS, {name: producers.column(name) for name in producers.column_names}, once,
@@ -204,15 +202,17 @@ class Run:
         return state.header.snapshot_id, state
 
 
-#: The columns of the outcome (``OUTCOME``) that a ``ProducerCount`` holds, in its fields' order.
-COUNTED = ("producer", "written", "duplicates", "first_position", "last_position", "out_of_order")
+def conflicts_column(producers: pa.ChunkedArray, conflicts: dict[str | None, int]) -> pa.Array:
+    """Each of ``producers``' payload conflicts (R18), 0 for a producer ``conflicts`` does not name: looked up by
+    Arrow, not per producer in Python (a statement may have a million producers, and few with conflicts).
 
-
-def producer_counts(reported: pa.Table, conflicts: dict[str | None, int]) -> list[ProducerCount]:
-    """A ``ProducerCount`` per row of the outcome, with its producer's payload ``conflicts`` (R18). Read by column:
-    a dict per row costs twice as much, a second at a million producers."""
-    columns = [reported.column(name).to_pylist() for name in COUNTED]
-    return [ProducerCount(*counts, conflicts.get(counts[0], 0)) for counts in zip(*columns)]
+    Example:
+        >>> conflicts_column(pa.chunked_array([["a", "b", None]]), {"b": 2, None: 1}).to_pylist()
+        [0, 2, 1]
+    """
+    named = pa.array(list(conflicts), producers.type)
+    found = pc.index_in(producers, value_set=named)
+    return pc.fill_null(pc.take(pa.array(list(conflicts.values()), pa.int64()), found), 0).combine_chunks()
 
 
 def ledger_rows(adapter, catalog, ref, statement_id: str) -> pa.Table:
@@ -238,13 +238,32 @@ def _delta(producers: pa.Table, now: dt.datetime, keys: pa.Table | None = None, 
 CONFLICT_RETRIES = 20
 
 
+def rewritten(adapter, tree: exp.Expression) -> rewrite.DedupInsert:
+    """The statement split for the plan (``rewrite.expand_is_not_dup``), kept per adapter by the statement's text
+    (at most ``KEPT`` of them): a producer sending one entry after another, or a stream's micro-batches, run the same
+    statement each time, and splitting it again took 1.2 ms of a 17 ms send. Its trees are only read, as the kept
+    steps' are (``Run.kept``). The key holds where the text placed each node too, which errors cite
+    (``seqdedup.errors.at``): the same statement written across other lines is split anew."""
+    kept = adapter.__dict__.setdefault("_rewritten", {})
+    # (``_meta``, not ``meta``: reading the property gives every node a dict of its own)
+    key = (tree.sql(), tuple((m["line"], m["col"]) for m in (getattr(n, "_meta", None) for n in tree.walk())
+                             if m and "line" in m))
+    found = kept.get(key)
+    if found is None:
+        found = rewrite.expand_is_not_dup(key_window.expand_is_new(tree), adapter.binary)
+        if len(kept) >= KEPT:
+            kept.clear()
+        kept[key] = found
+    return found
+
+
 def run(broker: Broker, tree: exp.Expression, dialect: str) -> StatementResult:
     """Run one ``INSERT ... WHERE is_not_dup(...)``, written in ``dialect``, on ``broker``. Where several drivers
     write a topic, the one whose commit number another took first decides again on the new state (optimistic, as
     Delta's commits); one that lost ``turns.AFTER`` race claims a turn, and the others wait for it; under steady
     contention a statement claims its turn before its first try (seqdedup/core/turns.py). The automatic compaction a
     commit may be due runs after the turn is given back."""
-    tree = rewrite.expand_is_not_dup(key_window.expand_is_new(tree), broker.adapter.binary)
+    tree = rewritten(broker.adapter, tree)
     turns = Turns.of(broker.adapter, broker.ref(tree.target).key)
     # under steady contention, a turn claimed before the first try (seqdedup/core/turns.py)
     mine = turns.claim("before its first try, other drivers contending") if turns and turns.contended() else None

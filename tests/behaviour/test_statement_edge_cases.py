@@ -1,8 +1,8 @@
 """A statement's edge cases, as an attacker or a new user meets them: non-deterministic arguments, collations,
 seqdedup's own column names in a source, writes around ``is_not_dup``, re-creating a topic, NULL ordering, the
-producer cap, out-of-order entries and a typo in a column. Each test is named after what it checks and runs on every
-engine. (One writer lock per database is tests/concurrency/test_lock_identity.py; what else a user meets is in
-test_user_facing_edge_cases.py.)"""
+producer cap, out-of-order entries, a typo in a column and the result read as a list. Each test is named after what
+it checks and runs on every engine. (One writer lock per database is tests/concurrency/test_lock_identity.py; what
+else a user meets is in test_user_facing_edge_cases.py.)"""
 from __future__ import annotations
 
 import json
@@ -221,3 +221,34 @@ def test_a_typo_in_a_column_names_the_column_and_shows_the_users_sql(dedup):
     assert "paylod" in message and "at line 1, column" in message
     assert "in the statement: INSERT INTO events SELECT paylod FROM staging" in message
     assert "__sd_" not in message and "DESCRIBE" not in message
+
+
+# --- The result ------------------------------------------------------------------------------------------------------
+
+def test_a_result_reads_as_the_list_of_its_producers_counts(dedup):
+    """A statement's per-producer counts are made from its outcome only when read (a statement of a million
+    producers makes none unless asked): they compare, index, count and serialise as a list does, and the totals,
+    summed apart from them, agree with them."""
+    dedup.topic()
+    dedup.stage([("b", 1), ("a", 1), ("a", 1), ("b", 2)])
+    result = dedup.session.sql("INSERT INTO events SELECT payload FROM staging WHERE is_not_dup(producer, seq)")
+    assert (result.written, result.duplicates, result.out_of_order, result.payload_conflicts) == (3, 1, 0, 0)
+    assert len(result.producers) == 2 and [c.producer for c in result.producers] == ["a", "b"]
+    assert result.producers[0].written + result.producers[-1].written == result.written
+    listed = list(result.producers)
+    assert result.producers == listed and listed == result.producers and replace(result, producers=listed) == result
+    assert [p["producer"] for p in result.to_dict()["producers"]] == ["a", "b"]
+    assert json.loads(json.dumps(result.to_dict(), default=str))["written"] == 3
+    assert result.to_arrow().column("written").to_pylist() == [1, 2]
+
+
+def test_the_same_statement_written_across_other_lines_is_placed_where_it_was_written(dedup):
+    """A statement is split once per text (``seqdedup.core.statement.rewritten``); the same statement on other lines
+    is another key, so an error cites the place in the text the user ran, not in the one run before it."""
+    dedup.topic()
+    dedup.stage([("p", 1)])
+    one_line = "INSERT INTO events SELECT payload FROM staging WHERE is_not_dup(producer, CAST(payload AS BIGINT))"
+    for text, line in ((one_line, 1), (one_line.replace(" WHERE", "\nWHERE"), 2), (one_line, 1)):
+        with pytest.raises(EngineError, match=f"among is_not_dup's arguments at line {line}, column"):
+            dedup.session.sql(text)
+    assert topic_keys(dedup) == []
