@@ -446,7 +446,8 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
                                         rows=pc.sum(producers.column("written")).as_py() or 0)
         except EngineError as error:
             raise Unsettled(error) from error
-    end = max(state.end, pc.max(producers.column("last_position")).as_py() or state.end)
+    last = pc.max(producers.column("last_position")).as_py()
+    end = state.end if last is None else max(state.end, last)
     keys = written_keys(run) if i.together and state.enabled else None
     return Outcome(producers, end, rounds, dropped=dropped, keys=keys)
 
