@@ -127,7 +127,7 @@ def _count_fitting(adapter, topic, table: exp.Table, types: dict[str, str], rows
     for name, kind in topic.user_columns:
         value = exp.column(staged[name.lower()], quoted=True)
         to = _built(kind, adapter.DIALECT)
-        if to is None or _same_scalar(to, _built(types[staged[name.lower()]], adapter.DIALECT), adapter.DIALECT):
+        if to is None or _same_scalar(kind, types[staged[name.lower()]], adapter.DIALECT):
             checks.append(exp.Literal.number(0))     # (None: a type sqlglot cannot read; the statement judges it)
             continue
         unsure = True
@@ -154,16 +154,16 @@ def _built(kind: str, dialect: str) -> exp.DataType | None:
         return None
 
 
-def _same_scalar(to: exp.DataType, staged: exp.DataType | None, dialect: str) -> bool:
-    """Whether a value ``staged`` as this type is one of type ``to``: the same type, written the same in the
+@functools.lru_cache(maxsize=256)
+def _same_scalar(kind: str, staged: str, dialect: str) -> bool:
+    """Whether a value ``staged`` as this type is one of type ``kind``: the same type, written the same in the
     engine's dialect (``STRING`` and ``VARCHAR`` are DuckDB's ``TEXT``), and no nested one, whose fields' names and
-    order a cast may change.
+    order a cast may change. Kept, as the types are: a send asks it of the same types each time.
 
     Example:
-        >>> _same_scalar(_built("STRING", "duckdb"), _built("VARCHAR", "duckdb"), "duckdb")
-        True
-        >>> _same_scalar(_built("BIGINT", "duckdb"), _built("INTEGER", "duckdb"), "duckdb")
-        False
+        >>> _same_scalar("STRING", "VARCHAR", "duckdb"), _same_scalar("BIGINT", "INTEGER", "duckdb")
+        (True, False)
     """
-    return staged is not None and not to.is_type(*exp.DataType.NESTED_TYPES) and \
-        to.sql(dialect) == staged.sql(dialect)
+    to, given = _built(kind, dialect), _built(staged, dialect)
+    return to is not None and given is not None and not to.is_type(*exp.DataType.NESTED_TYPES) and \
+        to.sql(dialect) == given.sql(dialect)
