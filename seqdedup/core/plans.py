@@ -435,45 +435,21 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
         step = "drop rejected" if late else "drop repeats"
         adapter.execute(kept(f"{step} {rounds}", lambda: steps[step].build(i)))
     outcome = steps[("outcome rejected" if late else "outcome repeats") if removed else "outcome"]
-    producers, first = positioned(adapter.fetch_arrow(kept(
-        f"row outcome {late} {rounds} {bool(removed)} {i.together}", lambda: outcome.build(i)), at_most=entries),
-        run.stamp[BASE.name])       # (a row per producer)
-    if judged and dropped is None and dropped_any(producers):
+    table = adapter.fetch_arrow(kept(f"row outcome {late} {rounds} {bool(removed)} {i.together}",
+                                     lambda: outcome.build(i)), at_most=entries)     # (a row per producer)
+    if judged and dropped is None and dropped_any(table):
         dropped = set_apart()       # (only entries at or below their mark: nothing was removed)
-    with adapter.parameters({plan.FIRST_ROW.name: first}):
+    first = table.column(plan.FIRST).to_pylist()
+    with adapter.parameters({plan.FIRST_ROW.name: first[0] if first else 0}):
         try:
             adapter.storage.write_topic(run.ref, kept("write rows", lambda: steps["write"].build(i)),
-                                        rows=pc.sum(producers.column("written")).as_py() or 0)
+                                        rows=pc.sum(table.column("written")).as_py() or 0)
         except EngineError as error:
             raise Unsettled(error) from error
-    last = pc.max(producers.column("last_position")).as_py()
-    end = state.end if last is None else max(state.end, last)
+    producers = outcome_table(table)
+    end = max([state.end] + [p for p in producers.column("last_position").to_pylist() if p is not None])
     keys = written_keys(run) if i.together and state.enabled else None
     return Outcome(producers, end, rounds, dropped=dropped, keys=keys)
-
-
-def positioned(table: pa.Table, base: int) -> tuple[pa.Table, int]:
-    """The row plan's outcome (``sql.plan.row_outcome``: rows) in ``OUTCOME``'s schema, with positions: an entry's
-    is ``base`` plus its row's place counted from the statement's first row, which is returned too (the write's
-    ``FIRST_ROW``; 0 where there are no rows). Made by Arrow, not per producer.
-
-    Example:
-        >>> table = pa.table({"producer": ["p", "q"], "sent": [3, 1], "written": [2, 0], "highest": [4, None],
-        ...                   "__sd_first_written": [7, None], "__sd_last_written": [9, None],
-        ...                   "__sd_first_row": [7, 8], "out_of_order": [0, 0]})
-        >>> producers, first = positioned(table, 100)
-        >>> first, producers.column("first_position").to_pylist(), producers.column("duplicates").to_pylist()
-        (7, [101, None], [1, 1])
-    """
-    first = pc.min(table.column(plan.FIRST).cast(pa.int64())).as_py()
-    first = 0 if first is None else first
-    sent, written = (table.column(c).cast(pa.int64()) for c in ("sent", "written"))
-    columns = {"producer": table.column("producer"), "sent": sent, "written": written,
-               "duplicates": pc.subtract(sent, written), "highest": table.column("highest"),
-               "out_of_order": table.column("out_of_order")}
-    for name, row in (("first_position", plan.FIRST_WRITTEN), ("last_position", plan.LAST_WRITTEN)):
-        columns[name] = pc.add(table.column(row).cast(pa.int64()), base - first + 1)
-    return outcome_table(pa.table(columns)), first
 
 
 def decide(run, i: plan.Inputs, steps: dict[str, plan.Step], scratch: Scratch) -> tuple[exp.Table, int]:

@@ -63,14 +63,13 @@ from .exceptions import (candidates, decided_counts, decided_exceptions, kept_on
                          repeat_counts, repeats, write_rows)
 from .rounds import count_rows, decision_round, first_round, round_steps, rows_of, undecided_producers
 from .steps import CARRIED, Inputs, Step
-from .rows import (FIRST, FIRST_ROW, FIRST_WRITTEN, LAST_WRITTEN, LATE, ROW, drop_rejected, drop_repeats,
-                   dropped_rejected, dropped_repeats, late_ids, rejected_only, row_candidates, row_outcome, row_repeats,
-                   rows_once, rows_summary, rows_written)
+from .rows import (FIRST, FIRST_ROW, LATE, ROW, drop_rejected, drop_repeats, dropped_rejected, dropped_repeats,
+                   late_ids, rejected_only, row_candidates, row_outcome, row_repeats, rows_once, rows_summary,
+                   rows_written)
 from .window import marks_lookup, window_decisions, window_metrics, window_outcome
 from . import conflicts, gaps, ledger, spread
 
-__all__ = ["ACCEPTED", "CARRIED", "DROPPED_ENTRY", "FIRST", "FIRST_ROW", "FIRST_WRITTEN", "INVALID", "LAST",
-           "LAST_WRITTEN", "LATE", "MAX_ID", "OUTCOME", "PLANS",
+__all__ = ["ACCEPTED", "CARRIED", "DROPPED_ENTRY", "FIRST", "FIRST_ROW", "INVALID", "LAST", "LATE", "MAX_ID", "OUTCOME", "PLANS",
            "POSITION", "REFUSED", "ROW", "UNSEEN", "Inputs", "Step", "candidates", "carried_producers", "count_rows",
            "decided_counts", "decided_exceptions", "decision_round", "describe", "drop_rejected", "drop_repeats",
            "dropped_rejected", "dropped_repeats", "first_round", "insert_rows", "invalid", "kept_once", "late_ids",

@@ -10,7 +10,7 @@ from sqlglot import exp
 from seqdedup.catalog import ids
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
-from .common import ACCEPTED, MARK, POSITION, above, insert_rows, invalid, no_mark, refusal, source
+from .common import ACCEPTED, MARK, POSITION, TOP, WRITTEN, above, insert_rows, invalid, no_mark, refusal, source
 from . import ledger
 from .rounds import first_round, round_steps
 from .steps import CARRIED, VALUES, Step, plan_of
@@ -24,8 +24,6 @@ REFUSE = refusal("error")
 #: The first row's number, given to the write (the outcome reads it: ``FIRST``).
 FIRST_ROW = exp.Placeholder(this="__sd_first_row")
 FIRST = "__sd_first_row"
-#: The first and last row a producer wrote, in the outcome (``row_outcome``), which the runner makes positions.
-FIRST_WRITTEN, LAST_WRITTEN = "__sd_first_written", "__sd_last_written"
 #: Per producer, the distinct candidate ids that no entry was written with (``late_ids``).
 LATE = "__sd_late"
 
@@ -111,53 +109,57 @@ def rows_written(rows: exp.Table, value_columns: list[str], key_columns: list[st
         _candidate())
 
 
-def row_outcome(rows: exp.Table, dropped: exp.Query | None, late: exp.Query | None = None,
+def row_outcome(rows: exp.Table, dropped: exp.Query | None, base: exp.Expression, late: exp.Query | None = None,
                 together: bool = False) -> exp.Select:
-    """The per-producer outcome of the row plan, read before the write, with rows where ``OUTCOME`` has positions:
-    what is left in the rows is written (candidates) or a duplicate at or below the mark; ``dropped`` gives, per
-    producer, the rows removed (``__sd_dropped``; None: none were); ``late`` (an ordered statement or batch entries)
-    its candidate ids that no entry was written with (``LATE``: they came late). Each producer's first and last
-    written row (``FIRST_WRITTEN``, ``LAST_WRITTEN``) and its first row of all (``FIRST``) become positions where
-    the runner has the base (``seqdedup.core.plans.positioned``), which gives the write the least first row; its
-    duplicates are what it sent less what it wrote. So where nothing was removed this is one aggregate: a window
-    for the statement's first row, positions and an ORDER BY around it cost a small statement 0.8 to 1 ms of about
-    2 ms. ``together``: one row for every producer at once, whose producer is NULL (a statement of keys, R20: a
-    row per key would be a row per entry).
+    """The per-producer outcome (``OUTCOME``) of the row plan, read before the write, and the first row's number
+    (``FIRST``, which the write is given): what is left in the rows is written (candidates) or a duplicate at or
+    below the mark; ``dropped`` gives, per producer, the rows removed (``__sd_dropped``; None: none were);
+    ``late`` (an ordered statement or batch entries) its candidate ids that no entry was written with (``LATE``:
+    they came late). The first row is the least of the producers' first rows (a window over the groups: one query
+    plan, where a subquery per use cost a small statement about a millisecond). ``together``: one row for every
+    producer at once, whose producer is NULL (a statement of keys, R20: a row per key would be a row per entry).
 
     Example:
-        >>> row_outcome(exp.table_("r"), None).sql("duckdb")  # doctest: +ELLIPSIS
-        'SELECT __sd_producer AS producer, COUNT(*) AS sent, ..., MIN(rowid) AS __sd_first_row, 0 AS out_of_order FROM r GROUP BY __sd_producer'
+        >>> row_outcome(exp.table_("r"), None, exp.Placeholder(this="b")).sql("duckdb")  # doctest: +ELLIPSIS
+        'SELECT r.__sd_producer AS producer, r.__sd_left AS sent, ..., $b + r.__sd_first_written - r.__sd_first + 1 AS first_position, ... FROM (SELECT __sd_producer, ..., MIN(MIN(rowid)) OVER () AS __sd_first FROM r GROUP BY __sd_producer) AS r'
     """
     def candidate(value: exp.Expression) -> exp.Expression:
         return exp.Case(ifs=[exp.If(this=_candidate(), true=value)])
 
-    kept = exp.select(exp.alias_(exp.cast(exp.null(), "text") if together else exp.column(PRODUCER), "producer"),
-                      exp.alias_(exp.Count(this=exp.Star()), "sent"),
-                      exp.alias_(exp.func("count_if", _candidate()), "written"),
-                      exp.alias_(exp.Min(this=candidate(exp.column(ROW_ID))), FIRST_WRITTEN),
-                      exp.alias_(exp.Max(this=candidate(exp.column(ROW_ID))), LAST_WRITTEN),
-                      exp.alias_(exp.Max(this=candidate(exp.column(HIGHEST))), "highest"),
-                      exp.alias_(exp.Min(this=exp.column(ROW_ID)), FIRST)).from_(rows.copy())
+    first_row = exp.Min(this=exp.column(ROW_ID))
+    kept = exp.select(exp.alias_(exp.cast(exp.null(), "text"), PRODUCER) if together else PRODUCER,
+                      exp.alias_(exp.Count(this=exp.Star()), "__sd_left"),
+                      exp.alias_(exp.func("count_if", _candidate()), WRITTEN),
+                      exp.alias_(exp.Min(this=candidate(exp.column(ROW_ID))), "__sd_first_written"),
+                      exp.alias_(exp.Max(this=candidate(exp.column(ROW_ID))), "__sd_last_written"),
+                      exp.alias_(exp.Max(this=candidate(exp.column(HIGHEST))), TOP),
+                      exp.alias_(first_row if together else exp.Window(this=exp.Min(this=first_row)), "__sd_first")
+                      ).from_(rows.copy())
     if together:    # (no row where there are none, as a GROUP BY gives)
         kept = kept.having(exp.Count(this=exp.Star()) > 0)
         dropped, late = (_summed(q, c) for q, c in ((dropped, "__sd_dropped"), (late, LATE)))
     else:
         kept = kept.group_by(PRODUCER)
-    if dropped is None and late is None:
-        return kept.select(exp.alias_(exp.convert(0), "out_of_order"))
     r, d, x = "r", "d", "x"
-    sent = exp.column("sent", table=r)
+    sent = exp.column("__sd_left", table=r)
     if dropped is not None:
         sent = exp.Add(this=sent, expression=exp.func("coalesce", exp.column("__sd_dropped", table=d),
                                                       exp.convert(0)))
+    written = exp.column(WRITTEN, table=r)
     late_ones = exp.func("coalesce", exp.column(LATE, table=x), exp.convert(0)) if late is not None else exp.convert(0)
-    query = exp.select(*[exp.column(c, table=r) for c in ("producer", "written", FIRST_WRITTEN, LAST_WRITTEN,
-                                                          "highest", FIRST)],
-                       exp.alias_(sent, "sent"), exp.alias_(late_ones, "out_of_order")).from_(kept.subquery(r))
+    first = exp.column("__sd_first", table=r)
+    query = (exp.select(exp.alias_(exp.column(PRODUCER, table=r), "producer"), exp.alias_(sent, "sent"),
+                        exp.alias_(written, "written"), exp.alias_(exp.Sub(this=sent.copy(), expression=written.copy()),
+                                                                   "duplicates"),
+                        exp.alias_(_position(exp.column("__sd_first_written", table=r), base, first), "first_position"),
+                        exp.alias_(_position(exp.column("__sd_last_written", table=r), base, first), "last_position"),
+                        exp.alias_(exp.column(TOP, table=r), "highest"), exp.alias_(late_ones, "out_of_order"),
+                        exp.alias_(first.copy(), FIRST))
+             .from_(kept.subquery(r)))
     for counts, alias in ((dropped, d), (late, x)):
         if counts is not None:
             query = query.join(source(counts, alias), join_type="left", on=exp.true() if together else exp.column(
-                PRODUCER, table=alias).eq(exp.column("producer", table=r)))
+                PRODUCER, table=alias).eq(exp.column(PRODUCER, table=r)))
     return query
 
 
@@ -229,12 +231,12 @@ STEPS = plan_of(
                                  i.table("rows"), i.table("decisions"), i.fingerprint, i.entry)),
     Step("drop rejected", "the rejected removed", lambda i: drop_rejected(i.table("rows"), i.table("decisions"))),
     Step("outcome", "outcome per producer (all at once: a statement of keys), where no row was removed",
-         lambda i: row_outcome(i.table("rows"), None, together=i.together)),
+         lambda i: row_outcome(i.table("rows"), None, i.base, together=i.together).order_by("producer")),
     Step("outcome repeats", "outcome per producer, without ORDER BY or batch entries", lambda i: row_outcome(
-        i.table("rows"), dropped_repeats(i.table("repeats")), together=i.together)),
+        i.table("rows"), dropped_repeats(i.table("repeats")), i.base, together=i.together).order_by("producer")),
     Step("outcome rejected", "outcome per producer, with them", lambda i: row_outcome(
-        i.table("rows"), dropped_rejected(i.table("decisions")), late_ids(i.table("decisions"), i.table("rows")),
-        together=i.together)),
+        i.table("rows"), dropped_rejected(i.table("decisions")), i.base,
+        late_ids(i.table("decisions"), i.table("rows")), together=i.together).order_by("producer")),
     Step("write", "write", lambda i: insert_rows(i.topic, i.targets, i.values, rows_written(
         i.table("rows"), i.values, i.statement.key_columns, i.base), i.publish_time, i.commit,
                                                  keyed=i.statement.keyed)),

@@ -346,48 +346,22 @@ WHERE
 
 -- rows plan: outcome per producer (all at once: a statement of keys), where no row was removed
 SELECT
-  __sd_producer AS producer,
-  COUNT(*) AS sent,
-  COUNT_IF((
-    __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
-  )) AS written,
-  MIN(CASE WHEN (
-    __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
-  ) THEN rowid END) AS __sd_first_written,
-  MAX(CASE WHEN (
-    __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
-  ) THEN rowid END) AS __sd_last_written,
-  MAX(
-    CASE
-      WHEN (
-        __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
-      )
-      THEN __sd_highest
-    END
-  ) AS highest,
-  MIN(rowid) AS __sd_first_row,
-  0 AS out_of_order
-FROM __sd_rows
-GROUP BY
-  __sd_producer;
-
--- rows plan: outcome per producer, without ORDER BY or batch entries
-SELECT
-  r.producer,
-  r.written,
-  r.__sd_first_written,
-  r.__sd_last_written,
-  r.highest,
-  r.__sd_first_row,
-  r.sent + COALESCE(d.__sd_dropped, 0) AS sent,
-  0 AS out_of_order
+  r.__sd_producer AS producer,
+  r.__sd_left AS sent,
+  r.__sd_written AS written,
+  r.__sd_left - r.__sd_written AS duplicates,
+  41 + r.__sd_first_written - r.__sd_first + 1 AS first_position,
+  41 + r.__sd_last_written - r.__sd_first + 1 AS last_position,
+  r.__sd_top AS highest,
+  0 AS out_of_order,
+  r.__sd_first AS __sd_first_row
 FROM (
   SELECT
-    __sd_producer AS producer,
-    COUNT(*) AS sent,
+    __sd_producer,
+    COUNT(*) AS __sd_left,
     COUNT_IF((
       __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
-    )) AS written,
+    )) AS __sd_written,
     MIN(CASE WHEN (
       __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
     ) THEN rowid END) AS __sd_first_written,
@@ -401,8 +375,48 @@ FROM (
         )
         THEN __sd_highest
       END
-    ) AS highest,
-    MIN(rowid) AS __sd_first_row
+    ) AS __sd_top,
+    MIN(MIN(rowid)) OVER () AS __sd_first
+  FROM __sd_rows
+  GROUP BY
+    __sd_producer
+) AS r
+ORDER BY
+  producer ASC NULLS FIRST;
+
+-- rows plan: outcome per producer, without ORDER BY or batch entries
+SELECT
+  r.__sd_producer AS producer,
+  r.__sd_left + COALESCE(d.__sd_dropped, 0) AS sent,
+  r.__sd_written AS written,
+  r.__sd_left + COALESCE(d.__sd_dropped, 0) - r.__sd_written AS duplicates,
+  41 + r.__sd_first_written - r.__sd_first + 1 AS first_position,
+  41 + r.__sd_last_written - r.__sd_first + 1 AS last_position,
+  r.__sd_top AS highest,
+  0 AS out_of_order,
+  r.__sd_first AS __sd_first_row
+FROM (
+  SELECT
+    __sd_producer,
+    COUNT(*) AS __sd_left,
+    COUNT_IF((
+      __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+    )) AS __sd_written,
+    MIN(CASE WHEN (
+      __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+    ) THEN rowid END) AS __sd_first_written,
+    MAX(CASE WHEN (
+      __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+    ) THEN rowid END) AS __sd_last_written,
+    MAX(
+      CASE
+        WHEN (
+          __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+        )
+        THEN __sd_highest
+      END
+    ) AS __sd_top,
+    MIN(MIN(rowid)) OVER () AS __sd_first
   FROM __sd_rows
   GROUP BY
     __sd_producer
@@ -415,25 +429,28 @@ LEFT JOIN (
   GROUP BY
     __sd_producer
 ) AS d
-  ON d.__sd_producer = r.producer;
+  ON d.__sd_producer = r.__sd_producer
+ORDER BY
+  producer ASC NULLS FIRST;
 
 -- rows plan: outcome per producer, with them
 SELECT
-  r.producer,
-  r.written,
-  r.__sd_first_written,
-  r.__sd_last_written,
-  r.highest,
-  r.__sd_first_row,
-  r.sent + COALESCE(d.__sd_dropped, 0) AS sent,
-  COALESCE(x.__sd_late, 0) AS out_of_order
+  r.__sd_producer AS producer,
+  r.__sd_left + COALESCE(d.__sd_dropped, 0) AS sent,
+  r.__sd_written AS written,
+  r.__sd_left + COALESCE(d.__sd_dropped, 0) - r.__sd_written AS duplicates,
+  41 + r.__sd_first_written - r.__sd_first + 1 AS first_position,
+  41 + r.__sd_last_written - r.__sd_first + 1 AS last_position,
+  r.__sd_top AS highest,
+  COALESCE(x.__sd_late, 0) AS out_of_order,
+  r.__sd_first AS __sd_first_row
 FROM (
   SELECT
-    __sd_producer AS producer,
-    COUNT(*) AS sent,
+    __sd_producer,
+    COUNT(*) AS __sd_left,
     COUNT_IF((
       __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
-    )) AS written,
+    )) AS __sd_written,
     MIN(CASE WHEN (
       __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
     ) THEN rowid END) AS __sd_first_written,
@@ -447,8 +464,8 @@ FROM (
         )
         THEN __sd_highest
       END
-    ) AS highest,
-    MIN(rowid) AS __sd_first_row
+    ) AS __sd_top,
+    MIN(MIN(rowid)) OVER () AS __sd_first
   FROM __sd_rows
   GROUP BY
     __sd_producer
@@ -461,7 +478,7 @@ LEFT JOIN (
   GROUP BY
     __sd_producer
 ) AS d
-  ON d.__sd_producer = r.producer
+  ON d.__sd_producer = r.__sd_producer
 LEFT JOIN (
   SELECT
     x.__sd_producer,
@@ -474,7 +491,9 @@ LEFT JOIN (
   GROUP BY
     x.__sd_producer
 ) AS x
-  ON x.__sd_producer = r.producer;
+  ON x.__sd_producer = r.__sd_producer
+ORDER BY
+  producer ASC NULLS FIRST;
 
 -- rows plan: write
 INSERT INTO main.events (
