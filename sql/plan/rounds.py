@@ -18,24 +18,31 @@ def first_round(candidates_table: exp.Table, key_columns: list[str], order: list
     """Round 1 of the windowed decision, over the candidates (see ``decision_round``)."""
     start = exp.select(*key_columns, MARK, exp.alias_(exp.cast(exp.null(), "boolean"), ACCEPTED)).from_(
         candidates_table.copy())
-    return decision_round(start, key_columns, order, batches=batches)
+    return decision_round(start, key_columns, order, batches=batches, first=True)
 
 
 def decision_round(previous: exp.Expression, key_columns: list[str], order: list[exp.Ordered], *,
-                   batches: bool) -> exp.Select:
+                   batches: bool, first: bool = False) -> exp.Select:
     """One round of decisions over ``previous`` (rows with ``MARK`` and ``ACCEPTED``, NULL where undecided).
 
     Keep what is decided; accept an entry whose lowest id is above every mark its producer can have, reject one
     at or below a mark the producer surely has. The bounds are sound, so a decision never changes once made.
     Without batch entries (``batches`` false) the two bounds are equal and this one round decides everything; with
     them, the first undecided entry of each producer is always settled by the next round, so rounds end.
+
+    Every round must see a producer's entries in one order. ``order`` ties only copies of one entry (the same ids
+    and ORDER BY values), which the engine may sort differently in each round; round 1 leaves the first copy of
+    each undecided or accepted and rejects the others (each is at or below an earlier copy's lowest id). So a
+    later round (not ``first``) puts a copy that is not rejected before its rejected copies: a rejected copy sorted
+    first would otherwise reject the copy it was a repeat of, and no copy of the id would be written.
     """
     s, h, mark, accepted = (exp.column(c) for c in (SEQUENCE_ID, HIGHEST, MARK, ACCEPTED))
+    settled = [] if first else [exp.Ordered(this=exp.func("coalesce", accepted.copy(), exp.true()), desc=True)]
 
     def over(function):
         return exp.Window(this=function, partition_by=[exp.column(PRODUCER)], order=exp.Order(
-            expressions=ordered(order)), spec=exp.WindowSpec(kind="ROWS", start="UNBOUNDED", start_side="PRECEDING",
-                                                            end="1", end_side="PRECEDING"))
+            expressions=ordered(order) + [o.copy() for o in settled]), spec=exp.WindowSpec(
+            kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="1", end_side="PRECEDING"))
 
     def greatest(*values):
         return exp.Greatest(this=values[0], expressions=list(values[1:]), ignore_nulls=True)

@@ -284,7 +284,7 @@ SELECT
           __sd_mark,
           MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
             PARTITION BY __sd_producer
-            ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
+            ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST, COALESCE(__sd_accepted, TRUE) DESC NULLS LAST
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           )
         ) IS NULL
@@ -292,7 +292,7 @@ SELECT
           __sd_mark,
           MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
             PARTITION BY __sd_producer
-            ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
+            ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST, COALESCE(__sd_accepted, TRUE) DESC NULLS LAST
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           )
         )
@@ -302,12 +302,12 @@ SELECT
         __sd_mark,
         MAX(__sd_sequence_id) OVER (
           PARTITION BY __sd_producer
-          ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
+          ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST, COALESCE(__sd_accepted, TRUE) DESC NULLS LAST
           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
         ),
         MAX(CASE WHEN __sd_accepted THEN __sd_highest END) OVER (
           PARTITION BY __sd_producer
-          ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
+          ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST, COALESCE(__sd_accepted, TRUE) DESC NULLS LAST
           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
         )
       )

@@ -655,7 +655,7 @@ SELECT
           __sd_mark,
           MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
             PARTITION BY __sd_producer
-            ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+            ORDER BY __sd_o0, __sd_sequence_id, __sd_highest, COALESCE(__sd_accepted, TRUE) DESC
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           )
         ) IS NULL
@@ -663,7 +663,7 @@ SELECT
           __sd_mark,
           MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
             PARTITION BY __sd_producer
-            ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+            ORDER BY __sd_o0, __sd_sequence_id, __sd_highest, COALESCE(__sd_accepted, TRUE) DESC
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           )
         )
@@ -673,12 +673,12 @@ SELECT
         __sd_mark,
         MAX(__sd_sequence_id) OVER (
           PARTITION BY __sd_producer
-          ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+          ORDER BY __sd_o0, __sd_sequence_id, __sd_highest, COALESCE(__sd_accepted, TRUE) DESC
           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
         ),
         MAX(CASE WHEN __sd_accepted THEN __sd_highest END) OVER (
           PARTITION BY __sd_producer
-          ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+          ORDER BY __sd_o0, __sd_sequence_id, __sd_highest, COALESCE(__sd_accepted, TRUE) DESC
           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
         )
       )
