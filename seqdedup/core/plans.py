@@ -439,15 +439,16 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
                                      lambda: outcome.build(i)), at_most=entries)     # (a row per producer)
     if judged and dropped is None and dropped_any(table):
         dropped = set_apart()       # (only entries at or below their mark: nothing was removed)
-    first = table.column(plan.FIRST).to_pylist()
-    with adapter.parameters({plan.FIRST_ROW.name: first[0] if first else 0}):
+    first = table.column(plan.FIRST)
+    with adapter.parameters({plan.FIRST_ROW.name: first[0].as_py() if len(first) else 0}):
         try:
             adapter.storage.write_topic(run.ref, kept("write rows", lambda: steps["write"].build(i)),
                                         rows=pc.sum(table.column("written")).as_py() or 0)
         except EngineError as error:
             raise Unsettled(error) from error
     producers = outcome_table(table)
-    end = max([state.end] + [p for p in producers.column("last_position").to_pylist() if p is not None])
+    last = pc.max(producers.column("last_position")).as_py()      # (None: nothing was written)
+    end = state.end if last is None else max(state.end, last)
     keys = written_keys(run) if i.together and state.enabled else None
     return Outcome(producers, end, rounds, dropped=dropped, keys=keys)
 
