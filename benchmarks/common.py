@@ -117,6 +117,15 @@ class Engines:
         self.spark.sql(f"USE bench{self.count}")
         return seqdedup.connect(self.spark)
 
+    def current(self) -> str | None:
+        """The database the last ``fresh()`` made current (Spark), for ``use``; None on DuckDB (a file each)."""
+        return None if self.spark is None else f"bench{self.count}"
+
+    def use(self, database: str | None) -> None:
+        """Make ``database`` (``current()``'s) current again: a benchmark that runs two sessions in turn."""
+        if database is not None:
+            self.spark.sql(f"USE {database}")
+
     def raw(self, session, text: str):
         """Run Spark SQL text on the engine itself, not through seqdedup (the baselines); for DuckDB it is
         translated once, before any clock runs (``duckdb_text``)."""
