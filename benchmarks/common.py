@@ -114,7 +114,7 @@ class Engines:
         if self.spark is None:
             return seqdedup.connect(str(self.tmp / f"bench{self.count}.duckdb"))
         self.spark.sql(f"CREATE DATABASE bench{self.count}")
-        self.spark.sql(f"USE bench{self.count}")
+        self.use(self.current())
         return seqdedup.connect(self.spark)
 
     def current(self) -> str | None:

@@ -16,7 +16,7 @@ before the clock starts.
 On DuckDB it also times, beside them, the least that any statement keeping seqdedup's promises sends to the engine
 (``floor``): BEGIN, one INSERT that compares each entry with its producer's mark (the marks a MAP parameter) and
 numbers the rows it writes, the run log's row per producer (list parameters), COMMIT; and the same with a
-per-producer aggregate of the rows read back (``floor_with_outcome``: a statement reports its counts per producer).
+per-producer aggregate of the staged rows fetched (``floor_with_outcome``: a statement reports counts per producer).
 Neither finds repeats within the statement. The statement over them is what its plan and Python add; the 5x target
 over the plain INSERT is read against them.
 

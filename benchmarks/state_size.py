@@ -45,7 +45,7 @@ class StateCase:
     code measured 0.95x to 2.15x."""
 
     def __init__(self, engines: Engines, many: int, touched: int, entries: int):
-        self.engines, self.many, self.touched, self.entries, self.runs = engines, many, touched, entries, 0
+        self.engines, self.many, self.touched, self.entries, self.sent = engines, many, touched, entries, 0
         self.session = engines.fresh()
         self.database = engines.current()
         self.session.create_topic("events", {"payload": "STRING"})
@@ -57,8 +57,8 @@ class StateCase:
         self.engines.use(self.database)
         per = self.entries // self.touched
         batch(self.engines, self.session,
-              rows(f"i % {self.touched}", f"1 + {self.runs * per} + floor(i / {self.touched})", self.entries))
-        self.runs += 1
+              rows(f"i % {self.touched}", f"1 + {self.sent * per} + floor(i / {self.touched})", self.entries))
+        self.sent += 1
         seconds, result = timed(self.session.sql, STATEMENT)
         assert result.written == self.entries, result
         return seconds
