@@ -17,7 +17,7 @@ from seqdedup.errors import EngineError
 from seqdedup.sql.dialects import DuckDBExplicit
 from seqdedup.udfs.guards import SIGNATURES, guard_message
 
-from . import duckdb_identity
+from . import duckdb_identity, rendering
 from .base import EngineAdapter
 from .storage import TransactionalStorage
 
@@ -127,6 +127,10 @@ class DuckDBAdapter(EngineAdapter):
     # 10-entry statement's 16); each row's look-up scans the map's keys, so above 16 marks the join is cheaper
     # (5M rows: the same up to 16 producers, 10 to 40% more for the step at 32 and 64).
     MARKS_AS_MAP = 16
+    # A query on ten rows costs its binding, planning and pipelines whatever it reads: reading a small statement's
+    # rows back (0.4 ms timed alone) costs less than the repeats' grouped aggregate and the outcome's (0.9 ms and 2
+    # to 2.6 ms). At most FEW_ROWS, so that the rows come back as tuples (``fetch_arrow``).
+    FETCHED_OUTCOME_AT_MOST = 256
 
     #: Type names (upper case, without parameters) that hold producer names and sequence ids.
     STRING_TYPES = frozenset({"VARCHAR"})
@@ -148,6 +152,7 @@ class DuckDBAdapter(EngineAdapter):
         self._identity: str | None = None
         self._relations: dict[str, duckdb.DuckDBPyConnection] = {}   # registered Arrow tables -> their connection
         self._appends: dict[tuple, exp.Insert] = {}     # (table, columns) -> append_rows' INSERT, built once
+        self._drops: dict[tuple, str] = {}     # scratch tables' names -> the text that drops them, generated once
         self._claimed = False   # counted in duckdb_identity's open files
         # Statements run on the one connection (the session lets one thread write at a time), so the user's
         # temporary views stay visible. Reads of committed state may come from any thread: each thread reads
@@ -266,7 +271,7 @@ class DuckDBAdapter(EngineAdapter):
     def _append_few(self, table: exp.Table, rows) -> None:
         """A few rows (a statement's run log) as one list parameter a column, unnested by the INSERT: registering an
         Arrow table and dropping it costs more than the INSERT itself (0.9 ms against 1.2 ms for three rows)."""
-        key = (table.sql(), tuple(rows.column_names), "few")
+        key = (table.catalog, table.db, table.name, tuple(rows.column_names), "few")
         if key not in self._appends:
             columns = [exp.to_identifier(c, quoted=True) for c in rows.column_names]
             insert = exp.insert(exp.select(*[exp.Unnest(expressions=[exp.Placeholder(this=f"__sd_column_{i}")])
@@ -335,10 +340,15 @@ class DuckDBAdapter(EngineAdapter):
         relations = [n for n in names if n in self._relations]
         for name in relations:
             self.drop_temp_table(name)
-        tables = [n for n in names if n not in relations]
-        if tables:        # one round trip for all of them
-            self.execute("; ".join(self.sql(exp.Drop(tables=[self.temp_table(n)], kind="TABLE", exists=True))
-                                   for n in tables))
+        tables = tuple(n for n in names if n not in relations)
+        if tables:        # one round trip for all of them (a statement's scratch names come again: generated once)
+            text = self._drops.get(tables)
+            if text is None:
+                if len(self._drops) >= rendering.KEPT_TEXTS:
+                    self._drops.clear()
+                text = self._drops[tables] = "; ".join(
+                    self.sql(exp.Drop(tables=[self.temp_table(n)], kind="TABLE", exists=True)) for n in tables)
+            self.execute(text)
 
     def drop_temp_table(self, name: str) -> None:
         if name in self._relations:
@@ -363,8 +373,7 @@ class DuckDBAdapter(EngineAdapter):
     SETTINGS = {"default_collation": ""}
 
     def check_settings(self) -> None:
-        found = dict(zip(self.SETTINGS, self.fetchall(exp.select(*[
-            exp.func("current_setting", exp.Literal.string(name)) for name in self.SETTINGS]))[0]))
+        found = dict(zip(self.SETTINGS, self.fetchall(self._settings_query)[0]))
         changed = {name: value for name, value in found.items() if str(value).upper() != self.SETTINGS[name]}
         if changed:
             said = ", ".join(f"{name} = {value!r}" for name, value in changed.items())
@@ -372,6 +381,10 @@ class DuckDBAdapter(EngineAdapter):
                 f"this DuckDB session sets {said}, which changes how seqdedup compares producer and topic names "
                 "(byte for byte): seqdedup writes and reads topics only under DuckDB's default collation. RESET "
                 f"{', '.join(changed)} (and write COLLATE in your own expressions instead); nothing was done")
+
+    @functools.cached_property
+    def _settings_query(self) -> str:
+        return self.sql(exp.select(*[exp.func("current_setting", exp.Literal.string(name)) for name in self.SETTINGS]))
 
     #: Above this many rows, a topic write lets DuckDB insert from every thread without keeping the order the rows
     #: were read in (``preserve_insertion_order``): a topic's order is its positions. 5M rows: 2.3 s -> 1.4 s.

@@ -12,6 +12,7 @@ The steps that decide and write are in ``sql.plan``.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Callable
 
@@ -81,6 +82,12 @@ class DedupInsert:
     call: exp.Anonymous             # the is_not_dup call as the user wrote it, for the line and column in errors
     source: exp.Insert              # the statement as the user wrote it, for errors about it
     id_parts: int | None = None     # the parts of its composite ids (R19, catalog.ids); None: integer ids
+
+    @functools.cached_property
+    def text(self) -> str:
+        """The statement as the user wrote it, generated once (what the steps kept from one statement to the next are
+        keyed by)."""
+        return self.source.sql()
 
     @property
     def ordered(self) -> bool:

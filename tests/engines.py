@@ -91,9 +91,11 @@ def engine_session(engine: EngineUnderTest, home: str):
     return connect_session(home) if engine.name == "connect" else spark_session(home)
 
 
-#: Adapter settings under which every statement takes the window plan's way for large statements (Spark: the marks
-#: joined as a relation, the rows distributed by producer, the job compiled), whatever its size.
-DISTRIBUTED = {"MARKS_AS_MAP": None, "ONE_TASK_BYTES": None, "INTERPRETED_BYTES": None}
+#: Adapter settings under which every statement takes the way of large statements, whatever its size: the window
+#: plan's (Spark: the marks joined as a relation, the rows distributed by producer, the job compiled), and the row
+#: plan's (DuckDB: the marks joined, the outcome an aggregate of the engine's).
+DISTRIBUTED = {"MARKS_AS_MAP": None, "ONE_TASK_BYTES": None, "INTERPRETED_BYTES": None,
+               "FETCHED_OUTCOME_AT_MOST": None}
 
 
 def _configured(session, settings: dict) -> None:

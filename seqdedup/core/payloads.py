@@ -28,16 +28,26 @@ def stored(run, state: TopicState, table: str) -> list[exp.Expression]:
     return [exp.column(exp.to_identifier(name, quoted=True), table=table) for name, _ in _types(run, state)]
 
 
+def fingerprinted(state: TopicState) -> bool:
+    """Whether the topic judges payload conflicts (R18): its entries have a fingerprint (``fingerprint``)."""
+    return state.topic.applied.payload_conflicts != "ignore"
+
+
+def kept_whole(state: TopicState) -> bool:
+    """Whether the topic's ledger keeps the dropped entries' columns (``dropped_entries`` rows: ``entry``)."""
+    return state.topic.applied.dropped_entries == "rows"
+
+
 def fingerprint(run, state: TopicState, columns: list[exp.Expression]) -> exp.Expression | None:
     """The fingerprint of an entry of these user columns, where the topic judges payload conflicts (R18)."""
-    if state.topic.applied.payload_conflicts == "ignore":
+    if not fingerprinted(state):
         return None
     return run.adapter.fingerprint(list(zip(columns, [kind for _, kind in state.topic.user_columns])))
 
 
 def entry(state: TopicState, targets: list[str], columns: list[exp.Expression]) -> exp.Expression | None:
     """The columns the statement writes as JSON, where the ledger keeps the entries (``dropped_entries`` rows)."""
-    if state.topic.applied.dropped_entries != "rows":
+    if not kept_whole(state):
         return None
     names = {name.lower(): (name, column) for (name, _), column in zip(state.topic.user_columns, columns)}
     return plan.ledger.entry_json([(target, names[target.lower()][1]) for target in targets])

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
+from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 from seqdedup.errors import EngineError, SequenceGapError
 from seqdedup.sql import plan
 from seqdedup.udfs.reference import gap_refusal
@@ -382,11 +383,16 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
     if large and run.statement.keyed and more_entries(run, carried_limit(adapter, state)):
         large = False       # (it joins the whole state, so its rows are read once by the step that joins them)
     judged = payloads.judged(state)       # R16, R18: the dropped entries set apart, for the ledger and conflicts
-    columns = payloads.sent(run, state, targets, values, "r")
     i = inputs(run, targets, values, read_once=large, checked=state.enabled, dropped=judged,
-               fingerprint=payloads.fingerprint(run, state, columns), entry=payloads.entry(state, targets, columns),
                together=run.statement.keyed)     # (its keys counted as one row, read back once written)
-    shape = f"{i.fingerprint is not None} {i.entry is not None}"
+    shape = f"{payloads.fingerprinted(state)} {payloads.kept_whole(state)}"
+
+    def with_payload(i: plan.Inputs, values: list[str] = values) -> plan.Inputs:
+        """An entry's fingerprint and columns, for the steps that set the dropped entries apart: built with such a
+        step only, which a statement that drops nothing never builds."""
+        columns = payloads.sent(run, state, targets, values, "r")
+        return dataclasses.replace(i, fingerprint=payloads.fingerprint(run, state, columns),
+                                   entry=payloads.entry(state, targets, columns))
     try:
         if large:       # the marks of the producers the rows carry, read from the rows (a semi-join)
             values, entries = adapter.create_counted_temp_table(scratch.name("__sd_values"), steps["values"].build(i))
@@ -412,10 +418,11 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
     def set_apart() -> exp.Table:       # (the dropped entries, before they are removed from the rows)
         step = ("dropped rejected" if late else "dropped repeats") if removed else "dropped below"
         return adapter.create_temp_table(scratch.name("__sd_dropped"), kept(
-            f"{step} {shape} {rounds}", lambda: steps[step].build(i)))
+            f"{step} {shape} {rounds}", lambda: steps[step].build(with_payload(i))))
 
-    removed = 1     # the rows to remove: the repeats, or the candidates rejected (counted where one round decides)
-    if entries <= 1 and not batches:
+    # the rows to remove: the repeats, or the candidates rejected (counted where one round decides)
+    removed, table = 1, None if late else fetched_outcome(run, i, entries)
+    if table is not None or (entries <= 1 and not batches):
         removed = 0     # (one entry neither repeats nor comes late: a producer sending one entry at a time)
     elif not late:
         repeats, removed = adapter.create_counted_temp_table(scratch.name("__sd_repeats"), kept(
@@ -434,9 +441,10 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
             dropped = set_apart()
         step = "drop rejected" if late else "drop repeats"
         adapter.execute(kept(f"{step} {rounds}", lambda: steps[step].build(i)))
-    outcome = steps[("outcome rejected" if late else "outcome repeats") if removed else "outcome"]
-    table = adapter.fetch_arrow(kept(f"row outcome {late} {rounds} {bool(removed)} {i.together}",
-                                     lambda: outcome.build(i)), at_most=entries)     # (a row per producer)
+    if table is None:
+        outcome = steps[("outcome rejected" if late else "outcome repeats") if removed else "outcome"]
+        table = adapter.fetch_arrow(kept(f"row outcome {late} {rounds} {bool(removed)} {i.together}",
+                                         lambda: outcome.build(i)), at_most=entries)     # (a row per producer)
     if judged and dropped is None and dropped_any(table):
         dropped = set_apart()       # (only entries at or below their mark: nothing was removed)
     first = table.column(plan.FIRST)
@@ -451,6 +459,42 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
     end = state.end if last is None else max(state.end, last)
     keys = written_keys(run) if i.together and state.enabled else None
     return Outcome(producers, end, rounds, dropped=dropped, keys=keys)
+
+
+def fetched_outcome(run, i: plan.Inputs, entries: int) -> pa.Table | None:
+    """The row plan's outcome (``sql.plan.row_outcome``'s columns) of a small statement without ORDER BY or batch
+    entries (``EngineAdapter.FETCHED_OUTCOME_AT_MOST``), worked out in Arrow from its rows' keys read back
+    (``sql.plan.rows_fetched``). None where the statement is not such a one (integer ids, not counted together) or
+    an id repeats among its candidates: the repeats are then removed by the engine, and the outcome read as before.
+
+    What is left of the rows is written (each candidate, at the base plus its row's place counted from the first
+    row) or at or below its producer's mark, as the outcome's query counts them with no rows removed."""
+    at_most = run.adapter.FETCHED_OUTCOME_AT_MOST
+    if at_most is None or not 0 < entries <= at_most or i.together or i.statement.id_parts is not None:
+        return None
+    rows = run.adapter.fetch_arrow(run.kept("fetched", lambda: plan.PLANS["rows"]["fetched"].build(i)),
+                                   at_most=entries)
+    candidate, row, highest = (rows.column(name) for name in (plan.CANDIDATE, plan.ROW, HIGHEST))
+    candidates = rows.filter(candidate)
+    if candidates.group_by([PRODUCER, SEQUENCE_ID], use_threads=False).aggregate([]).num_rows < candidates.num_rows:
+        return None         # (an id repeats: the engine removes the copies)
+    # (each candidate's row and highest id, NULL elsewhere, as the outcome's query aggregates them)
+    rows = rows.append_column("w", pc.if_else(candidate, row, pa.scalar(None, row.type))).append_column(
+        "h", pc.if_else(candidate, highest, pa.scalar(None, highest.type))).append_column(
+        "c", pc.cast(candidate, pa.int64()))
+    grouped = rows.group_by(PRODUCER, use_threads=False).aggregate(
+        [([], "count_all"), ("c", "sum"), ("w", "min"), ("w", "max"), ("h", "max")])
+    first, base = pc.min(row), run.stamp["__sd_base"]
+
+    def position(column: str) -> pa.Array:
+        return pc.add(pc.subtract(grouped.column(column), first), base + 1)
+
+    sent, written = grouped.column("count_all"), grouped.column("c_sum")
+    return pa.table({"producer": grouped.column(PRODUCER), "sent": sent, "written": written,
+                     "duplicates": pc.subtract(sent, written), "first_position": position("w_min"),
+                     "last_position": position("w_max"), "highest": grouped.column("h_max"),
+                     "out_of_order": pa.nulls(grouped.num_rows, pa.int64()).fill_null(0),
+                     plan.FIRST: pa.nulls(grouped.num_rows, pa.int64()).fill_null(first)})
 
 
 def decide(run, i: plan.Inputs, steps: dict[str, plan.Step], scratch: Scratch) -> tuple[exp.Table, int]:

@@ -88,7 +88,7 @@ class Run:
             try:
                 state = writer.state(ref)            # an unknown topic is named before anything else
                 checks.id_shape(self, state.topic)
-                self.shape = (writer.tag, self.statement.source.sql(), tuple(state.topic.user_columns),
+                self.shape = (writer.tag, self.statement.text, tuple(state.topic.user_columns),
                               adapter.PARTITIONS, state.topic.id_parts)
                 targets, values = checks.check(self, state)
                 reading, statement_id = self.broker.clock(), str(uuid.uuid4())

@@ -29,9 +29,12 @@ the exceptions plan, where only the producers that straddle pay for more rounds.
 (an invalid entry, R4, fails that query as its row is read); the repeats (no ORDER BY, no batch entries: a hash
 aggregate) or the candidates the windowed decision rejects (one round without batch entries, so only the rejected
 are kept) are removed from it; the outcome is one aggregate of what is left, read before the write; every candidate
-left is written, at ``base`` plus its row's place in the table::
+left is written, at ``base`` plus its row's place in the table. A small statement without ORDER BY or batch entries
+reads its rows' keys back instead (a few rows cost less than two grouped aggregates), and the runner works out the
+outcome from them in Arrow, unless an id repeats::
 
     values ⋈ marks ─► rows (read once) ─► repeats / rejected removed ─► outcome ─► write candidates
+                                     └─► (small) keys read back ─► outcome (Arrow) ─┘
 
 Where the topic keeps a ledger of dropped entries (R16, ``ledger``), the row plan writes a row per entry it removes,
 with its reason, just before removing them; a plan without numbered rows (Spark's) reads the statement's rows once
@@ -63,18 +66,17 @@ from .exceptions import (candidates, decided_counts, decided_exceptions, kept_on
                          repeat_counts, repeats, write_rows)
 from .rounds import count_rows, decision_round, first_round, round_steps, rows_of, undecided_producers
 from .steps import CARRIED, Inputs, Step
-from .rows import (FIRST, FIRST_ROW, LATE, ROW, drop_rejected, drop_repeats, dropped_rejected, dropped_repeats,
-                   late_ids, rejected_only, row_candidates, row_outcome, row_repeats, rows_once, rows_summary,
-                   rows_written)
+from .rows import (CANDIDATE, FIRST, FIRST_ROW, LATE, ROW, drop_rejected, drop_repeats, dropped_rejected,
+                   dropped_repeats, late_ids, rejected_only, row_candidates, row_outcome, row_repeats, rows_fetched,
+                   rows_once, rows_summary, rows_written)
 from .window import marks_lookup, window_decisions, window_metrics, window_outcome
 from . import conflicts, gaps, ledger, spread
 
-__all__ = ["ACCEPTED", "CARRIED", "DROPPED_ENTRY", "FIRST", "FIRST_ROW", "INVALID", "LAST", "LATE", "MAX_ID", "OUTCOME", "PLANS",
-           "POSITION", "REFUSED", "ROW", "UNSEEN", "Inputs", "Step", "candidates", "carried_producers", "count_rows",
-           "decided_counts", "decided_exceptions", "decision_round", "describe", "drop_rejected", "drop_repeats",
-           "dropped_rejected", "dropped_repeats", "first_round", "insert_rows", "invalid", "kept_once", "late_ids",
-           "conflicts", "gaps", "ledger", "marks_lookup", "outcome", "producer_sums", "producers", "refusal",
-           "rejected_only",
-           "repeat_counts", "repeats", "round_steps", "row_candidates", "row_outcome", "row_repeats", "rows_of",
-           "rows_once", "rows_summary", "rows_written", "spread", "undecided_producers", "window_decisions",
-           "window_metrics", "window_outcome", "write_rows"]
+__all__ = ["ACCEPTED", "CANDIDATE", "CARRIED", "DROPPED_ENTRY", "FIRST", "FIRST_ROW", "INVALID", "Inputs", "LAST",
+           "LATE", "MAX_ID", "OUTCOME", "PLANS", "POSITION", "REFUSED", "ROW", "Step", "UNSEEN", "candidates",
+           "carried_producers", "conflicts", "count_rows", "decided_counts", "decided_exceptions", "decision_round",
+           "describe", "drop_rejected", "drop_repeats", "dropped_rejected", "dropped_repeats", "first_round", "gaps",
+           "insert_rows", "invalid", "kept_once", "late_ids", "ledger", "marks_lookup", "outcome", "producer_sums",
+           "producers", "refusal", "rejected_only", "repeat_counts", "repeats", "round_steps", "row_candidates",
+           "row_outcome", "row_repeats", "rows_fetched", "rows_of", "rows_once", "rows_summary", "rows_written",
+           "spread", "undecided_producers", "window_decisions", "window_metrics", "window_outcome", "write_rows"]

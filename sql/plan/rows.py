@@ -26,6 +26,8 @@ FIRST_ROW = exp.Placeholder(this="__sd_first_row")
 FIRST = "__sd_first_row"
 #: Per producer, the distinct candidate ids that no entry was written with (``late_ids``).
 LATE = "__sd_late"
+#: Whether a fetched row is a candidate (``rows_fetched``).
+CANDIDATE = "__sd_candidate"
 
 
 def _candidate(table: str | None = None) -> exp.Expression:
@@ -81,6 +83,19 @@ def row_repeats(rows: exp.Table) -> exp.Select:
                        exp.alias_(exp.Count(this=exp.Star()), "__sd_rows"))
             .from_(rows.copy()).where(_candidate()).group_by(PRODUCER, SEQUENCE_ID)
             .having(exp.Count(this=exp.Star()) > 1))
+
+
+def rows_fetched(rows: exp.Table) -> exp.Select:
+    """A few rows' keys, each with its row's number and whether it is a candidate (above its mark): what a small
+    statement's outcome is worked out from in Arrow (``seqdedup.core.plans.fetched_outcome``), where reading ten rows
+    back costs less than the query of the repeats and that of the outcome (each a grouped aggregate).
+
+    Example:
+        >>> rows_fetched(exp.table_("r")).sql("duckdb")
+        'SELECT rowid AS __sd_row, __sd_producer, __sd_sequence_id, __sd_highest, (__sd_mark IS NULL OR __sd_sequence_id > __sd_mark) AS __sd_candidate FROM r'
+    """
+    return exp.select(exp.alias_(exp.column(ROW_ID), ROW), PRODUCER, SEQUENCE_ID, HIGHEST,
+                      exp.alias_(_candidate(), CANDIDATE)).from_(rows.copy())
 
 
 def drop_repeats(rows: exp.Table, repeats: exp.Table) -> exp.Delete:
@@ -212,6 +227,9 @@ STEPS = plan_of(
          lambda i: rows_once(i.read.values, i.marks, i.statement.id_parts)),
     Step("summary", "with is_not_dup's third argument: batch entries",
          lambda i: rows_summary(i.table("rows"))),
+    Step("fetched", "a small statement without ORDER BY or batch entries: its rows' keys, read back (its outcome is "
+                    "worked out from them; where an id repeats, the next steps run)",
+         lambda i: rows_fetched(i.table("rows"))),
     Step("repeats", "without ORDER BY or batch entries: repeated keys", lambda i: row_repeats(i.table("rows"))),
     Step("dropped repeats", "a ledger, or payload conflicts judged: the rows at or below their mark and the repeats, "
                             "set apart", lambda i: ledger.dropped_repeats(i.table("rows"), i.table("repeats"),

@@ -53,6 +53,17 @@ SELECT
   )
 FROM __sd_rows;
 
+-- rows plan: a small statement without ORDER BY or batch entries: its rows' keys, read back (its outcome is worked out from them; where an id repeats, the next steps run)
+SELECT
+  rowid AS __sd_row,
+  __sd_producer,
+  __sd_sequence_id,
+  __sd_highest,
+  (
+    __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+  ) AS __sd_candidate
+FROM __sd_rows;
+
 -- rows plan: without ORDER BY or batch entries: repeated keys
 SELECT
   __sd_producer,
