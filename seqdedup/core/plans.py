@@ -420,7 +420,8 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
         return adapter.create_temp_table(scratch.name("__sd_dropped"), kept(
             f"{step} {shape} {rounds}", lambda: steps[step].build(with_payload(i))))
 
-    # the rows to remove: the repeats, or the candidates rejected (counted where one round decides)
+    # the rows to remove: the repeats, or the candidates rejected (counted where one round decides); a small
+    # statement's outcome comes from its rows read back where none is removed (``fetched_outcome``)
     removed, table = 1, None if late else fetched_outcome(run, i, entries)
     if table is not None or (entries <= 1 and not batches):
         removed = 0     # (one entry neither repeats nor comes late: a producer sending one entry at a time)
@@ -441,6 +442,8 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
             dropped = set_apart()
         step = "drop rejected" if late else "drop repeats"
         adapter.execute(kept(f"{step} {rounds}", lambda: steps[step].build(i)))
+    elif late and not batches:      # (in order, none rejected: what is left is written or at or below its mark)
+        table = fetched_outcome(run, i, entries)
     if table is None:
         outcome = steps[("outcome rejected" if late else "outcome repeats") if removed else "outcome"]
         table = adapter.fetch_arrow(kept(f"row outcome {late} {rounds} {bool(removed)} {i.together}",
@@ -462,9 +465,10 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
 
 
 def fetched_outcome(run, i: plan.Inputs, entries: int) -> pa.Table | None:
-    """The row plan's outcome (``sql.plan.row_outcome``'s columns) of a small statement without ORDER BY or batch
-    entries (``EngineAdapter.FETCHED_OUTCOME_AT_MOST``), worked out in Arrow from its rows' keys read back
-    (``sql.plan.rows_fetched``). None where the statement is not such a one (integer ids, not counted together) or
+    """The row plan's outcome (``sql.plan.row_outcome``'s columns) of a small statement without batch entries
+    (``EngineAdapter.FETCHED_OUTCOME_AT_MOST``) whose rows are left as they are, worked out in Arrow from its rows'
+    keys read back (``sql.plan.rows_fetched``): one without ORDER BY, before any repeats table; one with it, once
+    its window has rejected none. None where the statement is not such a one (integer ids, not counted together) or
     an id repeats among its candidates: the repeats are then removed by the engine, and the outcome read as before.
 
     What is left of the rows is written (each candidate, at the base plus its row's place counted from the first

@@ -90,15 +90,16 @@ def test_sessions_on_two_database_files_of_one_process_each_read_their_own_catal
 
 
 def test_a_small_statements_outcome_made_by_arrow_is_the_engines_own(tmp_path, monkeypatch):
-    """A small statement without ORDER BY or batch entries has its outcome made by Arrow from its rows read back
-    (``FETCHED_OUTCOME_AT_MOST``); one whose ids repeat, or a large one, has it from the engine's aggregates. The
-    same statements both ways give the same counts per producer, the same entries at the same positions, and
-    the same run log. (The property tests against the reference model take both ways too: ``DISTRIBUTED``.)"""
+    """A small statement without batch entries that removes none of its rows (no repeat; ordered, none rejected)
+    has its outcome made by Arrow from its rows read back (``FETCHED_OUTCOME_AT_MOST``); another, or a large one,
+    has it from the engine's aggregates. The same statements both ways give the same counts per producer, the same
+    entries at the same positions, and the same run log. (The property tests against the reference model take both ways too: ``DISTRIBUTED``.)"""
     from seqdedup.core import plans
 
     engine = next(e for e in ENGINES if e.name == "duckdb")
     statements = [[("a", 0), ("b", 5), ("a", 3)], [("a", 1), ("a", 4), ("c", 9), ("b", 5)], [],
-                  [("b", 6), ("b", 6), ("a", 5)], [("c", 9)], [("a", 9), ("b", 7), ("c", 2), ("d", 0)]]
+                  [("b", 6), ("b", 6), ("a", 5)], [("c", 9)], [("a", 9), ("b", 7), ("c", 2), ("d", 0)],
+                  [("e", 5), ("e", 3)]]
     made = []
     original = plans.fetched_outcome
     monkeypatch.setattr(plans, "fetched_outcome", lambda *a: made.append(original(*a)) or made[-1])
@@ -106,14 +107,22 @@ def test_a_small_statements_outcome_made_by_arrow_is_the_engines_own(tmp_path, m
     for at_most in (256, None):
         harness = Harness(engine, str(tmp_path / f"{at_most}.duckdb"), adapter={"FETCHED_OUTCOME_AT_MOST": at_most})
         harness.topic()
-        outcomes = [list(harness.send(rows, ordered=False).producers) for rows in statements]
-        topic = harness.session.sql("SELECT _producer, _sequence_id, _position, _commit FROM events "
-                                    "ORDER BY _position").rows
+        harness.topic("inorder")
+        outcomes, by_arrow = [], []
+        for rows in statements:
+            for topic in ("events", "inorder"):
+                made.clear()
+                outcomes.append(list(harness.send(rows, topic=topic, ordered=topic == "inorder").producers))
+                by_arrow.append(any(outcome is not None for outcome in made))
+        topic = [harness.session.sql(f"SELECT _producer, _sequence_id, _position, _commit FROM {name} "
+                                     "ORDER BY _position").rows for name in ("events", "inorder")]
         log = harness.session.sql("SELECT producer, written, duplicates, first_position, last_position, highest "
                                   "FROM seqdedup_statements ORDER BY commit_id, producer").rows
-        seen.append((outcomes, topic, log, [m is not None for m in made]))
-        made.clear()
+        seen.append((outcomes, topic, log, by_arrow))
         harness.close()
     assert seen[0][:3] == seen[1][:3]
-    # the first way made the outcome of each statement with entries and no repeat (the fourth repeats b's 6)
-    assert (seen[0][3], seen[1][3]) == ([True, True, False, False, True, True], [False] * 6)
+    # the first way made the outcome of each statement with entries and nothing to remove, sent to each topic in
+    # turn (unordered, in order): the fourth repeats b's 6 (in order, the second 6 is rejected), the last comes
+    # out of order
+    assert seen[0][3] == [True, True, True, True, False, False, False, False, True, True, True, True, True, False]
+    assert seen[1][3] == [False] * 14
