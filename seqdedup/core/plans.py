@@ -389,7 +389,8 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
 
     def with_payload(i: plan.Inputs, values: list[str] = values) -> plan.Inputs:
         """An entry's fingerprint and columns, for the steps that set the dropped entries apart: built with such a
-        step only, which a statement that drops nothing never builds."""
+        step only, which a statement that drops nothing never builds. (Over the statement's own ``values``: below,
+        a large state's statement reads its rows from a table of them, named ``values`` too.)"""
         columns = payloads.sent(run, state, targets, values, "r")
         return dataclasses.replace(i, fingerprint=payloads.fingerprint(run, state, columns),
                                    entry=payloads.entry(state, targets, columns))
@@ -424,7 +425,7 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
     # statement's outcome comes from its rows read back where none is removed (``fetched_outcome``)
     removed, table = 1, None if late else fetched_outcome(run, i, entries)
     if table is not None or (entries <= 1 and not batches):
-        removed = 0     # (one entry neither repeats nor comes late: a producer sending one entry at a time)
+        removed = 0     # (none repeats in the rows read back; or one entry, which neither repeats nor comes late)
     elif not late:
         repeats, removed = adapter.create_counted_temp_table(scratch.name("__sd_repeats"), kept(
             "repeats", lambda: steps["repeats"].build(i)))
@@ -488,7 +489,7 @@ def fetched_outcome(run, i: plan.Inputs, entries: int) -> pa.Table | None:
         "c", pc.cast(candidate, pa.int64()))
     grouped = rows.group_by(PRODUCER, use_threads=False).aggregate(
         [([], "count_all"), ("c", "sum"), ("w", "min"), ("w", "max"), ("h", "max")])
-    first, base = pc.min(row), run.stamp["__sd_base"]
+    first, base = pc.min(row), run.stamp[BASE.name]
 
     def position(column: str) -> pa.Array:
         return pc.add(pc.subtract(grouped.column(column), first), base + 1)
