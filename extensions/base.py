@@ -59,8 +59,9 @@ class EngineAdapter:
     #: relation joined (``sql.plan.marks_lookup``; None: always a relation). Spark broadcasts a joined relation in a
     #: job of its own, however small; a map lookup scans the map's keys, so it pays only for a few marks.
     MARKS_AS_MAP: int | None = None
-    #: A row plan's statement of at most this many entries, without ORDER BY or batch entries, reads its rows' keys
-    #: back and has its outcome worked out in Arrow (``seqdedup.core.plans.fetched_outcome``; None: never).
+    #: A row plan's statement of at most this many entries, without batch entries, that removes none of its rows (no
+    #: repeat; with ORDER BY, none rejected) reads its rows' keys back and has its outcome worked out in Arrow
+    #: (``seqdedup.core.plans.fetched_outcome``; None: never).
     FETCHED_OUTCOME_AT_MOST: int | None = None
     #: A statement the engine estimates at most this large is decided in one task, without a shuffle (``gather``
     #: in ``sql.plan.window_decisions``; None: never).

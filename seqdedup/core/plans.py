@@ -387,17 +387,16 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
                together=run.statement.keyed)     # (its keys counted as one row, read back once written)
     shape = f"{payloads.fingerprinted(state)} {payloads.kept_whole(state)}"
 
-    def with_payload(i: plan.Inputs, values: list[str] = values) -> plan.Inputs:
+    def with_payload(i: plan.Inputs) -> plan.Inputs:
         """An entry's fingerprint and columns, for the steps that set the dropped entries apart: built with such a
-        step only, which a statement that drops nothing never builds. (Over the statement's own ``values``: below,
-        a large state's statement reads its rows from a table of them, named ``values`` too.)"""
+        step only, which a statement that drops nothing never builds."""
         columns = payloads.sent(run, state, targets, values, "r")
         return dataclasses.replace(i, fingerprint=payloads.fingerprint(run, state, columns),
                                    entry=payloads.entry(state, targets, columns))
     try:
         if large:       # the marks of the producers the rows carry, read from the rows (a semi-join)
-            values, entries = adapter.create_counted_temp_table(scratch.name("__sd_values"), steps["values"].build(i))
-            i = i.having(values=values)
+            once, entries = adapter.create_counted_temp_table(scratch.name("__sd_values"), steps["values"].build(i))
+            i = i.having(values=once)
             run.statement = i.read
             carried = carried_marks(run, state, i, entries)
             marks = scratch.relation("__sd_marks", state.marks.table if carried is None else carried)
