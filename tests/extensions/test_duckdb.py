@@ -99,7 +99,7 @@ def test_a_small_statements_outcome_made_by_arrow_is_the_engines_own(tmp_path, m
     engine = next(e for e in ENGINES if e.name == "duckdb")
     statements = [[("a", 0), ("b", 5), ("a", 3)], [("a", 1), ("a", 4), ("c", 9), ("b", 5)], [],
                   [("b", 6), ("b", 6), ("a", 5)], [("c", 9)], [("a", 9), ("b", 7), ("c", 2), ("d", 0)],
-                  [("e", 5), ("e", 3)]]
+                  [("e", 5), ("e", 3)], [("f", n) for n in range(256)], [("g", n) for n in range(257)]]
     made = []
     original = plans.fetched_outcome
     monkeypatch.setattr(plans, "fetched_outcome", lambda *a: made.append(original(*a)) or made[-1])
@@ -122,7 +122,8 @@ def test_a_small_statements_outcome_made_by_arrow_is_the_engines_own(tmp_path, m
         harness.close()
     assert seen[0][:3] == seen[1][:3]
     # the first way made the outcome of each statement with entries and nothing to remove, sent to each topic in
-    # turn (unordered, in order): the fourth repeats b's 6 (in order, the second 6 is rejected), the last comes
-    # out of order
-    assert seen[0][3] == [True, True, True, True, False, False, False, False, True, True, True, True, True, False]
-    assert seen[1][3] == [False] * 14
+    # turn (unordered, in order): the fourth repeats b's 6 (in order, the second 6 is rejected), the seventh comes
+    # out of order, and the last has one entry more than FETCHED_OUTCOME_AT_MOST
+    assert seen[0][3] == [True, True, True, True, False, False, False, False, True, True, True, True, True, False,
+                          True, True, False, False]
+    assert seen[1][3] == [False] * 18
