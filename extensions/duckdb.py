@@ -100,6 +100,13 @@ def _guard_macro(name: str, create: str) -> str:
 AROUND = 4
 
 
+@functools.lru_cache(maxsize=None)
+def _map_type(values: str) -> duckdb.sqltypes.DuckDBPyType:
+    """DuckDB's MAP(VARCHAR, ``values``), made once: making it took most of the time of a statement's marks made a
+    MAP parameter (``marks_map``)."""
+    return duckdb.map_type(duckdb.sqltype("VARCHAR"), duckdb.sqltype(values))
+
+
 def _around(query: exp.Expression, what: str, build) -> exp.Expression:
     """The statement ``build`` makes around ``query`` (a CREATE ... AS): made once and kept with the
     query when the query is one the statement path keeps (``EngineAdapter.sql``), so its SQL is generated once."""
@@ -220,8 +227,7 @@ class DuckDBAdapter(EngineAdapter):
 
     def marks_map(self, table):
         ids = table.column("sequence_id")       # (BIGINT, or R19's text of a composite id; NULL: none)
-        kind = duckdb.map_type(duckdb.sqltype("VARCHAR"), duckdb.sqltype("VARCHAR" if str(ids.type) == "string"
-                                                                        else "BIGINT"))
+        kind = _map_type("VARCHAR" if str(ids.type) == "string" else "BIGINT")
         return duckdb.Value(dict(zip(table.column("producer").to_pylist(), ids.to_pylist())), kind)
 
     def fingerprint(self, columns: list[tuple[exp.Expression, str]]) -> exp.Expression:

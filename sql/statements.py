@@ -58,8 +58,28 @@ def depth(tree: exp.Expression) -> int:
     return deepest
 
 
+#: The most texts whose trees ``parse`` keeps; past it, it forgets them all and parses again as they come.
+PARSED_KEPT = 256
+_parsed: dict[tuple, list[exp.Expression]] = {}
+
+
 def parse(text: str, read) -> list[exp.Expression]:
-    """The statements of ``text``; a RewriteError pointing at the line and column sqlglot could not parse."""
+    """The statements of ``text``; a RewriteError pointing at the line and column sqlglot could not parse.
+
+    A text parsed before is not parsed again: a producer sending one entry after another, or a stream's
+    micro-batches, send the same text each time, and parsing it cost twice what copying its trees does (about
+    0.2 ms of a 11 ms statement on DuckDB). Each call gets copies, so a caller may change its trees."""
+    key = (text, read)
+    trees = _parsed.get(key)
+    if trees is None:
+        trees = _parse(text, read)
+        if len(_parsed) >= PARSED_KEPT:
+            _parsed.clear()
+        _parsed[key] = trees
+    return [tree.copy() for tree in trees]
+
+
+def _parse(text: str, read) -> list[exp.Expression]:
     too_deep = RewriteError("the SQL nests too deeply for seqdedup to read (parentheses, subqueries or expressions "
                             "inside one another, a few dozen levels or more); write it flatter, for example with a "
                             "WITH clause or a temporary view")

@@ -30,20 +30,22 @@ def as_dict(marks: pa.Table) -> dict:
         *(marks.column(c).to_pylist() for c in m.MARKS.names))}
 
 
-# (base searched through its sorted names above this many rows, fresh merged in above 1/fraction of it): a large
-# base never merged (0), merged once fresh outgrows it (1), merged at almost every fold (1000); a small state (a
-# hash probe, a merge at every fold)
-LEVELS = [(0, 0), (0, 1), (0, 1000), (10_000, 8)]
+# (base searched through its sorted names above this many rows, fresh merged in above 1/fraction of it, folded by
+# NumPy up to this many rows): a large base never merged (0), merged once fresh outgrows it (1), merged at almost
+# every fold (1000); a small state (a hash probe, a merge at every fold); each folded by Arrow's group-by, and the
+# last two by NumPy as a small state is by default
+LEVELS = [(0, 0, 0), (0, 1, 0), (0, 1000, 0), (10_000, 8, 0), (0, 1, m.FOLDED_BY_NUMPY), (10_000, 8, m.FOLDED_BY_NUMPY)]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(levels=st.sampled_from(LEVELS), start=delta, folds=st.lists(delta, max_size=8),
        asked=st.lists(st.sampled_from(NAMES + ["absent"])))
 def test_marks_agree_with_a_dict(levels, start, folds, asked):
-    searched_above, merge_fraction = levels
+    searched_above, merge_fraction, by_numpy = levels
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(m, "SEARCHED_ABOVE", searched_above)
         patch.setattr(m, "MERGE_FRACTION", merge_fraction)
+        patch.setattr(m, "FOLDED_BY_NUMPY", by_numpy)
         marks, model = m.Marks.of(table(start)), dict(start)
         for rows in folds:
             marks = marks.folded(table(rows))

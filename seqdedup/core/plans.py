@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
@@ -27,6 +28,8 @@ BASE, COMMIT = (exp.Placeholder(this=name) for name in ("__sd_base", "__sd_commi
 NOW = exp.cast(exp.Placeholder(this="__sd_now"), "timestamp")
 #: The marks as a map, where a plan takes them so (``EngineAdapter.MARKS_AS_MAP``).
 MARKS = exp.Placeholder(this="__sd_marks")
+#: BIGINT's bounds, where NumPy finds a least or greatest (``fetched_outcome``).
+INT64 = np.iinfo(np.int64)
 #: Why a statement whose source gave other rows on a second read is refused.
 CHANGED = ("the statement's SELECT gave other entries when read a second time (a non-deterministic expression such as "
            "rand(), a sample, or a source that changed during the statement): seqdedup cannot decide entries that "
@@ -466,9 +469,9 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
 
 def fetched_outcome(run, i: plan.Inputs, entries: int) -> pa.Table | None:
     """The row plan's outcome (``sql.plan.row_outcome``'s columns) of a small statement without batch entries
-    (``EngineAdapter.FETCHED_OUTCOME_AT_MOST``) whose rows are left as they are, worked out in Arrow from its rows'
-    keys read back (``sql.plan.rows_fetched``): one without ORDER BY, before any repeats table; one with it, once
-    its window has rejected none. None where the statement is not such a one (integer ids, not counted together) or
+    (``EngineAdapter.FETCHED_OUTCOME_AT_MOST``) whose rows are left as they are, worked out from its rows' keys
+    read back (``sql.plan.rows_fetched``): one without ORDER BY, before any repeats table; one with it, once its
+    window has rejected none. None where the statement is not such a one (integer ids, not counted together) or
     an id repeats among its candidates: the repeats are then removed by the engine, and the outcome read as before.
 
     What is left of the rows is written (each candidate, at the base plus its row's place counted from the first
@@ -478,27 +481,39 @@ def fetched_outcome(run, i: plan.Inputs, entries: int) -> pa.Table | None:
         return None
     rows = run.adapter.fetch_arrow(run.kept("fetched", lambda: plan.PLANS["rows"]["fetched"].build(i)),
                                    at_most=entries)
-    candidate, row, highest = (rows.column(name) for name in (plan.CANDIDATE, plan.ROW, HIGHEST))
-    candidates = rows.filter(candidate)
-    if candidates.group_by([PRODUCER, SEQUENCE_ID], use_threads=False).aggregate([]).num_rows < candidates.num_rows:
+    # (a few hundred rows at most: NumPy over each producer's number costs a third of Arrow's group-bys, whose
+    # fixed cost is most of it at this size)
+    producer = rows.column(PRODUCER)
+    names = pc.unique(producer)
+    group = pc.index_in(producer, value_set=names).to_numpy()
+    candidate = rows.column(plan.CANDIDATE).to_numpy(zero_copy_only=False)
+    row, ids, highest = (rows.column(name).to_numpy() for name in (plan.ROW, SEQUENCE_ID, HIGHEST))
+    kept, kept_ids = group[candidate], ids[candidate]
+    order = np.lexsort((kept_ids, kept))
+    if np.any((np.diff(kept[order]) == 0) & (np.diff(kept_ids[order]) == 0)):
         return None         # (an id repeats: the engine removes the copies)
-    # (each candidate's row and highest id, NULL elsewhere, as the outcome's query aggregates them)
-    rows = rows.append_column("w", pc.if_else(candidate, row, pa.scalar(None, row.type))).append_column(
-        "h", pc.if_else(candidate, highest, pa.scalar(None, highest.type))).append_column(
-        "c", pc.cast(candidate, pa.int64()))
-    grouped = rows.group_by(PRODUCER, use_threads=False).aggregate(
-        [([], "count_all"), ("c", "sum"), ("w", "min"), ("w", "max"), ("h", "max")])
-    first, base = pc.min(row), run.stamp[BASE.name]
+    groups = len(names)
+    sent, written = np.bincount(group, minlength=groups), np.bincount(kept, minlength=groups)
+    none = written == 0     # (a producer none of whose entries is written: no positions, no highest id)
 
-    def position(column: str) -> pa.Array:
-        return pc.add(pc.subtract(grouped.column(column), first), base + 1)
+    def extreme(ufunc: np.ufunc, start: int, values: np.ndarray) -> np.ndarray:
+        """Each producer's least or greatest of its candidates' ``values``."""
+        found = np.full(groups, start)
+        ufunc.at(found, kept, values)
+        return found
 
-    sent, written = grouped.column("count_all"), grouped.column("c_sum")
-    return pa.table({"producer": grouped.column(PRODUCER), "sent": sent, "written": written,
-                     "duplicates": pc.subtract(sent, written), "first_position": position("w_min"),
-                     "last_position": position("w_max"), "highest": grouped.column("h_max"),
-                     "out_of_order": pa.nulls(grouped.num_rows, pa.int64()).fill_null(0),
-                     plan.FIRST: pa.nulls(grouped.num_rows, pa.int64()).fill_null(first)})
+    # (each written entry at the base plus its row's place counted from the first row)
+    first, base = int(row.min()), run.stamp[BASE.name]
+
+    def position(places: np.ndarray) -> pa.Array:
+        return pa.array(np.where(none, 0, places - first) + base + 1, mask=none)
+
+    at = row[candidate]
+    return pa.table({"producer": names, "sent": sent, "written": written, "duplicates": sent - written,
+                     "first_position": position(extreme(np.minimum, INT64.max, at)),
+                     "last_position": position(extreme(np.maximum, INT64.min, at)),
+                     "highest": pa.array(extreme(np.maximum, INT64.min, highest[candidate]), mask=none),
+                     "out_of_order": np.zeros(groups, np.int64), plan.FIRST: np.full(groups, first, np.int64)})
 
 
 def decide(run, i: plan.Inputs, steps: dict[str, plan.Step], scratch: Scratch) -> tuple[exp.Table, int]:
