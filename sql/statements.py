@@ -60,6 +60,9 @@ def depth(tree: exp.Expression) -> int:
 
 #: The most texts whose trees ``parse`` keeps; past it, it forgets them all and parses again as they come.
 PARSED_KEPT = 256
+#: The longest text whose trees are kept: a statement sent again and again is short, and a long one (a VALUES list of
+#: a million rows) would hold its trees in memory after it ran.
+PARSED_KEPT_CHARS = 10_000
 _parsed: dict[tuple, list[exp.Expression]] = {}
 
 
@@ -68,7 +71,16 @@ def parse(text: str, read) -> list[exp.Expression]:
 
     A text parsed before is not parsed again: a producer sending one entry after another, or a stream's
     micro-batches, send the same text each time, and parsing it cost twice what copying its trees does (about
-    0.2 ms of a 11 ms statement on DuckDB). Each call gets copies, so a caller may change its trees."""
+    0.2 ms of a 11 ms statement on DuckDB). Each call gets copies, so a caller may change its trees.
+
+    Example:
+        >>> changed = parse("SELECT 1 AS x", "spark")[0]
+        >>> _ = changed.expressions[0].set("alias", exp.to_identifier("y"))
+        >>> changed.sql(), parse("SELECT 1 AS x", "spark")[0].sql()
+        ('SELECT 1 AS y', 'SELECT 1 AS x')
+    """
+    if len(text) > PARSED_KEPT_CHARS:
+        return _parse(text, read)
     key = (text, read)
     trees = _parsed.get(key)
     if trees is None:
