@@ -3,9 +3,10 @@
 
 - target: a statement whose last entry is invalid (a NULL id) fails in at most 2x a plain INSERT of the same rows:
   an error costs about a read of the source, not the whole statement (sort, decision, staged rows);
-- target (issue 41): the valid statement at most 3x the plain INSERT, and at most 1.3x the ratio of the same
-  statement over the same number of entries spread over --producers producers (10,000), measured in the same run:
-  one producer's entries must not cost more than many producers' do.
+- target (issue 41): on Spark, the valid statement at most 3x the plain INSERT, and at most 1.3x the ratio of the
+  same statement over the same number of entries spread over --producers producers (10,000), measured in the same
+  run: one producer's entries must not cost more than many producers' do; on DuckDB, at most the many producers'
+  ratio itself (1.0x it).
 
 The rows are generated (``range``) before the clock starts: one view with the invalid entry, one without, and one of
 as many entries over --producers producers (producer ``id % producers``, ids ``id / producers``: each producer's ids
@@ -84,10 +85,11 @@ def main() -> None:
     print(f"  a statement with an invalid last entry fails in {median(failing):.2f} s: {ratio:.2f}x the plain "
           f"INSERT (target 2x: {'met' if ratio <= 2 else 'not met'})")
     one, spread = median(valid) / base, median(many) / base
-    print(f"  the valid statement {median(valid):.2f} s: {one:.2f}x the plain INSERT (target 3x: "
-          f"{'met' if one <= 3 else 'not met'})")
+    print(f"  the valid statement {median(valid):.2f} s: {one:.2f}x the plain INSERT (target 3x"
+          f"{'' if args.engine != 'duckdb' else ', on Spark'}: {'met' if one <= 3 else 'not met'})")
+    most = 1.0 if args.engine == "duckdb" else 1.3        # (issue 41: DuckDB at most the many producers' ratio)
     print(f"  the same entries over {args.producers:,} producers {median(many):.2f} s: {spread:.2f}x the plain INSERT; "
-          f"one producer / many: {one / spread:.2f} (target 1.3: {'met' if one / spread <= 1.3 else 'not met'})")
+          f"one producer / many: {one / spread:.2f} (target {most}: {'met' if one / spread <= most else 'not met'})")
 
 
 def _error(session, statement: str) -> Exception | None:
