@@ -210,6 +210,8 @@ def conflicts_column(producers: pa.ChunkedArray, conflicts: dict[str | None, int
         >>> conflicts_column(pa.chunked_array([["a", "b", None]]), {"b": 2, None: 1}).to_pylist()
         [0, 2, 1]
     """
+    if not conflicts:       # (most statements: none dropped, or conflicts ignored)
+        return pa.nulls(len(producers), pa.int64()).fill_null(0)
     named = pa.array(list(conflicts), producers.type)
     found = pc.index_in(producers, value_set=named)
     return pc.fill_null(pc.take(pa.array(list(conflicts.values()), pa.int64()), found), 0).combine_chunks()
