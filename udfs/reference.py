@@ -514,6 +514,17 @@ class SequenceTracker:
             self.take_snapshot(now, kind="purge")
         return purged
 
+    def snapshot_now(self, now: float) -> Snapshot | None:
+        """A snapshot asked for (``Session.snapshot``, ``seqdedup snapshot``): idle producers purged, judged by
+        ``now``, then a snapshot whenever anything was written since the last one, purge or not (R8). Its time is a
+        publish time (R11: ``published_at``). Returns the last snapshot taken, if any."""
+        if not self.enabled:
+            return None
+        taken = self.snapshots[-1] if self.purge_inactive(now) else None
+        if self.entries_since_snapshot:
+            taken = self.take_snapshot(now)
+        return taken
+
     def _restart_empty(self, enabled: bool, now: float) -> None:
         """R10: forget every mark and start again at the log's end (Pulsar deletes or reopens ``pulsar.dedup``)."""
         self.enabled = enabled

@@ -16,6 +16,7 @@ from __future__ import annotations
 import pytest
 
 from seqdedup import EngineError, Reader
+from seqdedup.udfs import Entry, Policies, SequenceTracker
 
 #: Per engine family: (a statement that sets the setting, the one that takes it back, refused?).
 SETTINGS = {
@@ -90,3 +91,30 @@ def test_a_clock_stepped_forward_for_one_statement_expires_nobody_and_publish_ti
     dedup.send([("b", 1)])
     dedup.session.purge_inactive("events")
     assert (dedup.last("a"), dedup.last("b")) == (-1, 1)
+
+
+def test_a_snapshot_asked_for_is_taken_without_a_purge_and_its_time_judges_idleness(dedup):
+    """``Session.snapshot`` takes a snapshot whenever anything changed since the last, not only when it purges (R8),
+    and that snapshot's time is the topic's latest publish time for the statements after it (R11): here it starts
+    the 60-second interval that makes a statement writing nothing take a snapshot 95 s later, whose time then
+    expires the producers idle since the first statement (146 s before, the timeout 2 minutes). The reference model
+    agrees when fed the same: the crash fuzzer's model took the asked snapshot only when it purged, and reported
+    the engines' answer as a violation (seed 91, 2026-12-04)."""
+    policies = {"snapshot_interval_entries": 2, "snapshot_interval_seconds": 60, "producer_inactivity_timeout": 2}
+    dedup.topic(**policies)
+    model, at = SequenceTracker(Policies(**policies)), 0
+    plan = [(0, [("p2", 1), ("p4", 1), ("p1", 1), ("p3", 1)]),      # 4 entries: a snapshot by count
+            (45, [("p3", 2)]), (46, None),                           # one entry since it: the asked one is taken
+            (51, [("k", 1)]), (141, [("p1", 1)]),                    # nothing written, but a snapshot by time
+            (146, [("p1", 2)])]
+    for second, rows in plan:
+        dedup.clock.advance(seconds=second - at)
+        at = second
+        if rows is None:
+            assert dedup.session.snapshot("events") is not None and model.snapshot_now(at) is not None
+            continue
+        model.purge_inactive(at, by_log=True)
+        expected = model.apply_statement([Entry(p, s, s) for p, s in rows], now=at)
+        assert dedup.send(rows).written == sum(expected.written.values())
+    assert [dedup.last(p) for p in ("p1", "p2", "p3", "p4", "k")] == [2, -1, 2, -1, 1]
+    assert model.state() == {"p1": 2, "p3": 2, "k": 1}

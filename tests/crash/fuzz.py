@@ -204,8 +204,8 @@ class Model:
             if operation.get("keyed"):           # (the keys' counts together, as the engines give them)
                 return {"counts": {KEYS: [sum(result.written.values()), sum(result.duplicates.values())]}}
             return {"counts": {p: [result.written.get(p, 0), result.duplicates.get(p, 0)] for p in producers}}
-        if kind == "snapshot" and tracker.enabled:
-            tracker.purge_inactive(at)
+        if kind == "snapshot":
+            tracker.snapshot_now(at)        # (``Session.snapshot``: taken when anything changed, purge or not)
         elif kind == "disable" and tracker.enabled:
             tracker.disable(at)
         elif kind == "enable" and not tracker.enabled:
