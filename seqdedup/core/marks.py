@@ -85,19 +85,31 @@ def fold(marks: pa.Table, delta: pa.Table) -> pa.Table:
         [("sequence_id", "max"), ("last_publish_time", "max")]).rename_columns(MARKS.names), _ids_of(marks))
 
 
+def numbered(producers: pa.Array | pa.ChunkedArray) -> tuple[pa.Array, np.ndarray]:
+    """The distinct names of ``producers`` (no NULL), and each row's number among them: what NumPy groups a few
+    rows by, where an Arrow group-by's fixed cost would be most of the time (``reduced``)."""
+    names = pc.unique(producers)
+    return names, pc.index_in(producers, value_set=names).to_numpy()
+
+
+def reduced(ufunc: np.ufunc, start: int, numbers: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
+    """Per group of ``numbers`` (0 to ``groups`` - 1), ``values`` reduced by ``ufunc`` (``np.maximum``,
+    ``np.minimum``) from ``start``; a group with no value keeps ``start``."""
+    found = np.full(groups, start, dtype=np.int64)
+    ufunc.at(found, numbers, values)
+    return found
+
+
 def _folded_by_numpy(both: pa.Table) -> pa.Table:
     """``fold`` of a few thousand marks at most, with integer ids and no NULL: each producer's greatest id and
-    time, found by NumPy over its number (an Arrow group-by's fixed cost is most of the time at this size, and a
-    small statement folds twice: the marks and those changed since the last snapshot)."""
-    producers = both.column("producer")
-    names = pc.unique(producers)
-    group = pc.index_in(producers, value_set=names).to_numpy()
+    time, found by NumPy over its number (a small statement folds twice: the marks and those changed since the
+    last snapshot)."""
+    names, group = numbered(both.column("producer"))
 
     def greatest(name: str) -> np.ndarray:
         values = both.column(name).to_numpy()       # (a time as its microseconds: NumPy's max of NaT is NaT)
-        found = np.full(len(names), np.iinfo(np.int64).min)
-        np.maximum.at(found, group, values.view(np.int64))
-        return found.view(values.dtype)
+        return reduced(np.maximum, np.iinfo(np.int64).min, group, values.view(np.int64), len(names)).view(
+            values.dtype)
 
     return pa.table([names, greatest("sequence_id"), greatest("last_publish_time")], schema=MARKS)
 

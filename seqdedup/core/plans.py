@@ -19,6 +19,7 @@ from seqdedup.udfs.reference import gap_refusal
 
 from . import payloads, ranges as spread
 from .checks import described, refuse_invalid
+from .marks import numbered, reduced
 from .topic_state import TopicState, unmarked
 from .writer import Commit, Scratch
 
@@ -483,9 +484,7 @@ def fetched_outcome(run, i: plan.Inputs, entries: int) -> pa.Table | None:
                                    at_most=entries)
     # (a few hundred rows at most: NumPy over each producer's number costs a third of Arrow's group-bys, whose
     # fixed cost is most of it at this size)
-    producer = rows.column(PRODUCER)
-    names = pc.unique(producer)
-    group = pc.index_in(producer, value_set=names).to_numpy()
+    names, group = numbered(rows.column(PRODUCER))
     candidate = rows.column(plan.CANDIDATE).to_numpy(zero_copy_only=False)
     row, ids, highest = (rows.column(name).to_numpy() for name in (plan.ROW, SEQUENCE_ID, HIGHEST))
     kept, kept_ids = group[candidate], ids[candidate]
@@ -498,9 +497,7 @@ def fetched_outcome(run, i: plan.Inputs, entries: int) -> pa.Table | None:
 
     def extreme(ufunc: np.ufunc, start: int, values: np.ndarray) -> np.ndarray:
         """Each producer's least or greatest of its candidates' ``values``."""
-        found = np.full(groups, start)
-        ufunc.at(found, kept, values)
-        return found
+        return reduced(ufunc, start, kept, values, groups)
 
     # (each written entry at the base plus its row's place counted from the first row)
     first, base = int(row.min()), run.stamp[BASE.name]
