@@ -83,6 +83,11 @@ class TransactionalStorage:
         number written, when the engine says."""
         return self.adapter.execute_count(insert)
 
+    def write_topic_returning(self, topic, insert: exp.Insert) -> list[tuple]:
+        """Write as ``write_topic`` does (a few rows), and give what ``insert`` returns of them (its RETURNING
+        clause)."""
+        return self.adapter.fetchall(insert)
+
     def write_decided(self, topic, decided: exp.Select, keep: str, insert_for: Callable[[exp.Expression], exp.Insert],
                       metrics: dict[str, exp.Expression], outcome: list[exp.Expression], last: str,
                       proceed: Callable[[dict], bool], name: str, split: str | None = None) -> Decided:

@@ -30,11 +30,13 @@ the exceptions plan, where only the producers that straddle pay for more rounds.
 aggregate) or the candidates the windowed decision rejects (one round without batch entries, so only the rejected
 are kept) are removed from it; the outcome is one aggregate of what is left, read before the write; every candidate
 left is written, at ``base`` plus its row's place in the table. A small statement without ORDER BY or batch entries
-reads its rows' keys back instead (a few rows cost less than two grouped aggregates), and the runner works out the
-outcome from them in Arrow, unless an id repeats::
+writes its candidates first instead, each at ``base`` plus its place among them, and the write returns their keys
+(a few rows cost less than two grouped aggregates); the runner works out the outcome from them in NumPy (with the
+rows' keys read back where a row was not written). Where an id repeats among them, the write is undone and the
+repeats are removed as above::
 
     values ⋈ marks ─► rows (read once) ─► repeats / rejected removed ─► outcome ─► write candidates
-                                     └─► (small) keys read back ─► outcome (Arrow) ─┘
+                                     └─► (small) write candidates, keys returned ─► outcome (NumPy)
 
 Where the topic keeps a ledger of dropped entries (R16, ``ledger``), the row plan writes a row per entry it removes,
 with its reason, just before removing them; a plan without numbered rows (Spark's) reads the statement's rows once

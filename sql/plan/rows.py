@@ -87,7 +87,7 @@ def row_repeats(rows: exp.Table) -> exp.Select:
 
 def rows_fetched(rows: exp.Table) -> exp.Select:
     """A few rows' keys, each with its row's number and whether it is a candidate (above its mark): what a small
-    statement's outcome is worked out from in Arrow (``seqdedup.core.plans.fetched_outcome``), where reading ten rows
+    statement's outcome is worked out from in NumPy (``seqdedup.core.plans.outcome_of_rows``), where reading ten rows
     back costs less than the query of the repeats and that of the outcome (each a grouped aggregate).
 
     Example:
@@ -116,12 +116,42 @@ def drop_rejected(rows: exp.Table, decisions: exp.Table) -> exp.Delete:
         query=exp.select(ROW).from_(decisions.copy()).where(exp.not_(exp.column(ACCEPTED))))))
 
 
-def rows_written(rows: exp.Table, value_columns: list[str], key_columns: list[str], base: exp.Expression
-                 ) -> exp.Select:
-    """What the row plan writes: every candidate left, at ``base`` plus its row's place in the table."""
-    position = _position(exp.column(ROW_ID), base, FIRST_ROW.copy())
+def rows_written(rows: exp.Table, value_columns: list[str], key_columns: list[str], base: exp.Expression,
+                 numbered: bool = False) -> exp.Select:
+    """What the row plan writes: every candidate left, at ``base`` plus its row's place in the table (counted from
+    ``FIRST_ROW``, which the outcome read before the write gives). ``numbered``: at ``base`` plus its place among the
+    rows written, in the table's order, for a write whose outcome is worked out from the positions it returns
+    (``written_keys``): a table made in a transaction numbers its rows from a number of the engine's own.
+
+    Example:
+        >>> rows_written(exp.table_("r"), [], [], exp.Placeholder(this="b"), numbered=True).selects[0].sql("duckdb")
+        '$b + ROW_NUMBER() OVER () AS __sd_position'
+    """
+    position = exp.Add(this=base.copy(), expression=exp.Window(this=exp.RowNumber())) if numbered else \
+        _position(exp.column(ROW_ID), base, FIRST_ROW.copy())
     return exp.select(*value_columns, *key_columns, exp.alias_(position, POSITION)).from_(rows.copy()).where(
         _candidate())
+
+
+def written_keys(insert: exp.Insert) -> exp.Insert:
+    """The write (``rows_written``'s INSERT) that also returns the keys and position of each row it wrote: a small
+    statement that writes first learns from them what it wrote (``seqdedup.core.plans.written_first``).
+
+    Example:
+        >>> written_keys(exp.insert(exp.select("*").from_("r"), "t")).sql("duckdb")
+        'INSERT INTO t SELECT * FROM r RETURNING _producer AS __sd_producer, _sequence_id AS __sd_sequence_id, _highest_sequence_id AS __sd_highest, _position AS __sd_position'
+    """
+    returned = [exp.alias_(exp.column(c), a) for c, a in (("_producer", PRODUCER), ("_sequence_id", SEQUENCE_ID),
+                                                          ("_highest_sequence_id", HIGHEST), ("_position", POSITION))]
+    insert = insert.copy()
+    insert.set("returning", exp.Returning(expressions=returned))
+    return insert
+
+
+def unwritten(topic: exp.Table, commit: exp.Expression) -> exp.Delete:
+    """Remove the rows the open commit wrote to the topic (a small statement that wrote first and found an id
+    repeated among them: the engine's way then runs, and writes again)."""
+    return exp.delete(topic.copy(), where=exp.column("_commit").eq(commit.copy()))
 
 
 def row_outcome(rows: exp.Table, dropped: exp.Query | None, base: exp.Expression, late: exp.Query | None = None,
@@ -227,8 +257,8 @@ STEPS = plan_of(
          lambda i: rows_once(i.read.values, i.marks, i.statement.id_parts)),
     Step("summary", "with is_not_dup's third argument: batch entries",
          lambda i: rows_summary(i.table("rows"))),
-    Step("fetched", "a small statement without ORDER BY or batch entries: its rows' keys, read back (its outcome is "
-                    "worked out from them; where an id repeats, the next steps run)",
+    Step("fetched", "a small statement: its rows' keys, read back for its outcome (with ORDER BY, once none is "
+                    "rejected; without, where a row was not written); where an id repeats, the next steps run",
          lambda i: rows_fetched(i.table("rows"))),
     Step("repeats", "without ORDER BY or batch entries: repeated keys", lambda i: row_repeats(i.table("rows"))),
     Step("dropped repeats", "a ledger, or payload conflicts judged: the rows at or below their mark and the repeats, "
@@ -255,7 +285,17 @@ STEPS = plan_of(
     Step("outcome rejected", "outcome per producer, with them", lambda i: row_outcome(
         i.table("rows"), dropped_rejected(i.table("decisions")), i.base,
         late_ids(i.table("decisions"), i.table("rows")), together=i.together).order_by("producer")),
-    Step("write", "write", lambda i: insert_rows(i.topic, i.targets, i.values, rows_written(
-        i.table("rows"), i.values, i.statement.key_columns, i.base), i.publish_time, i.commit,
-                                                 keyed=i.statement.keyed)),
+    Step("returning write", "a small statement without ORDER BY or batch entries: the write, numbered, which returns "
+                           "the keys it wrote (its outcome is worked out from them)",
+         lambda i: written_keys(_write(i, numbered=True))),
+    Step("unwrite", "that write undone, where an id repeats among the rows it wrote",
+         lambda i: unwritten(i.topic, i.commit)),
+    Step("write", "write", lambda i: _write(i)),
 )
+
+
+def _write(i, numbered: bool = False) -> exp.Insert:
+    """The row plan's write (``rows_written``) into the topic."""
+    return insert_rows(i.topic, i.targets, i.values, rows_written(i.table("rows"), i.values, i.statement.key_columns,
+                                                                  i.base, numbered), i.publish_time, i.commit,
+                       keyed=i.statement.keyed)

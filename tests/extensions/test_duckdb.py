@@ -91,9 +91,13 @@ def test_sessions_on_two_database_files_of_one_process_each_read_their_own_catal
 
 def test_a_small_statements_outcome_made_by_arrow_is_the_engines_own(tmp_path, monkeypatch):
     """A small statement without batch entries that removes none of its rows (no repeat; ordered, none rejected)
-    has its outcome made by Arrow from its rows read back (``FETCHED_OUTCOME_AT_MOST``); another, or a large one,
-    has it from the engine's aggregates. The same statements both ways give the same counts per producer, the same
-    entries at the same positions, and the same run log. (The property tests against the reference model take both ways too: ``DISTRIBUTED``.)"""
+    has its outcome made in Python (``FETCHED_OUTCOME_AT_MOST``): unordered, from the keys its write returned (and
+    its rows read back where one was not written), the write undone where an id repeats; ordered, from its rows
+    read back. Another, or a large one, has it from the engine's aggregates. The same statements both ways give the
+    same counts per producer, the same entries in the same order, and the same run log; each way's positions are
+    those of the entries it wrote (the write that returns its keys numbers the entries it writes, where the other
+    gives each its row's place: both unique and increasing, R7). (The property tests against the reference model
+    take both ways too: ``DISTRIBUTED``.)"""
     from seqdedup.core import plans
 
     engine = next(e for e in ENGINES if e.name == "duckdb")
@@ -101,24 +105,33 @@ def test_a_small_statements_outcome_made_by_arrow_is_the_engines_own(tmp_path, m
                   [("b", 6), ("b", 6), ("a", 5)], [("c", 9)], [("a", 9), ("b", 7), ("c", 2), ("d", 0)],
                   [("e", 5), ("e", 3)], [("f", n) for n in range(256)], [("g", n) for n in range(257)]]
     made = []
-    original = plans.fetched_outcome
-    monkeypatch.setattr(plans, "fetched_outcome", lambda *a: made.append(original(*a)) or made[-1])
+    original = plans.outcome_of_rows
+    monkeypatch.setattr(plans, "outcome_of_rows", lambda *a: made.append(original(*a)) or made[-1])
     seen = []
     for at_most in (256, None):
         harness = Harness(engine, str(tmp_path / f"{at_most}.duckdb"), adapter={"FETCHED_OUTCOME_AT_MOST": at_most})
         harness.topic()
         harness.topic("inorder")
-        outcomes, by_arrow = [], []
+        outcomes, by_arrow, spans = [], [], []
         for rows in statements:
             for topic in ("events", "inorder"):
                 made.clear()
-                outcomes.append(list(harness.send(rows, topic=topic, ordered=topic == "inorder").producers))
+                result = harness.send(rows, topic=topic, ordered=topic == "inorder")
+                counts = [(c.producer, c.written, c.duplicates, c.out_of_order) for c in result.producers]
+                outcomes.append(counts)
                 by_arrow.append(any(outcome is not None for outcome in made))
-        topic = [harness.session.sql(f"SELECT _producer, _sequence_id, _position, _commit FROM {name} "
-                                     "ORDER BY _position").rows for name in ("events", "inorder")]
+                # each producer's first and last positions are those of the entries the commit wrote
+                wrote = harness.session.sql(f"SELECT _producer, min(_position), max(_position) FROM {topic} WHERE "
+                                            f"_commit = {result.commit or -1} GROUP BY _producer").rows
+                assert sorted(wrote) == [(c.producer, c.first_position, c.last_position) for c in result.producers
+                                         if c.written], (rows, topic)
+                spans.extend((c.first_position, c.last_position) for c in result.producers)
+        topic = [harness.session.sql(f"SELECT _producer, _sequence_id, _commit FROM {name} ORDER BY _position").rows
+                 for name in ("events", "inorder")]
         log = harness.session.sql("SELECT producer, written, duplicates, first_position, last_position, highest "
-                                  "FROM seqdedup_statements ORDER BY commit_id, producer").rows
-        seen.append((outcomes, topic, log, by_arrow))
+                                  "FROM seqdedup_statements ORDER BY commit_id, topic, producer").rows
+        assert [(first, last) for _, _, _, first, last, _ in log] == spans     # (the run log says the same)
+        seen.append((outcomes, topic, [(p, w, d, h) for p, w, d, _, _, h in log], by_arrow))
         harness.close()
     assert seen[0][:3] == seen[1][:3]
     # the first way made the outcome of each statement with entries and nothing to remove, sent to each topic in

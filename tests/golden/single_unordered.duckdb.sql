@@ -53,7 +53,7 @@ SELECT
   )
 FROM __sd_rows;
 
--- rows plan: a small statement without ORDER BY or batch entries: its rows' keys, read back (its outcome is worked out from them; where an id repeats, the next steps run)
+-- rows plan: a small statement: its rows' keys, read back for its outcome (with ORDER BY, once none is rejected; without, where a row was not written); where an id repeats, the next steps run
 SELECT
   rowid AS __sd_row,
   __sd_producer,
@@ -505,6 +505,44 @@ LEFT JOIN (
   ON x.__sd_producer = r.__sd_producer
 ORDER BY
   producer ASC NULLS FIRST;
+
+-- rows plan: a small statement without ORDER BY or batch entries: the write, numbered, which returns the keys it wrote (its outcome is worked out from them)
+INSERT INTO main.events (
+  "payload",
+  "_producer",
+  "_sequence_id",
+  "_highest_sequence_id",
+  "_position",
+  "_publish_time",
+  "_commit"
+)
+SELECT
+  __sd_v0,
+  __sd_producer,
+  __sd_sequence_id,
+  __sd_highest,
+  __sd_position,
+  '2026-01-01',
+  7
+FROM (
+  SELECT
+    __sd_v0,
+    __sd_producer,
+    __sd_sequence_id,
+    __sd_highest,
+    41 + ROW_NUMBER() OVER () AS __sd_position
+  FROM __sd_rows
+  WHERE
+    (
+      __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+    )
+) AS w
+RETURNING _producer AS __sd_producer, _sequence_id AS __sd_sequence_id, _highest_sequence_id AS __sd_highest, _position AS __sd_position;
+
+-- rows plan: that write undone, where an id repeats among the rows it wrote
+DELETE FROM main.events
+WHERE
+  _commit = 7;
 
 -- rows plan: write
 INSERT INTO main.events (
