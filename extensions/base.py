@@ -60,9 +60,8 @@ class EngineAdapter:
     #: job of its own, however small; a map lookup scans the map's keys, so it pays only for a few marks.
     MARKS_AS_MAP: int | None = None
     #: A row plan's statement of at most this many entries, without batch entries, that removes none of its rows (no
-    #: repeat; with ORDER BY, none rejected) has its outcome worked out in Python: without ORDER BY from the keys its
-    #: write returns (``seqdedup.core.plans.written_first``), with it from its rows' keys read back
-    #: (``fetched_outcome``; None: never).
+    #: repeat; with ORDER BY, none rejected) writes first and has its outcome worked out in Python from the keys its
+    #: write returns (``seqdedup.core.plans.written_first``; None: never).
     FETCHED_OUTCOME_AT_MOST: int | None = None
     #: A statement the engine estimates at most this large is decided in one task, without a shuffle (``gather``
     #: in ``sql.plan.window_decisions``; None: never).

@@ -12,7 +12,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from sqlglot import exp
 
-from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 from seqdedup.errors import EngineError, SequenceGapError
 from seqdedup.sql import plan
 from seqdedup.udfs.reference import gap_refusal
@@ -448,7 +447,8 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
         step = "drop rejected" if late else "drop repeats"
         adapter.execute(kept(f"{step} {rounds}", lambda: steps[step].build(i)))
     elif late and not batches:      # (in order, none rejected: what is left is written or at or below its mark)
-        table = fetched_outcome(run, i, entries)
+        table = written_first(run, i, entries)
+        wrote = table is not None
     if table is None:
         outcome = steps[("outcome rejected" if late else "outcome repeats") if removed else "outcome"]
         table = adapter.fetch_arrow(kept(f"row outcome {late} {rounds} {bool(removed)} {i.together}",
@@ -471,13 +471,13 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
 
 
 def written_first(run, i: plan.Inputs, entries: int) -> pa.Table | None:
-    """A small statement without ORDER BY or batch entries (``fetchable``) writes its candidates before anything
-    else, each at the base plus its place among them, and its outcome is worked out from the keys and positions the
-    write returns: one query where reading the rows back and writing them were two (0.5 ms of a ten-entry statement
-    of 8.5). Where a row was not written (at or below its mark), the rows' keys are read back too, for what each
-    producer sent. Where an id repeats among the rows written, the write is undone and None returned: the engine's
-    way removes the copies, then writes again. None too, before anything is written, where the statement is not
-    of that kind."""
+    """A small statement without batch entries (``fetchable``) whose rows are left as they are (without ORDER BY,
+    before its repeats are looked for; with it, once its window rejected none) writes its candidates, each at the
+    base plus its place among them, and its outcome is worked out from the keys and positions the write returns:
+    one query where reading the rows back and writing them were two (0.5 ms of a ten-entry statement of 8.5). Where
+    a row was not written (at or below its mark), the rows' keys are read back too, for what each producer sent.
+    Where an id repeats among the rows written, the write is undone and None returned: the engine's way removes the
+    copies, then writes again. None too, before anything is written, where the statement is not of that kind."""
     if not fetchable(run, i, entries):
         return None
     adapter, base, steps = run.adapter, run.stamp[BASE.name], plan.PLANS["rows"]
@@ -504,21 +504,6 @@ def fetchable(run, i: plan.Inputs, entries: int) -> bool:
     (``EngineAdapter.FETCHED_OUTCOME_AT_MOST``) with integer ids, not counted together (R20's keys)."""
     at_most = run.adapter.FETCHED_OUTCOME_AT_MOST
     return at_most is not None and 0 < entries <= at_most and not i.together and i.statement.id_parts is None
-
-
-def fetched_outcome(run, i: plan.Inputs, entries: int) -> pa.Table | None:
-    """The row plan's outcome (``sql.plan.row_outcome``'s columns) of a small ordered statement without batch
-    entries whose window rejected none, worked out from its rows' keys read back (``sql.plan.rows_fetched``); None
-    where it is not ``fetchable`` or an id repeats among its candidates (the engine removes the copies, and the
-    outcome is read as before)."""
-    if not fetchable(run, i, entries):
-        return None
-    rows = run.adapter.fetch_arrow(run.kept("fetched", lambda: plan.PLANS["rows"]["fetched"].build(i)),
-                                   at_most=entries)
-    row = rows.column(plan.ROW).to_numpy()
-    return outcome_of_rows(rows.column(PRODUCER), rows.column(plan.CANDIDATE).to_numpy(zero_copy_only=False), row,
-                           rows.column(SEQUENCE_ID).to_numpy(), rows.column(HIGHEST).to_numpy(),
-                           run.stamp[BASE.name], int(row.min()))
 
 
 def outcome_of_rows(producers, candidate: np.ndarray, row: np.ndarray, ids: np.ndarray, highest: np.ndarray,

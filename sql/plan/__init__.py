@@ -29,11 +29,11 @@ the exceptions plan, where only the producers that straddle pay for more rounds.
 (an invalid entry, R4, fails that query as its row is read); the repeats (no ORDER BY, no batch entries: a hash
 aggregate) or the candidates the windowed decision rejects (one round without batch entries, so only the rejected
 are kept) are removed from it; the outcome is one aggregate of what is left, read before the write; every candidate
-left is written, at ``base`` plus its row's place in the table. A small statement without ORDER BY or batch entries
-writes its candidates first instead, each at ``base`` plus its place among them, and the write returns their keys
-(a few rows cost less than two grouped aggregates); the runner works out the outcome from them in NumPy (with the
-rows' keys read back where a row was not written). Where an id repeats among them, the write is undone and the
-repeats are removed as above::
+left is written, at ``base`` plus its row's place in the table. A small statement without batch entries (without
+ORDER BY, before its repeats are looked for; with it, once the window rejected none) writes its candidates first
+instead, each at ``base`` plus its place among them, and the write returns their keys (a few rows cost less than
+two grouped aggregates); the runner works out the outcome from them in NumPy (with the rows' keys read back where a
+row was not written). Where an id repeats among them, the write is undone and the repeats are removed as above::
 
     values ⋈ marks ─► rows (read once) ─► repeats / rejected removed ─► outcome ─► write candidates
                                      └─► (small) write candidates, keys returned ─► outcome (NumPy)

@@ -87,8 +87,9 @@ def row_repeats(rows: exp.Table) -> exp.Select:
 
 def rows_fetched(rows: exp.Table) -> exp.Select:
     """A few rows' keys, each with its row's number and whether it is a candidate (above its mark): what a small
-    statement's outcome is worked out from in NumPy (``seqdedup.core.plans.outcome_of_rows``), where reading ten rows
-    back costs less than the query of the repeats and that of the outcome (each a grouped aggregate).
+    statement that wrote first and left a row unwritten works out what each producer sent from, in NumPy
+    (``seqdedup.core.plans.written_first``), where reading ten rows back costs less than the query of the repeats
+    and that of the outcome (each a grouped aggregate).
 
     Example:
         >>> rows_fetched(exp.table_("r")).sql("duckdb")
@@ -257,8 +258,8 @@ STEPS = plan_of(
          lambda i: rows_once(i.read.values, i.marks, i.statement.id_parts)),
     Step("summary", "with is_not_dup's third argument: batch entries",
          lambda i: rows_summary(i.table("rows"))),
-    Step("fetched", "a small statement: its rows' keys, read back for its outcome (with ORDER BY, once none is "
-                    "rejected; without, where a row was not written); where an id repeats, the next steps run",
+    Step("fetched", "a small statement that wrote first and left a row unwritten: its rows' keys, read back for "
+                    "its outcome",
          lambda i: rows_fetched(i.table("rows"))),
     Step("repeats", "without ORDER BY or batch entries: repeated keys", lambda i: row_repeats(i.table("rows"))),
     Step("dropped repeats", "a ledger, or payload conflicts judged: the rows at or below their mark and the repeats, "
@@ -285,8 +286,8 @@ STEPS = plan_of(
     Step("outcome rejected", "outcome per producer, with them", lambda i: row_outcome(
         i.table("rows"), dropped_rejected(i.table("decisions")), i.base,
         late_ids(i.table("decisions"), i.table("rows")), together=i.together).order_by("producer")),
-    Step("returning write", "a small statement without ORDER BY or batch entries: the write, numbered, which returns "
-                           "the keys it wrote (its outcome is worked out from them)",
+    Step("returning write", "a small statement without batch entries whose rows are left as they are: the write, "
+                           "numbered, which returns the keys it wrote (its outcome is worked out from them)",
          lambda i: written_keys(_write(i, numbered=True))),
     Step("unwrite", "that write undone, where an id repeats among the rows it wrote",
          lambda i: unwritten(i.topic, i.commit)),

@@ -91,9 +91,9 @@ def test_sessions_on_two_database_files_of_one_process_each_read_their_own_catal
 
 def test_a_small_statements_outcome_made_by_arrow_is_the_engines_own(tmp_path, monkeypatch):
     """A small statement without batch entries that removes none of its rows (no repeat; ordered, none rejected)
-    has its outcome made in Python (``FETCHED_OUTCOME_AT_MOST``): unordered, from the keys its write returned (and
-    its rows read back where one was not written), the write undone where an id repeats; ordered, from its rows
-    read back. Another, or a large one, has it from the engine's aggregates. The same statements both ways give the
+    writes first and has its outcome made in Python (``FETCHED_OUTCOME_AT_MOST``), from the keys its write returned
+    (and its rows read back where one was not written), the write undone where an id repeats. Another, or a large
+    one, has it from the engine's aggregates. The same statements both ways give the
     same counts per producer, the same entries in the same order, and the same run log; each way's positions are
     those of the entries it wrote (the write that returns its keys numbers the entries it writes, where the other
     gives each its row's place: both unique and increasing, R7). (The property tests against the reference model

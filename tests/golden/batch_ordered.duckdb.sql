@@ -62,7 +62,7 @@ SELECT
   )
 FROM __sd_rows;
 
--- rows plan: a small statement: its rows' keys, read back for its outcome (with ORDER BY, once none is rejected; without, where a row was not written); where an id repeats, the next steps run
+-- rows plan: a small statement that wrote first and left a row unwritten: its rows' keys, read back for its outcome
 SELECT
   rowid AS __sd_row,
   __sd_producer,
@@ -521,7 +521,7 @@ LEFT JOIN (
 ORDER BY
   producer ASC NULLS FIRST;
 
--- rows plan: a small statement without ORDER BY or batch entries: the write, numbered, which returns the keys it wrote (its outcome is worked out from them)
+-- rows plan: a small statement without batch entries whose rows are left as they are: the write, numbered, which returns the keys it wrote (its outcome is worked out from them)
 INSERT INTO main.events (
   "payload",
   "_producer",
