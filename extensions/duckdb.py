@@ -14,6 +14,7 @@ import pyarrow as pa
 from sqlglot import exp
 
 from seqdedup.errors import EngineError
+from seqdedup.kept import Kept
 from seqdedup.sql.dialects import DuckDBExplicit
 from seqdedup.udfs.guards import SIGNATURES, guard_message
 
@@ -159,7 +160,7 @@ class DuckDBAdapter(EngineAdapter):
         self._identity: str | None = None
         self._relations: dict[str, duckdb.DuckDBPyConnection] = {}   # registered Arrow tables -> their connection
         self._appends: dict[tuple, exp.Insert] = {}     # (table, columns) -> append_rows' INSERT, built once
-        self._drops: dict[tuple, str] = {}     # scratch tables' names -> the text that drops them, generated once
+        self._drops: Kept[str] = Kept(rendering.KEPT_TEXTS)    # scratch tables' names -> the text dropping them
         self._claimed = False   # counted in duckdb_identity's open files
         # Statements run on the one connection (the session lets one thread write at a time), so the user's
         # temporary views stay visible. Reads of committed state may come from any thread: each thread reads
@@ -348,13 +349,8 @@ class DuckDBAdapter(EngineAdapter):
             self.drop_temp_table(name)
         tables = tuple(n for n in names if n not in relations)
         if tables:        # one round trip for all of them (a statement's scratch names come again: generated once)
-            text = self._drops.get(tables)
-            if text is None:
-                if len(self._drops) >= rendering.KEPT_TEXTS:
-                    self._drops.clear()
-                text = self._drops[tables] = "; ".join(
-                    self.sql(exp.Drop(tables=[self.temp_table(n)], kind="TABLE", exists=True)) for n in tables)
-            self.execute(text)
+            self.execute(self._drops.made(tables, lambda: "; ".join(
+                self.sql(exp.Drop(tables=[self.temp_table(n)], kind="TABLE", exists=True)) for n in tables)))
 
     def drop_temp_table(self, name: str) -> None:
         if name in self._relations:

@@ -5,8 +5,9 @@ from __future__ import annotations
 from sqlglot import exp
 
 from seqdedup.catalog.schema import IN_CATALOG
+from seqdedup.kept import Kept
 
-#: The most texts an adapter keeps; past it, it forgets them all and generates them again as they come.
+#: The most texts an adapter keeps (``Kept``).
 KEPT_TEXTS = 1024
 
 
@@ -15,12 +16,10 @@ def sql(adapter, tree: exp.Expression) -> str:
     next (``tree.meta["kept"]``) is generated once."""
     if not tree.meta.get("kept"):
         return _generate(adapter, tree)
-    texts = adapter.__dict__.setdefault("_texts", {})
+    texts = adapter.__dict__.setdefault("_texts", Kept(KEPT_TEXTS))
     text = texts.get(id(tree))
-    if text is None or text[0] is not tree:
-        if len(texts) > KEPT_TEXTS:
-            texts.clear()
-        text = texts[id(tree)] = (tree, _generate(adapter, tree))
+    if text is None or text[0] is not tree:     # (by identity: a tree kept is kept whole, and ``id`` may come again)
+        text = texts.keep(id(tree), (tree, _generate(adapter, tree)))
     return text[1]
 
 

@@ -22,6 +22,7 @@ from sqlglot.tokens import Tokenizer, TokenType
 
 from seqdedup.catalog.policies import PROPERTY_PREFIX
 from seqdedup.errors import RewriteError
+from seqdedup.kept import Kept
 
 
 #: How deep a statement may nest (parentheses, subqueries, operators): sqlglot and seqdedup walk trees recursively,
@@ -58,12 +59,11 @@ def depth(tree: exp.Expression) -> int:
     return deepest
 
 
-#: The most texts whose trees ``parse`` keeps; past it, it forgets them all and parses again as they come.
-PARSED_KEPT = 256
+#: The trees of the texts ``parse`` read, by text (at most 256 texts).
+_PARSED: Kept[list[exp.Expression]] = Kept(256)
 #: The longest text whose trees are kept: a statement sent again and again is short, and a long one (a VALUES list of
 #: a million rows) would hold its trees in memory after it ran.
 PARSED_KEPT_CHARS = 10_000
-_parsed: dict[tuple, list[exp.Expression]] = {}
 
 
 def parse(text: str, read) -> list[exp.Expression]:
@@ -81,14 +81,7 @@ def parse(text: str, read) -> list[exp.Expression]:
     """
     if len(text) > PARSED_KEPT_CHARS:
         return _parse(text, read)
-    key = (text, read)
-    trees = _parsed.get(key)
-    if trees is None:
-        trees = _parse(text, read)
-        if len(_parsed) >= PARSED_KEPT:
-            _parsed.clear()
-        _parsed[key] = trees
-    return [tree.copy() for tree in trees]
+    return [tree.copy() for tree in _PARSED.made((text, read), lambda: _parse(text, read))]
 
 
 def _parse(text: str, read) -> list[exp.Expression]:

@@ -1,5 +1,6 @@
 """The folders depend one way (udfs <- catalog <- sql <- extensions <- seqdedup/core <- seqdedup/clients <- seqdedup),
-the lower ones taking only errors and failpoints from the root package, and only extensions/ imports an engine;
+the lower ones taking only errors, failpoints and bounded caches from the root package, and only extensions/ imports
+an engine;
 no module imports itself through others; ``import seqdedup`` works without pyspark. An import for annotations only
 (under ``if TYPE_CHECKING:``) is no dependency: a client is handed the ``Session`` facade it is annotated with."""
 from __future__ import annotations
@@ -14,8 +15,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 LAYERS = ["udfs", "catalog", "sql", "extensions", "seqdedup/core", "seqdedup/clients", "seqdedup"]
 PACKAGE = {folder: "seqdedup" if folder == "seqdedup" else f"seqdedup.{folder.removeprefix('seqdedup/')}"
            for folder in LAYERS}
-#: What every layer may import from the root package: the errors it raises and the crash tests' failpoints.
-SHARED = ("seqdedup.errors", "seqdedup.failpoints")
+#: What every layer may import from the root package: the errors it raises, the crash tests' failpoints and the
+#: bounded caches of what the statement path makes once per shape.
+SHARED = ("seqdedup.errors", "seqdedup.failpoints", "seqdedup.kept")
 
 
 def _sources():
@@ -65,7 +67,7 @@ def _rank(module: str) -> int | None:
     return min(held, default=None)
 
 
-def test_layers_import_only_downwards_and_only_errors_and_failpoints_from_the_root():
+def test_layers_import_only_downwards_and_only_errors_failpoints_and_caches_from_the_root():
     imports = 0
     for rank, folder, path, package in _sources():
         for module in _imports(path, package):

@@ -14,6 +14,7 @@ from typing import Iterable, Iterator
 from sqlglot import exp
 
 from seqdedup.catalog.names import ARRIVAL, HIGHEST, PRODUCER, SEQUENCE_ID
+from seqdedup.kept import Kept
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def receipts_query(topic: exp.Table, entries: exp.Query, own_commits: Iterable[i
 
 
 #: The receipts queries of sends, kept from one send to the next (their commits are parameters): by their shape.
-_KEPT: dict[tuple, exp.Select] = {}
+_KEPT: Kept[exp.Select] = Kept(256)
 
 
 def receipts(adapter, topic: exp.Table, entries: exp.Query, own_commits: Iterable[int]) -> list[tuple]:
@@ -74,14 +75,12 @@ def receipts(adapter, topic: exp.Table, entries: exp.Query, own_commits: Iterabl
 
 
 def _kept(topic: exp.Table, entries: exp.Query, commits: list[exp.Expression], *, everywhere: bool) -> exp.Select:
-    key = (topic.sql(), entries.sql(), len(commits), everywhere)
-    if key not in _KEPT:
-        if len(_KEPT) > 256:
-            _KEPT.clear()
+    def made() -> exp.Select:
         query = receipts_query(topic, entries, commits, everywhere=everywhere)
         query.meta["kept"] = True
-        _KEPT[key] = query
-    return _KEPT[key]
+        return query
+
+    return _KEPT.made((topic.sql(), entries.sql(), len(commits), everywhere), made)
 
 
 class Receipts:

@@ -12,10 +12,8 @@ import datetime as dt
 import functools
 import logging
 import random
-import threading
 import time
 import uuid
-from collections import OrderedDict
 from dataclasses import replace
 
 import pyarrow as pa
@@ -25,6 +23,7 @@ from sqlglot import exp
 from seqdedup.catalog.schema import STATEMENTS, arrow_rows, catalog_table
 from seqdedup.catalog.state import literal
 from seqdedup.errors import CommitConflict, SeqdedupError
+from seqdedup.kept import Kept
 from seqdedup.sql import key_window, rewrite
 
 from ..failpoints import failpoint
@@ -40,10 +39,10 @@ from .turns import AFTER, Turns
 from .writer import Commit, Scratch, Writer
 
 
-#: The trees of statements' steps, by (shape, step), kept from one statement to the next (at most KEPT of them).
-_KEPT: OrderedDict[tuple, exp.Expression] = OrderedDict()
-_KEPT_LOCK = threading.Lock()
+#: The most trees of statements' steps kept, and of statements split (``rewritten``).
 KEPT = 512
+#: The trees of statements' steps, by (shape, step), kept from one statement to the next.
+_KEPT: Kept[exp.Expression] = Kept(KEPT)
 
 class Run:
     """One statement on one topic (``run`` below is the whole of it), on ``broker``; ``dialect``: the one it was
@@ -66,19 +65,12 @@ class Run:
         another, or a stream's micro-batches, run the same SQL text each time (only the parameters change)."""
         # (the scratch tables made so far are in the key: a step reads them by name, and which were made depends on
         # the path the statement took, a policy's snapshot or a plan's retry)
-        key = (self.shape, step, tuple(self.scratch.names) if self.scratch else ())
-        with _KEPT_LOCK:
-            tree = _KEPT.get(key)
-            if tree is not None:
-                _KEPT.move_to_end(key)
-                return tree
-        tree = build()
-        tree.meta["kept"] = True
-        with _KEPT_LOCK:
-            _KEPT[key] = tree
-            while len(_KEPT) > KEPT:
-                _KEPT.popitem(last=False)
-        return tree
+        def made() -> exp.Expression:
+            tree = build()
+            tree.meta["kept"] = True
+            return tree
+
+        return _KEPT.made((self.shape, step, tuple(self.scratch.names) if self.scratch else ()), made)
 
     # --- the whole statement -----------------------------------------------------------------------------------
 
@@ -246,17 +238,11 @@ def rewritten(adapter, tree: exp.Expression) -> rewrite.DedupInsert:
     statement each time, and splitting it again took 1.2 ms of a 17 ms send. Its trees are only read, as the kept
     steps' are (``Run.kept``). The key holds where the text placed each node too, which errors cite
     (``seqdedup.errors.at``): the same statement written across other lines is split anew."""
-    kept = adapter.__dict__.setdefault("_rewritten", {})
+    kept = adapter.__dict__.setdefault("_rewritten", Kept(KEPT))
     # (``_meta``, not ``meta``: reading the property gives every node a dict of its own)
     key = (tree.sql(), tuple((m["line"], m["col"]) for m in (getattr(n, "_meta", None) for n in tree.walk())
                              if m and "line" in m))
-    found = kept.get(key)
-    if found is None:
-        found = rewrite.expand_is_not_dup(key_window.expand_is_new(tree), adapter.binary)
-        if len(kept) >= KEPT:
-            kept.clear()
-        kept[key] = found
-    return found
+    return kept.made(key, lambda: rewrite.expand_is_not_dup(key_window.expand_is_new(tree), adapter.binary))
 
 
 def run(broker: Broker, tree: exp.Expression, dialect: str) -> StatementResult:

@@ -254,7 +254,7 @@ def test_a_failure_of_seqdedups_own_query_never_blames_the_statement(db, monkeyp
     from seqdedup.core import statement
     from seqdedup.sql import plan
 
-    monkeypatch.setattr(statement, "_KEPT", type(statement._KEPT)())     # (no tree of this test kept for others)
+    monkeypatch.setattr(statement, "_KEPT", statement.Kept(statement.KEPT))     # (no tree of this test kept for others)
     def failing(build):
         def write(inputs) -> exp.Insert:
             insert = build(inputs)
