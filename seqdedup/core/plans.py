@@ -486,14 +486,18 @@ def written_first(run, i: plan.Inputs, entries: int) -> pa.Table | None:
             run.ref, run.kept("returning write", lambda: steps["returning write"].build(i)))
     except EngineError as error:
         raise Unsettled(error) from error
-    # (tuples, not Arrow: a few rows, whose columns NumPy takes as they come)
-    rows = [(producer, id_, highest, position - base - 1, True) for producer, id_, highest, position in wrote]
+    # (a few rows as tuples, their columns taken whole by NumPy: no Arrow table to build and cast)
+    producers, ids, highest, row = (np.array(column) for column in zip(*wrote)) if wrote else [np.array([])] * 4
+    row, candidate = row - base - 1, np.ones(len(row), bool)
     if len(wrote) < entries:        # (the others, at or below their marks, for what each producer sent)
-        rows += [(producer, id_, highest, row, False) for row, producer, id_, highest, candidate in
-                 adapter.fetchall(run.kept("fetched", lambda: steps["fetched"].build(i))) if not candidate]
-    producers, ids, highest, row, candidate = zip(*rows)
-    ids, highest, row = (np.array(values, np.int64) for values in (ids, highest, row))
-    table = outcome_of_rows(pa.array(producers, pa.string()), np.array(candidate), row, ids, highest, base, 0)
+        fetched = [np.array(column) for column in zip(*adapter.fetchall(run.kept(
+            "fetched", lambda: steps["fetched"].build(i))))]       # (row, producer, id, highest id, candidate)
+        others = ~fetched[4].astype(bool)
+        producers, ids, highest, row = (np.concatenate([mine, theirs[others]]) for mine, theirs in
+                                        zip((producers, ids, highest, row), fetched[1:4] + fetched[:1]))
+        candidate = np.concatenate([candidate, np.zeros(int(others.sum()), bool)])
+    table = outcome_of_rows(pa.array(producers, pa.string()), candidate, row.astype(np.int64), ids.astype(np.int64),
+                            highest.astype(np.int64), base, 0)
     if table is None:
         adapter.execute(run.kept("unwrite", lambda: steps["unwrite"].build(i)))
     return table
