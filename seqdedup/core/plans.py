@@ -486,21 +486,34 @@ def written_first(run, i: plan.Inputs, entries: int) -> pa.Table | None:
             run.ref, run.kept("returning write", lambda: steps["returning write"].build(i)))
     except EngineError as error:
         raise Unsettled(error) from error
-    # (a few rows as tuples, their columns taken whole by NumPy: no Arrow table to build and cast)
-    producers, ids, highest, row = (np.array(column) for column in zip(*wrote)) if wrote else [np.array([])] * 4
+    producers, ids, highest, row = _columns(wrote, RETURNED)
     row, candidate = row - base - 1, np.ones(len(row), bool)
     if len(wrote) < entries:        # (the others, at or below their marks, for what each producer sent)
-        fetched = [np.array(column) for column in zip(*adapter.fetchall(run.kept(
-            "fetched", lambda: steps["fetched"].build(i))))]       # (row, producer, id, highest id, candidate)
-        others = ~fetched[4].astype(bool)
-        producers, ids, highest, row = (np.concatenate([mine, theirs[others]]) for mine, theirs in
-                                        zip((producers, ids, highest, row), fetched[1:4] + fetched[:1]))
+        at, *theirs, written = _columns(adapter.fetchall(run.kept("fetched", lambda: steps["fetched"].build(i))),
+                                        FETCHED)
+        others = ~written
+        producers, ids, highest, row = (np.concatenate([mine, other[others]]) for mine, other in
+                                        zip((producers, ids, highest, row), [*theirs, at]))
         candidate = np.concatenate([candidate, np.zeros(int(others.sum()), bool)])
-    table = outcome_of_rows(pa.array(producers, pa.string()), candidate, row.astype(np.int64), ids.astype(np.int64),
-                            highest.astype(np.int64), base, 0)
+    table = outcome_of_rows(pa.array(producers, pa.string()), candidate, row, ids, highest, base)
     if table is None:
         adapter.execute(run.kept("unwrite", lambda: steps["unwrite"].build(i)))
     return table
+
+
+#: The NumPy types of the columns a small statement's write returns (producer, id, highest id, position) and of
+#: its rows read back (``sql.plan.rows_fetched``: row, producer, id, highest id, whether a candidate).
+RETURNED, FETCHED = (object, np.int64, np.int64, np.int64), (np.int64, object, np.int64, np.int64, bool)
+
+
+def _columns(rows: list[tuple], kinds: tuple) -> list[np.ndarray]:
+    """A few rows' columns, each taken whole by NumPy as its kind (no Python per row).
+
+    Example:
+        >>> [c.tolist() for c in _columns([("a", 5), ("b", 6)], (object, np.int64))], len(_columns([], (bool,))[0])
+        ([['a', 'b'], [5, 6]], 0)
+    """
+    return [np.array(column, kind) for column, kind in zip(list(zip(*rows)) or [()] * len(kinds), kinds)]
 
 
 def fetchable(run, i: plan.Inputs, entries: int) -> bool:
@@ -511,11 +524,11 @@ def fetchable(run, i: plan.Inputs, entries: int) -> bool:
 
 
 def outcome_of_rows(producers, candidate: np.ndarray, row: np.ndarray, ids: np.ndarray, highest: np.ndarray,
-                    base: int, first: int) -> pa.Table | None:
+                    base: int) -> pa.Table | None:
     """The outcome of a statement whose rows are left as they are, from each row's producer, whether it is a
-    candidate, its row's number, id and highest id: each candidate written at ``base`` plus its row's place counted
-    from row ``first``, each other row at or below its producer's mark, as the outcome's query counts them with no
-    rows removed. None where an id repeats among the candidates."""
+    candidate, its row's place (from 0), id and highest id: each candidate written at ``base`` plus 1 plus its
+    place, each other row at or below its producer's mark, as the outcome's query counts them with no rows
+    removed. None where an id repeats among the candidates."""
     # (a few hundred rows at most: NumPy over each producer's number costs a third of Arrow's group-bys, whose
     # fixed cost is most of it at this size)
     names, group = numbered(producers)
@@ -532,14 +545,14 @@ def outcome_of_rows(producers, candidate: np.ndarray, row: np.ndarray, ids: np.n
         return reduced(ufunc, start, kept, values, groups)
 
     def position(places: np.ndarray) -> pa.Array:
-        return pa.array(np.where(none, 0, places - first) + base + 1, mask=none)
+        return pa.array(np.where(none, 0, places) + base + 1, mask=none)
 
     at = row[candidate]
     return pa.table({"producer": names, "sent": sent, "written": written, "duplicates": sent - written,
                      "first_position": position(extreme(np.minimum, INT64.max, at)),
                      "last_position": position(extreme(np.maximum, INT64.min, at)),
                      "highest": pa.array(extreme(np.maximum, INT64.min, highest[candidate]), mask=none),
-                     "out_of_order": np.zeros(groups, np.int64), plan.FIRST: np.full(groups, first, np.int64)})
+                     "out_of_order": np.zeros(groups, np.int64), plan.FIRST: np.zeros(groups, np.int64)})
 
 
 def decide(run, i: plan.Inputs, steps: dict[str, plan.Step], scratch: Scratch) -> tuple[exp.Table, int]:
