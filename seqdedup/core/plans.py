@@ -455,14 +455,14 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
                                          lambda: outcome.build(i)), at_most=entries)     # (a row per producer)
     if judged and dropped is None and dropped_any(table):
         dropped = set_apart()       # (only entries at or below their mark: nothing was removed)
-    first = table.column(plan.FIRST)
-    with adapter.parameters({plan.FIRST_ROW.name: first[0].as_py() if len(first) else 0}):
-        try:
-            if not wrote:
+    if not wrote:       # (the outcome read before the write gives its first row's number)
+        first = table.column(plan.FIRST)
+        with adapter.parameters({plan.FIRST_ROW.name: first[0].as_py() if len(first) else 0}):
+            try:
                 adapter.storage.write_topic(run.ref, kept("write rows", lambda: steps["write"].build(i)),
                                             rows=pc.sum(table.column("written")).as_py() or 0)
-        except EngineError as error:
-            raise Unsettled(error) from error
+            except EngineError as error:
+                raise Unsettled(error) from error
     producers = outcome_table(table)
     last = pc.max(producers.column("last_position")).as_py()      # (None: nothing was written)
     end = state.end if last is None else max(state.end, last)
@@ -552,7 +552,7 @@ def outcome_of_rows(producers, candidate: np.ndarray, row: np.ndarray, ids: np.n
                      "first_position": position(extreme(np.minimum, INT64.max, at)),
                      "last_position": position(extreme(np.maximum, INT64.min, at)),
                      "highest": pa.array(extreme(np.maximum, INT64.min, highest[candidate]), mask=none),
-                     "out_of_order": np.zeros(groups, np.int64), plan.FIRST: np.zeros(groups, np.int64)})
+                     "out_of_order": np.zeros(groups, np.int64)})
 
 
 def decide(run, i: plan.Inputs, steps: dict[str, plan.Step], scratch: Scratch) -> tuple[exp.Table, int]:

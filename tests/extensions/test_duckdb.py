@@ -89,7 +89,7 @@ def test_sessions_on_two_database_files_of_one_process_each_read_their_own_catal
             assert session.last_sequence_id("events", "p") == mark
 
 
-def test_a_small_statements_outcome_made_by_arrow_is_the_engines_own(tmp_path, monkeypatch):
+def test_a_small_statements_outcome_made_in_python_is_the_engines_own(tmp_path, monkeypatch):
     """A small statement without batch entries that removes none of its rows (no repeat; ordered, none rejected)
     writes first and has its outcome made in Python (``FETCHED_OUTCOME_AT_MOST``), from the keys its write returned
     (and its rows read back where one was not written), the write undone where an id repeats. Another, or a large
