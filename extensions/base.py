@@ -134,9 +134,10 @@ class EngineAdapter:
         Arrow casts to it (an integer of another width; a column of NULLs as Arrow's null type)."""
         raise NotImplementedError
 
-    def fetch_bulk(self, query: exp.Expression):
+    def fetch_bulk(self, query: exp.Expression, *, at_most: int | None = None):
         """``fetch_arrow`` of a query that may give millions of rows (a topic's whole state, recovered): an engine
-        that gathers a result in a heap of its own first may bring such rows another way."""
+        that gathers a result in a heap of its own first may bring such rows another way. ``at_most``: the query
+        gives no more rows than this (None: any number)."""
         return self.fetch_arrow(query)
 
     def relation(self, name: str, table, *, committed: bool = False) -> exp.Table:

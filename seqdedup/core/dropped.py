@@ -85,10 +85,11 @@ def _judged_in_files(run, state: TopicState, outcome: Outcome, dropped: exp.Expr
                                                          "_highest_sequence_id"])
     if staged is None:
         return None
+    producer, sequence_id, written = (staged.column(c) for c in ("_producer", "_sequence_id", "_highest_sequence_id"))
+    # (the topic is asked for the ids nothing was written with: at or below their marks)
     topic = run.adapter.fetch_bulk(plan.conflicts.held_by_topic(dropped, run.ref.table, topic_fingerprint, since,
                                                                 late=False, hinted=run.adapter.JOIN_HINTS,
-                                                                whole=whole))
-    producer, sequence_id, written = (staged.column(c) for c in ("_producer", "_sequence_id", "_highest_sequence_id"))
+                                                                whole=whole), at_most=written.null_count)
     rows = pa.table({"producer": producer, "sequence_id": sequence_id, "highest_sequence_id": sequence_id,
                      # (the mark's stand-in: at or below it where nothing was written with the id)
                      "mark": pc.if_else(pc.is_null(written), sequence_id, pa.nulls(len(written), sequence_id.type)),
