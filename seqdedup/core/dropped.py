@@ -86,10 +86,14 @@ def _judged_in_files(run, state: TopicState, outcome: Outcome, dropped: exp.Expr
     if staged is None:
         return None
     producer, sequence_id, written = (staged.column(c) for c in ("_producer", "_sequence_id", "_highest_sequence_id"))
-    # (the topic is asked for the ids nothing was written with: at or below their marks)
+    # (the topic is asked for the ids nothing was written with, at or below their marks, by their keys' hashes: the
+    # join below on the keys themselves leaves out an id that only shares a hash)
+    hashed = lambda producer, sequence_id: run.adapter.fingerprint(     # noqa: E731
+        [(producer, "string"), (sequence_id, "string" if run.statement.id_parts else "bigint")])
     topic = run.adapter.fetch_bulk(plan.conflicts.held_by_topic(dropped, run.ref.table, topic_fingerprint, since,
                                                                 late=False, hinted=run.adapter.JOIN_HINTS,
-                                                                whole=whole), at_most=written.null_count)
+                                                                whole=whole, hashed=hashed),
+                                   at_most=written.null_count)
     rows = pa.table({"producer": producer, "sequence_id": sequence_id, "highest_sequence_id": sequence_id,
                      # (the mark's stand-in: at or below it where nothing was written with the id)
                      "mark": pc.if_else(pc.is_null(written), sequence_id, pa.nulls(len(written), sequence_id.type)),
