@@ -55,8 +55,10 @@ def fill_ledger(session, rows: int) -> None:
     """``rows`` ledger rows of the topic's producers, of an earlier commit, dropped now (kept by the retention), written
     around seqdedup (through the engine: a setting, not what is measured)."""
     key = literal(session.ref("events").key).sql("spark")
-    text = (f"INSERT INTO seqdedup_dropped SELECT {key}, 1, 'filled', concat('p', CAST(id % 10000 AS STRING)), id, "
-            "id, 'retry', current_timestamp(), CAST(NULL AS STRING), CAST(NULL AS STRING) FROM range({rows}) AS r(id)")
+    # (the columns named: the ledger gains columns, composite_id since 2026-12-01, and those left out are NULL)
+    text = ("INSERT INTO seqdedup_dropped (topic, commit_id, statement_id, producer, sequence_id, highest_sequence_id, "
+            f"reason, dropped_at) SELECT {key}, 1, 'filled', concat('p', CAST(id % 10000 AS STRING)), id, id, 'retry', "
+            "current_timestamp() FROM range({rows}) AS r(id)")
     session.adapter.execute(sqlglot.transpile(text.replace("{rows}", str(rows)), read="spark",
                                               write=session.adapter.DIALECT)[0])
 
