@@ -86,10 +86,15 @@ def _judged_in_files(run, state: TopicState, outcome: Outcome, dropped: exp.Expr
     if staged is None:
         return None
     producer, sequence_id, written = (staged.column(c) for c in ("_producer", "_sequence_id", "_highest_sequence_id"))
+
+    def hashed(key_producer: exp.Expression, key_id: exp.Expression) -> exp.Expression:
+        return run.adapter.fingerprint([(key_producer, "string"),
+                                        (key_id, "string" if run.statement.id_parts else "bigint")])
+
     # (the topic is asked for the ids nothing was written with, at or below their marks, by their keys' hashes: the
-    # join below on the keys themselves leaves out an id that only shares a hash)
-    hashed = lambda producer, sequence_id: run.adapter.fingerprint(     # noqa: E731
-        [(producer, "string"), (sequence_id, "string" if run.statement.id_parts else "bigint")])
+    # join below on the keys themselves leaves out an id that only shares a hash. ``at_most``, one row per such id,
+    # bounds the answer's size for the heap; an id that only shares a hash, about once in 2^64 / (ids x topic rows),
+    # would add a row beyond it)
     topic = run.adapter.fetch_bulk(plan.conflicts.held_by_topic(dropped, run.ref.table, topic_fingerprint, since,
                                                                 late=False, hinted=run.adapter.JOIN_HINTS,
                                                                 whole=whole, hashed=hashed),
