@@ -391,7 +391,9 @@ class Fuzz:
 
         last = time.monotonic()
         for raw in child.stdout:
-            if not raw.startswith("{"):
+            # (a line without its newline is the start of one the writer was killed while writing: a long state
+            # line passes the pipe's buffer and is written in pieces, the last never coming)
+            if not raw.startswith("{") or not raw.endswith("\n"):
                 continue
             line, now = json.loads(raw), time.monotonic()
             if "done" in line:
