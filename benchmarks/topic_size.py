@@ -113,6 +113,8 @@ def main() -> None:
                     help="the topic's payload_conflicts policy (R18): the statement's 500,000 retransmits are judged "
                          "against the topic's entries within its window, which all of a topic built here are")
     args = ap.parse_args()
+    if min(args.small, args.large) < PRODUCERS:     # (each producer's retransmits are of its last id in the topic)
+        ap.error(f"--small and --large must be at least {PRODUCERS:,} entries: one per producer at the least")
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         engines = Engines(args.engine, pathlib.Path(tmp))

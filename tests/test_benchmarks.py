@@ -1,0 +1,64 @@
+"""Every DuckDB benchmark runs to its end at a tiny size and checks its own answer (each script exits non-zero on a
+wrong count): a script that breaks is found by the tests, not by the next person to measure. ``benchmarks/ledger.py
+--ledger-rows`` stayed broken for four days (2026-12-01 to 12-05) because nothing ran it.
+
+The ratios printed at these sizes mean nothing and are not read. Spark's paths are left to ``./dev bench --engine
+spark``: a JVM per script would cost minutes of CI.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+from common import WORKLOAD_SCRIPT  # noqa: E402
+
+#: The standard workload at a size that takes a second (its options, from ``common.workload_arguments``).
+WORKLOAD = ["--rows", "20000", "--producers", "100", "--topic-rows", "5000", "--runs", "1", "--data", "data"]
+
+#: (script, its arguments at a tiny size, whether it reads the standard workload)
+TINY = [
+    ("dedup_vs_plain_insert.py", WORKLOAD, True),
+    ("plan_steps.py", WORKLOAD, True),
+    ("ledger.py", [*WORKLOAD, "--ledger-rows", "1000"], True),
+    ("key_window.py", [*WORKLOAD, "--window", "20000"], True),
+    ("composite_ids.py", WORKLOAD, True),
+    ("small_statements.py", ["--statements", "20", "--pairs", "3"], False),
+    ("producer_send.py", ["--messages", "10", "--async-messages", "2000"], False),
+    ("topic_size.py", ["--small", "10000", "--large", "20000", "--rows", "10000", "--interval", "1000", "--runs", "1",
+                       "--recoveries", "1"], False),
+    ("state_size.py", ["--many", "2000", "--touched", "100", "--rows", "500", "--runs", "1", "--producers", "100",
+                       "--batch", "10", "--statements", "120"], False),
+    ("one_producer.py", ["--rows", "20000", "--runs", "1", "--producers", "100"], False),
+    ("producers_sweep.py", ["--rows", "20000", "--producers", "1,100", "--runs", "1"], False),
+    ("statement_path.py", ["--statements", "2"], False),
+]
+
+
+@pytest.mark.parametrize("script, arguments, workload", TINY, ids=[script for script, _, _ in TINY])
+def test_a_benchmark_runs_to_its_end_on_duckdb(script, arguments, workload, tmp_path):
+    done = subprocess.run([sys.executable, str(BENCHMARKS / script), *arguments], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    if workload and not WORKLOAD_SCRIPT.exists():
+        # (a clone without the steering folder beside it: the script must say what is missing and how to give it)
+        assert done.returncode != 0 and "SEQDEDUP_WORKLOAD" in done.stderr, done.stderr[-2000:]
+        return
+    assert done.returncode == 0, f"{script} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    assert done.stdout.strip(), f"{script} printed nothing"
+
+
+#: The scripts not run here: Spark's alone (a JVM each), the CI timer (a whole clean clone) and the shared pieces.
+NOT_RUN = {"foreach_batch.py", "spark_startup.py", "compaction.py", "cli_remote.py", "drivers_contention.py",
+           "ci_time.py", "run_all.py", "common.py"}
+
+
+def test_every_benchmark_is_run_here_or_named_as_not():
+    scripts = {path.name for path in BENCHMARKS.glob("*.py")}
+    tiny = {script for script, _, _ in TINY}
+    assert scripts - tiny - NOT_RUN == set(), "a new benchmark: add it to TINY (DuckDB) or to NOT_RUN, with why"
+    assert (tiny | NOT_RUN) - scripts == set(), "a benchmark named here is gone"
