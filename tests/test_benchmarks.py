@@ -7,6 +7,7 @@ spark``: a JVM per script would cost minutes of CI.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -15,8 +16,18 @@ from pathlib import Path
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
-from common import WORKLOAD_SCRIPT  # noqa: E402
+
+
+def _benchmarks_common():
+    """``benchmarks/common.py``, loaded by its path (its name, ``common``, stays off this process's import path)."""
+    spec = importlib.util.spec_from_file_location("seqdedup_benchmarks_common", BENCHMARKS / "common.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+#: Where the scripts look for the standard workload's generator (beside the clone, or ``SEQDEDUP_WORKLOAD``).
+WORKLOAD_SCRIPT = _benchmarks_common().WORKLOAD_SCRIPT
 
 #: The standard workload at a size that takes a second (its options, from ``common.workload_arguments``).
 WORKLOAD = ["--rows", "20000", "--producers", "100", "--topic-rows", "5000", "--runs", "1", "--data", "data"]
