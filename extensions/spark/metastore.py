@@ -60,8 +60,11 @@ def create_schema(metastore: str, *, timeout: float = 300) -> None:
 
 def _sequence_table(settings: dict, jars: Path, folder: Path, timeout: float) -> subprocess.CompletedProcess:
     """DataNucleus' id table (``SEQUENCE_TABLE``, which SchemaTool leaves out), created with the SQL tool Derby
-    ships (``ij``, any JDBC database): otherwise the first drivers to create a table at once each try to create it
-    too, and the losers log the database's error with a stack trace (harmless, and alarming)."""
+    ships (``ij``, any JDBC database), with a row for each class of the mapping: otherwise the first drivers to
+    create a table at once each try to create it too, and where it exists, the first drivers to create their
+    ``default`` database at once each insert the row of its class (``MDatabase``); the losers log the database's
+    error with a stack trace (harmless, and alarming: seen in CI on 2026-12-05). A row starts at 1, as DataNucleus
+    starts one it adds; a row already there is left as it is."""
     option = "spark.hadoop.javax.jdo.option."
     properties = folder / "ij.properties"
     properties.write_text("\n".join(f"{key}={value}" for key, value in {
@@ -69,11 +72,40 @@ def _sequence_table(settings: dict, jars: Path, folder: Path, timeout: float) ->
         "ij.database": settings[option + "ConnectionURL"], "ij.user": settings.get(option + "ConnectionUserName"),
         "ij.password": settings.get(option + "ConnectionPassword")}.items() if value is not None) + "\n")
     script = folder / "sequence_table.sql"
+    rows = "".join(_id_row(name) + ";\n" for name in _mapped_classes(folder / "package.jdo"))
     script.write_text('CREATE TABLE IF NOT EXISTS "SEQUENCE_TABLE" ("SEQUENCE_NAME" VARCHAR(255) NOT NULL PRIMARY KEY, '
-                      '"NEXT_VAL" BIGINT NOT NULL);\n')
+                      '"NEXT_VAL" BIGINT NOT NULL);\n' + rows)
     derby = ":".join(str(jar) for name in ("derbytools", "derbyshared", "derby") for jar in jars.glob(f"{name}-*.jar"))
     return subprocess.run(["java", "-cp", f"{derby}:{POSTGRESQL_JAR}", "org.apache.derby.tools.ij", "-p",
                            str(properties), str(script)], capture_output=True, text=True, timeout=timeout)
+
+
+def _mapped_classes(mapping: Path) -> list[str]:
+    """The full names of the classes Hive's metastore maps (``package.jdo``) whose ids DataNucleus draws from
+    ``SEQUENCE_TABLE``: those of datastore identity (the default), not embedded ones."""
+    import xml.etree.ElementTree as ElementTree
+
+    return [f"{package.get('name')}.{mapped.get('name')}" for package in ElementTree.parse(mapping).iter("package")
+            for mapped in package.iter("class")
+            if mapped.get("identity-type", "datastore") == "datastore" and mapped.get("embedded-only") != "true"]
+
+
+def _id_row(name: str) -> str:
+    r"""SQL: the id row of class ``name``, starting at 1, unless it is there.
+
+    Example:
+        >>> print(_id_row("m.MDatabase").replace(" WHERE", "\nWHERE"))
+        INSERT INTO "SEQUENCE_TABLE" ("SEQUENCE_NAME", "NEXT_VAL") SELECT 'm.MDatabase', 1
+        WHERE NOT EXISTS(SELECT 1 FROM "SEQUENCE_TABLE"
+        WHERE "SEQUENCE_NAME" = 'm.MDatabase')
+    """
+    from sqlglot import exp
+
+    table, key = exp.to_table('"SEQUENCE_TABLE"', dialect="postgres"), exp.column("SEQUENCE_NAME", quoted=True)
+    there = exp.select("1").from_(table.copy()).where(key.eq(exp.Literal.string(name)))
+    row = exp.select(exp.Literal.string(name), exp.Literal.number(1)).where(exp.not_(exp.Exists(this=there)))
+    columns = [exp.to_identifier(c, quoted=True) for c in ("SEQUENCE_NAME", "NEXT_VAL")]
+    return exp.insert(row, table, columns=columns).sql("postgres")
 
 
 __all__ = ["create_schema"]
