@@ -32,30 +32,30 @@ WORKLOAD_SCRIPT = _benchmarks_common().WORKLOAD_SCRIPT
 #: The standard workload at a size that takes a second (its options, from ``common.workload_arguments``).
 WORKLOAD = ["--rows", "20000", "--producers", "100", "--topic-rows", "5000", "--runs", "1", "--data", "data"]
 
-#: (script, its arguments at a tiny size, whether it reads the standard workload)
+#: (script, its arguments at a tiny size; those that start with WORKLOAD read the standard workload)
 TINY = [
-    ("dedup_vs_plain_insert.py", WORKLOAD, True),
-    ("plan_steps.py", WORKLOAD, True),
-    ("ledger.py", [*WORKLOAD, "--ledger-rows", "1000"], True),
-    ("key_window.py", [*WORKLOAD, "--window", "20000"], True),
-    ("composite_ids.py", WORKLOAD, True),
-    ("small_statements.py", ["--statements", "20", "--pairs", "3"], False),
-    ("producer_send.py", ["--messages", "10", "--async-messages", "2000"], False),
+    ("dedup_vs_plain_insert.py", WORKLOAD),
+    ("plan_steps.py", WORKLOAD),
+    ("ledger.py", [*WORKLOAD, "--ledger-rows", "1000"]),
+    ("key_window.py", [*WORKLOAD, "--window", "20000"]),
+    ("composite_ids.py", WORKLOAD),
+    ("small_statements.py", ["--statements", "20", "--pairs", "3"]),
+    ("producer_send.py", ["--messages", "10", "--async-messages", "2000"]),
     ("topic_size.py", ["--small", "10000", "--large", "20000", "--rows", "10000", "--interval", "1000", "--runs", "1",
-                       "--recoveries", "1"], False),
+                       "--recoveries", "1"]),
     ("state_size.py", ["--many", "2000", "--touched", "100", "--rows", "500", "--runs", "1", "--producers", "100",
-                       "--batch", "10", "--statements", "120"], False),
-    ("one_producer.py", ["--rows", "20000", "--runs", "1", "--producers", "100"], False),
-    ("producers_sweep.py", ["--rows", "20000", "--producers", "1,100", "--runs", "1"], False),
-    ("statement_path.py", ["--statements", "2"], False),
+                       "--batch", "10", "--statements", "120"]),
+    ("one_producer.py", ["--rows", "20000", "--runs", "1", "--producers", "100"]),
+    ("producers_sweep.py", ["--rows", "20000", "--producers", "1,100", "--runs", "1"]),
+    ("statement_path.py", ["--statements", "2"]),
 ]
 
 
-@pytest.mark.parametrize("script, arguments, workload", TINY, ids=[script for script, _, _ in TINY])
-def test_a_benchmark_runs_to_its_end_on_duckdb(script, arguments, workload, tmp_path):
+@pytest.mark.parametrize("script, arguments", TINY, ids=[script for script, _ in TINY])
+def test_a_benchmark_runs_to_its_end_on_duckdb(script, arguments, tmp_path):
     done = subprocess.run([sys.executable, str(BENCHMARKS / script), *arguments], cwd=tmp_path, capture_output=True,
                           text=True, timeout=300, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
-    if workload and not WORKLOAD_SCRIPT.exists():
+    if arguments[:len(WORKLOAD)] == WORKLOAD and not WORKLOAD_SCRIPT.exists():
         # (a clone without the steering folder beside it: the script must say what is missing and how to give it)
         assert done.returncode != 0 and "SEQDEDUP_WORKLOAD" in done.stderr, done.stderr[-2000:]
         return
@@ -70,6 +70,6 @@ NOT_RUN = {"foreach_batch.py", "spark_startup.py", "compaction.py", "cli_remote.
 
 def test_every_benchmark_is_run_here_or_named_as_not():
     scripts = {path.name for path in BENCHMARKS.glob("*.py")}
-    tiny = {script for script, _, _ in TINY}
+    tiny = {script for script, _ in TINY}
     assert scripts - tiny - NOT_RUN == set(), "a new benchmark: add it to TINY (DuckDB) or to NOT_RUN, with why"
     assert (tiny | NOT_RUN) - scripts == set(), "a benchmark named here is gone"
