@@ -158,9 +158,10 @@ class EngineAdapter:
         finally:
             self.drop_temp_table(name)
 
-    def marks_map(self, table):
+    def marks_map(self, table, id_parts: int | None = None):
         """The marks of an Arrow table ``(producer, sequence_id)`` as a map to bind to a parameter
-        (``MARKS_AS_MAP``): producer -> its mark as a string (``-1`` where it has none)."""
+        (``MARKS_AS_MAP``): producer -> its mark as a string (``-1`` where it has none), or in the form the engine
+        works on composite ids of ``id_parts`` parts in (``catalog.ids``)."""
         raise NotImplementedError
 
     def constant(self, value: exp.Expression) -> exp.Expression:

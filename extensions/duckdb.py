@@ -13,6 +13,7 @@ import duckdb
 import pyarrow as pa
 from sqlglot import exp
 
+from seqdedup.catalog import ids
 from seqdedup.errors import EngineError
 from seqdedup.kept import Kept
 from seqdedup.sql.dialects import DuckDBExplicit
@@ -226,10 +227,12 @@ class DuckDBAdapter(EngineAdapter):
             return (self.reader() if committed else self.connection).sql(
                 text, params=self.bound(text, "$")).to_arrow_table()
 
-    def marks_map(self, table):
-        ids = table.column("sequence_id")       # (BIGINT, or R19's text of a composite id; NULL: none)
-        kind = _map_type("VARCHAR" if str(ids.type) == "string" else "BIGINT")
-        return duckdb.Value(dict(zip(table.column("producer").to_pylist(), ids.to_pylist())), kind)
+    def marks_map(self, table, id_parts: int | None = None):
+        marks = table.column("sequence_id")       # (BIGINT, or R19's text of a composite id; NULL: none)
+        values, kind = marks.to_pylist(), _map_type("VARCHAR" if str(marks.type) == "string" else "BIGINT")
+        if id_parts is not None and id_parts <= ids.WIDE_PARTS:     # (as a statement works on them: a UHUGEINT)
+            values, kind = [None if v is None else ids.packed(ids.decoded(v)) for v in values], _map_type("UHUGEINT")
+        return duckdb.Value(dict(zip(table.column("producer").to_pylist(), values)), kind)
 
     def fingerprint(self, columns: list[tuple[exp.Expression, str]]) -> exp.Expression:
         """``hash`` is a UBIGINT, of which half the values do not fit a BIGINT: moved down by 2^63 (through a

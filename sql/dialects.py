@@ -13,7 +13,11 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.parsers.spark import SparkParser
 from sqlglot.tokens import TokenType
 
+from seqdedup.catalog import ids
 from seqdedup.errors import SeqdedupError
+
+#: A composite id's forms inside a statement (``catalog.ids``) where the engine works on the text itself.
+TEXT_IDS = {node: lambda self, e: self.sql(ids.as_text(e)) for node in (ids.Working, ids.Stored, ids.FromStored)}
 
 
 class SparkAnsi(Spark):
@@ -34,6 +38,9 @@ class SparkAnsi(Spark):
     class Parser(SparkParser):
         STRICT_CAST = True
 
+    class Generator(Spark.Generator):
+        TRANSFORMS = {**Spark.Generator.TRANSFORMS, **TEXT_IDS}
+
 
 class DuckDBExplicit(DuckDB):
     """DuckDB SQL whose every ORDER BY says its direction and where its NULLs go.
@@ -49,6 +56,10 @@ class DuckDBExplicit(DuckDB):
     """
 
     class Generator(DuckDB.Generator):
+        # (a composite id of one or two parts is a UHUGEINT inside a statement: ``catalog.ids``)
+        TRANSFORMS = {**DuckDB.Generator.TRANSFORMS, **{node: lambda self, e: self.sql(ids.as_uhugeint(e))
+                                                         for node in TEXT_IDS}}
+
         def ordered_sql(self, expression: exp.Ordered) -> str:
             desc = bool(expression.args.get("desc"))
             nulls_first = expression.args.get("nulls_first")

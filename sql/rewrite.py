@@ -291,7 +291,7 @@ def expand_is_not_dup(tree: exp.Insert, binary: Callable[[exp.Expression], exp.E
         if not 1 <= len(parts) <= ids.MAX_PARTS:
             raise RewriteError(f"a composite id has 1 to {ids.MAX_PARTS} parts; this one has {len(parts)}"
                                f"{at(call.expressions[1])}")
-        sequence_id = ids.encode(parts)
+        sequence_id = ids.working(parts)      # (the engine's form inside the statement: catalog.ids)
     highest = exp.func("coalesce", rest[0], sequence_id.copy()) if rest else sequence_id.copy()
     user_order = _arrival_order(select)
 

@@ -208,7 +208,7 @@ class SparkAdapter(EngineAdapter):
                 return to_arrow(frame)
             return self.scratch.fetched(frame)
 
-    def marks_map(self, table):
+    def marks_map(self, table, id_parts: int | None = None):
         # (a map parameter must be a map() of literals of one type, or Spark refuses it: INVALID_SQL_ARG; made from
         # its text, 3 Py4J round trips, where a Column of each literal made three producers' map in 31)
         ids = table.column("sequence_id")

@@ -270,7 +270,7 @@ def given_marks(run, table: pa.Table, scratch: Scratch, *, inline: bool = True) 
     """The marks ``table`` as a plan reads them: a few (``MARKS_AS_MAP``) as a map bound to the parameter
     ``MARKS``, where the plan takes one (``inline``); else a relation."""
     if inline and 0 < table.num_rows <= (run.adapter.MARKS_AS_MAP or 0):
-        run.bound[MARKS.name] = run.adapter.marks_map(table)
+        run.bound[MARKS.name] = run.adapter.marks_map(table, run.statement.id_parts)
         return MARKS
     return scratch.relation("__sd_marks", table)
 

@@ -109,23 +109,27 @@ def above(s: exp.Expression, mark: exp.Expression) -> exp.Expression:
 
 
 def no_mark(id_parts: int | None) -> exp.Expression:
-    """A mark that is none, typed as the topic's ids (``catalog.ids``)."""
-    return exp.cast(exp.null(), ids.id_type(id_parts))
+    """A mark that is none, typed as the topic's ids are inside a statement (``catalog.ids``)."""
+    return ids.from_stored(exp.cast(exp.null(), ids.id_type(id_parts)), id_parts)
 
 
 
 
 def insert_rows(topic: exp.Table, user_columns: list[str], value_columns: list[str], rows: exp.Query,
                 publish_time: exp.Expression, commit: int, position: exp.Expression | None = None,
-                highest: exp.Expression | None = None, keyed: bool = False) -> exp.Insert:
+                highest: exp.Expression | None = None, keyed: bool = False, id_parts: int | None = None
+                ) -> exp.Insert:
     """``INSERT INTO topic (user columns, system columns) SELECT ...`` of rows with keys and positions (the column
     ``POSITION``, or the expression ``position``; the highest ids likewise). ``keyed``: the rows are keys' (R20),
     whose only id is 0; each carries its position as its highest id instead, so that a key's mark is where it was
-    written, by which a window in entries judges it (``key_window_entries``), and a replay of the log finds it."""
+    written, by which a window in entries judges it (``key_window_entries``), and a replay of the log finds it.
+    ``id_parts``: the topic's composite ids, written as it stores them (``catalog.ids.stored``)."""
     position = exp.column(POSITION) if position is None else position
-    highest = (position.copy() if keyed else exp.column(HIGHEST)) if highest is None else highest
-    body = exp.select(*value_columns, PRODUCER, SEQUENCE_ID, highest, position, publish_time.copy(),
-                      exp.convert(commit)).from_(source(rows, "w"))
+    sequence_id = ids.stored(exp.column(SEQUENCE_ID), id_parts)
+    if highest is None:     # (a composite id is its own highest id: made once, where the engine sees it twice)
+        highest = position.copy() if keyed else sequence_id.copy() if id_parts else exp.column(HIGHEST)
+    body = exp.select(*value_columns, PRODUCER, sequence_id, highest, position,
+                      publish_time.copy(), exp.convert(commit)).from_(source(rows, "w"))
     return exp.insert(body, topic.copy(), columns=[exp.to_identifier(c, quoted=True) for c in [*user_columns, *SYSTEM]])
 
 

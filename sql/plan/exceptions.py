@@ -245,7 +245,7 @@ STEPS = plan_of(
     Step("kept once", "keys written once out of several rows", lambda i: kept_once(i.table("exceptions"))),
     Step("write", "write", lambda i: insert_rows(i.topic, i.targets, i.values, write_rows(
         i.read.values, i.table("producers"), i.table("exceptions"), i.statement.key_columns, i.values, base=i.base,
-        windowed=i.windowed), i.publish_time, i.commit, keyed=i.statement.keyed)),
+        windowed=i.windowed), i.publish_time, i.commit, keyed=i.statement.keyed, id_parts=i.statement.id_parts)),
     Step("outcome rows", "the outcome, read by the driver",
          lambda i: exp.select(*OUTCOME).from_(i.table("outcome")).order_by("producer")),
 )

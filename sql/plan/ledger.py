@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from seqdedup.catalog import ids
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 from seqdedup.catalog.schema import ATTEMPT, DROPPED, catalog_table
 
@@ -66,32 +67,37 @@ def _relation(producer: exp.Expression, sequence_id: exp.Expression, highest: ex
     return [exp.alias_(value, name) for value, name in zip(values, DROPPED_COLUMNS)]
 
 
-def _from_rows(rows: exp.Table, fingerprint: exp.Expression | None, entry: exp.Expression | None) -> exp.Select:
-    return exp.select(*_relation(_col(PRODUCER), _col(SEQUENCE_ID), _col(HIGHEST), _col(MARK), fingerprint,
-                                 entry)).from_(rows.as_("r"))
+def _from_rows(rows: exp.Table, fingerprint: exp.Expression | None, entry: exp.Expression | None,
+               id_parts: int | None) -> exp.Select:
+    """The row plan's rows as dropped entries, their composite ids (``id_parts``) as the topic stores them (an id
+    its own highest: the engine makes its text once)."""
+    sequence_id, mark = (ids.stored(_col(c), id_parts) for c in (SEQUENCE_ID, MARK))
+    highest = sequence_id.copy() if id_parts else _col(HIGHEST)
+    return exp.select(*_relation(_col(PRODUCER), sequence_id, highest, mark, fingerprint, entry)).from_(rows.as_("r"))
 
 
-def dropped_below(rows: exp.Table, fingerprint: exp.Expression | None, entry: exp.Expression | None) -> exp.Select:
+def dropped_below(rows: exp.Table, fingerprint: exp.Expression | None, entry: exp.Expression | None,
+                  id_parts: int | None = None) -> exp.Select:
     """The row plan where no row was removed (no repeat, none rejected): the rows at or below their mark."""
-    return _from_rows(rows, fingerprint, entry).where(exp.not_(_candidate()))
+    return _from_rows(rows, fingerprint, entry, id_parts).where(exp.not_(_candidate()))
 
 
 def dropped_repeats(rows: exp.Table, repeats: exp.Table, fingerprint: exp.Expression | None,
-                    entry: exp.Expression | None) -> exp.Select:
+                    entry: exp.Expression | None, id_parts: int | None = None) -> exp.Select:
     """The row plan without ORDER BY or batch entries: the rows at or below their mark, and every row of a repeated
     key but the one written (``rows.row_repeats``' ``__sd_keep``). ``fingerprint`` and ``entry``: over the row
     (aliased ``r``)."""
     same_key = exp.and_(*[_col(c, "x").eq(_col(c)) for c in (PRODUCER, SEQUENCE_ID)])
-    return _from_rows(rows, fingerprint, entry).join(repeats.as_("x"), join_type="left", on=same_key).where(
+    return _from_rows(rows, fingerprint, entry, id_parts).join(repeats.as_("x"), join_type="left", on=same_key).where(
         exp.or_(exp.not_(_candidate()), _col(ROW_ID).neq(_col("__sd_keep", "x"))))
 
 
 def dropped_rejected(rows: exp.Table, decisions: exp.Expression, fingerprint: exp.Expression | None,
-                     entry: exp.Expression | None) -> exp.Select:
+                     entry: exp.Expression | None, id_parts: int | None = None) -> exp.Select:
     """The row plan with ORDER BY or batch entries: the rows at or below their mark, and the candidates the windowed
     decision rejects."""
     rejected = exp.select(ROW).from_(source(decisions, "d")).where(exp.not_(_col(ACCEPTED, "d")))
-    return _from_rows(rows, fingerprint, entry).where(
+    return _from_rows(rows, fingerprint, entry, id_parts).where(
         exp.or_(exp.not_(_candidate()), _col(ROW_ID).isin(query=rejected)))
 
 

@@ -40,8 +40,9 @@ def rows_once(values: exp.Select, marks: exp.Expression | None, id_parts: int | 
     the engine numbers (``ROW_ID``); every later step reads it. An invalid entry (R4) fails this query as its row is
     read (``REFUSE``): the runner names it once the commit is rolled back, and nothing else was computed.
 
-    ``marks``: a table ``(producer, sequence_id)``, joined; or a parameter holding a MAP from producer to mark,
-    looked up per entry (a few marks: ``EngineAdapter.MARKS_AS_MAP``).
+    ``marks``: a table ``(producer, sequence_id)``, joined, its composite ids (``id_parts``) as stored, each put in
+    the working form once (``catalog.ids``); or a parameter holding a MAP from producer to mark, looked up per entry
+    (a few marks: ``EngineAdapter.MARKS_AS_MAP``), which holds composite ids in the working form.
 
         >>> rows_once(exp.select("*").from_("v"), exp.Placeholder(this="m")).selects[1].sql("duckdb")
         'CAST(MAP_EXTRACT_VALUE($m, v.__sd_producer) AS BIGINT) AS __sd_mark'
@@ -49,12 +50,17 @@ def rows_once(values: exp.Select, marks: exp.Expression | None, id_parts: int | 
     bad = invalid(*(exp.column(c, table="v") for c in (PRODUCER, SEQUENCE_ID, HIGHEST)), id_parts)
     check = exp.Case(ifs=[exp.If(this=bad, true=REFUSE.copy())], default=exp.true())
     if marks is None or isinstance(marks, exp.Placeholder):
-        mark = no_mark(id_parts) if marks is None else exp.cast(exp.func(
-            "map_extract_value", marks.copy(), exp.column(PRODUCER, table="v")), ids.id_type(id_parts))
+        mark = no_mark(id_parts) if marks is None else exp.func(
+            "map_extract_value", marks.copy(), exp.column(PRODUCER, table="v"))
+        if marks is not None and id_parts is None:
+            mark = exp.cast(mark, ids.id_type(id_parts))
         return exp.select("v.*", exp.alias_(mark, MARK)).from_(source(values, "v")).where(check)
+    if id_parts is not None:
+        marks = exp.select("producer", exp.alias_(ids.from_stored(exp.column("sequence_id"), id_parts),
+                                                   "sequence_id")).from_(source(marks, "k"))
     return exp.select("v.*", exp.alias_(exp.column("sequence_id", table="m"), MARK)).from_(source(values, "v")).join(
-        marks.as_("m"), join_type="left", on=exp.column("producer", table="m").eq(exp.column(PRODUCER, table="v"))
-    ).where(check)
+        source(marks, "m"), join_type="left",
+        on=exp.column("producer", table="m").eq(exp.column(PRODUCER, table="v"))).where(check)
 
 
 def _position(row: exp.Expression, base: exp.Expression, first: exp.Expression) -> exp.Expression:
@@ -156,7 +162,7 @@ def unwritten(topic: exp.Table, commit: exp.Expression) -> exp.Delete:
 
 
 def row_outcome(rows: exp.Table, dropped: exp.Query | None, base: exp.Expression, late: exp.Query | None = None,
-                together: bool = False) -> exp.Select:
+                together: bool = False, id_parts: int | None = None) -> exp.Select:
     """The per-producer outcome (``OUTCOME``) of the row plan, read before the write, and the first row's number
     (``FIRST``, which the write is given): what is left in the rows is written (candidates) or a duplicate at or
     below the mark; ``dropped`` gives, per producer, the rows removed (``__sd_dropped``; None: none were);
@@ -164,6 +170,7 @@ def row_outcome(rows: exp.Table, dropped: exp.Query | None, base: exp.Expression
     they came late). The first row is the least of the producers' first rows (a window over the groups: one query
     plan, where a subquery per use cost a small statement about a millisecond). ``together``: one row for every
     producer at once, whose producer is NULL (a statement of keys, R20: a row per key would be a row per entry).
+    ``id_parts``: the highest id of composite ids (R19) as the topic stores it.
 
     Example:
         >>> row_outcome(exp.table_("r"), None, exp.Placeholder(this="b")).sql("duckdb")  # doctest: +ELLIPSIS
@@ -199,7 +206,8 @@ def row_outcome(rows: exp.Table, dropped: exp.Query | None, base: exp.Expression
                                                                    "duplicates"),
                         exp.alias_(_position(exp.column("__sd_first_written", table=r), base, first), "first_position"),
                         exp.alias_(_position(exp.column("__sd_last_written", table=r), base, first), "last_position"),
-                        exp.alias_(exp.column(TOP, table=r), "highest"), exp.alias_(late_ones, "out_of_order"),
+                        exp.alias_(ids.stored(exp.column(TOP, table=r), id_parts), "highest"),
+                        exp.alias_(late_ones, "out_of_order"),
                         exp.alias_(first.copy(), FIRST))
              .from_(kept.subquery(r)))
     for counts, alias in ((dropped, d), (late, x)):
@@ -263,11 +271,11 @@ STEPS = plan_of(
          lambda i: rows_fetched(i.table("rows"))),
     Step("repeats", "without ORDER BY or batch entries: repeated keys", lambda i: row_repeats(i.table("rows"))),
     Step("dropped repeats", "a ledger, or payload conflicts judged: the rows at or below their mark and the repeats, "
-                            "set apart", lambda i: ledger.dropped_repeats(i.table("rows"), i.table("repeats"),
-                                                                          i.fingerprint, i.entry)),
+                            "set apart", lambda i: ledger.dropped_repeats(
+                                i.table("rows"), i.table("repeats"), i.fingerprint, i.entry, i.statement.id_parts)),
     Step("dropped below", "a ledger, or payload conflicts judged, where no row was removed: the rows at or below "
                           "their mark, set apart", lambda i: ledger.dropped_below(i.table("rows"), i.fingerprint,
-                                                                                  i.entry)),
+                                                                                  i.entry, i.statement.id_parts)),
     Step("drop repeats", "the repeats removed", lambda i: drop_repeats(i.table("rows"), i.table("repeats"))),
     Step("candidates", "with ORDER BY or batch entries: candidates (read by round 1, not kept)",
          lambda i: row_candidates(i.table("rows"), i.statement.key_columns)),
@@ -277,15 +285,18 @@ STEPS = plan_of(
     *round_steps(lambda i: [ROW] + i.statement.key_columns),
     Step("dropped rejected", "a ledger, or payload conflicts judged: the rows at or below their mark and the "
                              "rejected, set apart", lambda i: ledger.dropped_rejected(
-                                 i.table("rows"), i.table("decisions"), i.fingerprint, i.entry)),
+                                 i.table("rows"), i.table("decisions"), i.fingerprint, i.entry, i.statement.id_parts)),
     Step("drop rejected", "the rejected removed", lambda i: drop_rejected(i.table("rows"), i.table("decisions"))),
     Step("outcome", "outcome per producer (all at once: a statement of keys), where no row was removed",
-         lambda i: row_outcome(i.table("rows"), None, i.base, together=i.together).order_by("producer")),
+         lambda i: row_outcome(i.table("rows"), None, i.base, together=i.together,
+                               id_parts=i.statement.id_parts).order_by("producer")),
     Step("outcome repeats", "outcome per producer, without ORDER BY or batch entries", lambda i: row_outcome(
-        i.table("rows"), dropped_repeats(i.table("repeats")), i.base, together=i.together).order_by("producer")),
+        i.table("rows"), dropped_repeats(i.table("repeats")), i.base, together=i.together,
+        id_parts=i.statement.id_parts).order_by("producer")),
     Step("outcome rejected", "outcome per producer, with them", lambda i: row_outcome(
         i.table("rows"), dropped_rejected(i.table("decisions")), i.base,
-        late_ids(i.table("decisions"), i.table("rows")), together=i.together).order_by("producer")),
+        late_ids(i.table("decisions"), i.table("rows")), together=i.together,
+        id_parts=i.statement.id_parts).order_by("producer")),
     Step("returning write", "a small statement without batch entries whose rows are left as they are: the write, "
                            "numbered, which returns the keys it wrote (its outcome is worked out from them)",
          lambda i: written_keys(_write(i, numbered=True))),
@@ -299,4 +310,4 @@ def _write(i, numbered: bool = False) -> exp.Insert:
     """The row plan's write (``rows_written``) into the topic."""
     return insert_rows(i.topic, i.targets, i.values, rows_written(i.table("rows"), i.values, i.statement.key_columns,
                                                                   i.base, numbered), i.publish_time, i.commit,
-                       keyed=i.statement.keyed)
+                       keyed=i.statement.keyed, id_parts=i.statement.id_parts)

@@ -292,7 +292,8 @@ def split_write(i) -> exp.Insert:
     if i.bare:      # (a dropped entry's columns, no part of its ledger row nor judged, are not written: R16's keys)
         values = [exp.alias_(exp.Case(ifs=[exp.If(this=exp.column(DROPPED_ENTRY), true=exp.null())],
                                       default=exp.column(v)), v) for v in values]
-    insert = insert_rows(i.topic, i.targets, values, rows, i.publish_time, i.commit, **carried)
+    insert = insert_rows(i.topic, i.targets, values, rows, i.publish_time, i.commit, id_parts=i.statement.id_parts,
+                         **carried)
     insert.expression.select(DROPPED_ENTRY, copy=False)
     insert.this.expressions.append(exp.to_identifier(DROPPED_ENTRY))
     return insert
@@ -318,7 +319,7 @@ STEPS = plan_of(
     Step("outcome", "outcome per producer (its last row; all at once: a statement of keys)",
          lambda i: _outcome(i)),
     Step("write", "write", lambda i: insert_rows(i.topic, i.targets, i.values, _accepted(i), i.publish_time, i.commit,
-                                                 keyed=i.statement.keyed)),
+                                                 keyed=i.statement.keyed, id_parts=i.statement.id_parts)),
     Step("split write", "where the ledger reads them: write, the dropped entries staged apart", split_write),
 )
 
