@@ -37,7 +37,7 @@ def _relation(run, state: TopicState, outcome: Outcome, targets: list[str], valu
     return scratch.table("__sd_dropped", plan.ledger.dropped_by_difference(
         outcome.values, adapter.storage.staged_rows(ref), marks,
         payloads.fingerprint(run, state, sent), payloads.entry(state, targets, sent),
-        payloads.fingerprint(run, state, written), payloads.entry(state, targets, written)))
+        payloads.fingerprint(run, state, written), payloads.entry(state, targets, written), run.statement.id_parts))
 
 
 def _in_files(run, state: TopicState, outcome: Outcome, dropped: exp.Expression, judged: bool,

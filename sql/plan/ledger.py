@@ -133,12 +133,13 @@ def dropped_staged(staged: exp.Expression, fingerprint: exp.Expression | None,
 
 def dropped_by_difference(values: exp.Expression, written: exp.Expression, marks: exp.Expression | None,
                           fingerprint: exp.Expression | None, entry: exp.Expression | None,
-                          written_fingerprint: exp.Expression | None, written_entry: exp.Expression | None
-                          ) -> exp.Select:
+                          written_fingerprint: exp.Expression | None, written_entry: exp.Expression | None,
+                          id_parts: int | None = None) -> exp.Select:
     """A plan whose rows are neither numbered nor staged apart: the statement's rows, as read once (``values``),
     less the rows its commit wrote (``written``, the topic's columns), counted as multisets on the keys, the
     fingerprint and the entry (over a row of ``values`` aliased ``v``, as the write cast it; ``written_*``: the same
-    over a written row aliased ``w``). ``marks``: (producer, sequence_id) when the statement began.
+    over a written row aliased ``w``). ``marks``: (producer, sequence_id) when the statement began. ``id_parts``:
+    the statement's composite ids, compared as the topic stores them (``catalog.ids.stored``).
 
     The difference is counted, not taken (EXCEPT ALL): the statement's rows are counted per key, each key joined to
     the entry written with its id (at most one: a producer's id is written once), and a key's copies less the one
@@ -158,7 +159,8 @@ def dropped_by_difference(values: exp.Expression, written: exp.Expression, marks
         [('p', 0, 0, 0, None, None), ('p', 1, 1, 0, None, None), ('p', 2, 2, 0, None, None)]
     """
     v, w = (lambda name: exp.column(name, table="v")), (lambda name: exp.column(name, table="w"))
-    sent = [(v(PRODUCER), "p"), (v(SEQUENCE_ID), "s"), (v(HIGHEST), "h")]
+    sequence_id = ids.stored(v(SEQUENCE_ID), id_parts)
+    sent = [(v(PRODUCER), "p"), (sequence_id, "s"), (sequence_id.copy() if id_parts else v(HIGHEST), "h")]
     kept = [(w("_producer"), "p"), (w("_sequence_id"), "s"), (w("_highest_sequence_id"), "h")]
     keys = ["p", "s", "h"]
     for name, mine, theirs in (("f", fingerprint, written_fingerprint), ("e", entry, written_entry)):

@@ -27,7 +27,9 @@ def marks_lookup(marks: exp.Expression, producer: exp.Expression,
         >>> mark.sql("spark"), known.sql("spark")
         ('CAST(TRY_ELEMENT_AT(:m, p) AS BIGINT)', 'MAP_CONTAINS_KEY(:m, p)')
     """
-    return (exp.cast(exp.func("try_element_at", marks.copy(), producer.copy()), ids.id_type(id_parts)),
+    mark = exp.func("try_element_at", marks.copy(), producer.copy())
+    # (composite ids: the map holds them as the statement works on them, ``EngineAdapter.marks_map``)
+    return (exp.cast(mark, ids.id_type(id_parts)) if id_parts is None else mark,
             exp.func("map_contains_key", marks.copy(), producer.copy()))
 
 
@@ -114,8 +116,11 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
         raise ValueError("an entry's written copy precedes it only in id order (no ORDER BY)")
     p, s, h, mark, accepted = (exp.column(c) for c in (PRODUCER, SEQUENCE_ID, HIGHEST, MARK, ACCEPTED))
     if isinstance(marks, exp.Table):
+        if id_parts is not None:    # (each composite mark put in the statement's form once: ``catalog.ids``)
+            marks = exp.select("producer", exp.alias_(ids.from_stored(exp.column("sequence_id"), id_parts),
+                                                       "sequence_id")).from_(marks.as_("k"))
         joined = exp.select("v.*", exp.alias_(exp.column("sequence_id", table="m"), MARK)).from_(
-            source(values, "v")).join(marks.as_("m"), join_type="left",
+            source(values, "v")).join(source(marks, "m"), join_type="left",
                                        on=exp.column("producer", table="m").eq(exp.column(PRODUCER, table="v")))
         known = exp.not_(exp.column("producer", table="m").is_(exp.null()))
     elif marks is not None:
@@ -209,14 +214,16 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
     return running
 
 
-def window_outcome(late: bool = False) -> list[exp.Expression]:
+def window_outcome(late: bool = False, id_parts: int | None = None) -> list[exp.Expression]:
     """The per-producer outcome (``OUTCOME``) read off a producer's ``LAST`` row of ``window_decisions`` (with
-    ``late``, of one that counted ``out_of_order``; an unordered statement has none: arrival is id order)."""
+    ``late``, of one that counted ``out_of_order``; an unordered statement has none: arrival is id order), its
+    highest composite id (``id_parts``) as the topic stores it."""
     return [exp.alias_(exp.column(PRODUCER), "producer"), exp.alias_(exp.column(SENT), "sent"),
             exp.alias_(exp.column(WRITTEN), "written"),
             exp.alias_(exp.Sub(this=exp.column(SENT), expression=exp.column(WRITTEN)), "duplicates"),
             exp.alias_(exp.column(FIRST_POSITION), "first_position"),
-            exp.alias_(exp.column(LAST_POSITION), "last_position"), exp.alias_(exp.column(TOP), "highest"),
+            exp.alias_(exp.column(LAST_POSITION), "last_position"),
+            exp.alias_(ids.stored(exp.column(TOP), id_parts), "highest"),
             exp.alias_(exp.Sub(this=exp.column(IDS), expression=exp.column(WRITTEN)) if late else exp.convert(0),
                        "out_of_order")]
 
@@ -272,19 +279,21 @@ def split_write(i) -> exp.Insert:
     its id's written entry in ``_highest_sequence_id`` (NULL at or below it: then its mark is not needed,
     ``sql.plan.ledger.dropped_staged``), as text where the topic's ids are composite. Its payload is then judged
     from these, with no reading of its columns."""
-    kept = POSITION if i.statement.id_parts is None else HIGHEST
-    marked = exp.Case(ifs=[exp.If(this=exp.column(ACCEPTED), true=exp.column(kept))], default=exp.column(MARK))
+    parts = i.statement.id_parts
+    kept = POSITION if parts is None else HIGHEST
+    marked = ids.stored(exp.Case(ifs=[exp.If(this=exp.column(ACCEPTED), true=exp.column(kept))],
+                                 default=exp.column(MARK)), parts)
     rows = i.tables["accepted"] if "accepted" in i.tables else exp.select("*").from_(i.table("decided")).where(
         exp.or_(exp.column(ACCEPTED), exp.column(DROPPED_ENTRY)))
-    carried = {"highest" if i.statement.id_parts is not None else "position": marked}
+    carried = {"highest" if parts is not None else "position": marked}
     if i.held is not None:
         carried["position"] = exp.Case(ifs=[exp.If(this=exp.column(ACCEPTED), true=exp.column(POSITION))],
                                        default=i.held.copy())
         written = exp.column(WRITTEN_FINGERPRINT)
         carried["highest"] = exp.Case(ifs=[
-            exp.If(this=exp.column(ACCEPTED), true=exp.column(HIGHEST)),
+            exp.If(this=exp.column(ACCEPTED), true=ids.stored(exp.column(HIGHEST), parts)),
             exp.If(this=above(exp.column(SEQUENCE_ID), exp.column(MARK)),
-                   true=written if i.statement.id_parts is None else exp.cast(written, "text"))])
+                   true=written if parts is None else exp.cast(written, "text"))])
     if i.statement.keyed:     # (a key's written entry carries its position as its highest id: ``insert_rows``)
         carried["highest"] = exp.Case(ifs=[exp.If(this=exp.column(ACCEPTED), true=exp.column(POSITION))],
                                       default=exp.column(HIGHEST))
@@ -328,7 +337,7 @@ def _outcome(i) -> exp.Select:
     late = i.checked and i.statement.ordered
     if i.together:
         return exp.select(*outcome_together(late)).from_(i.table("decided"))
-    return exp.select(*window_outcome(late)).from_(i.table("decided")).where(exp.column(LAST))
+    return exp.select(*window_outcome(late, i.statement.id_parts)).from_(i.table("decided")).where(exp.column(LAST))
 
 
 def _fated(i, decided: exp.Select) -> exp.Select:

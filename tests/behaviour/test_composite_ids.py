@@ -15,7 +15,7 @@ from seqdedup import InvalidEntryError, Reader, RewriteError
 from seqdedup.catalog import ids
 from seqdedup.catalog.state import literal
 from seqdedup.core.recovery import recover
-from seqdedup.errors import PolicyError, ProducerError, TopicError
+from seqdedup.errors import PolicyError, ProducerError, SeqdedupWarning, TopicError
 from seqdedup.udfs import Entry, Policies, SequenceTracker
 
 from ..engines import DISTRIBUTED
@@ -302,6 +302,20 @@ def test_the_state_functions_read_composite_ids_in_python_and_in_sql(dedup):
     assert row[5] is None
     state = session.sql("SELECT producer, sequence_id.part2 FROM producer_state('cdc')").rows
     assert [(p, int(part)) for p, part in state] == [("slot", 3)]
+
+
+def test_with_deduplication_disabled_a_topic_of_composite_ids_writes_every_entry(dedup):
+    # (R10: the statement writes every valid entry, through the plan that needs no marks; its outcome's highest id
+    # is the text the topic stores: DuckDB works on a UHUGEINT inside the statement, catalog.ids)
+    dedup.session.create_topic("cdc", {"payload": "STRING"}, id_parts=2)
+    rows = [("slot", U64_MAX, 5), ("slot", 3, 1), ("slot", 3, 1), ("other", 2**63, 0)]
+    assert send(dedup, rows, ordered=False).written == 3
+    with pytest.warns(SeqdedupWarning):
+        dedup.session.alter_topic("cdc", deduplication_enabled=False)
+    result = send(dedup, rows, ordered=False)
+    assert (result.written, result.duplicates) == (4, 0)
+    assert sorted(entries(dedup)) == sorted([("slot", (U64_MAX, 5)), ("slot", (3, 1)), ("other", (2**63, 0))] +
+                                            [(p, (lsn, i)) for p, lsn, i in rows])
 
 
 def test_a_producer_sends_composite_ids_explicitly_and_resumes_after_its_mark(dedup):
