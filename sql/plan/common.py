@@ -113,8 +113,6 @@ def no_mark(id_parts: int | None) -> exp.Expression:
     return ids.from_stored(exp.cast(exp.null(), ids.id_type(id_parts)), id_parts)
 
 
-
-
 def insert_rows(topic: exp.Table, user_columns: list[str], value_columns: list[str], rows: exp.Query,
                 publish_time: exp.Expression, commit: int, position: exp.Expression | None = None,
                 highest: exp.Expression | None = None, keyed: bool = False, id_parts: int | None = None
