@@ -7,7 +7,8 @@ id, and its ORDER BY values) and ``values`` (the same rows with the values to wr
 memory (``seqdedup.core.topic_state``), as a small relation ``marks(producer, sequence_id)``. Three plans decide the
 same thing (R1, R2) at different costs:
 
-**The window plan** (one pass; Spark's): ``values`` joined to the marks, distributed by producer, sorted in arrival
+**The window plan** (one pass; Spark's, and DuckDB's where deduplication is disabled, R10: no marks, every valid
+entry written): ``values`` joined to the marks, distributed by producer, sorted in arrival
 order, decided by running windows, numbered, written. Running aggregates in the same sort give the per-producer
 counts at each producer's last row, so the statement reads its source once and runs one job::
 
@@ -53,6 +54,10 @@ that arrived after a higher id). The write is then a filtered copy of ``values``
     keys ─► exceptions: repeated keys (no ORDER BY, no batch entries: a hash aggregate)
                         or the keys the windowed decision rejects or must write once (otherwise)
     values ─► candidates not in exceptions ∪ one row per repeated key ─► positions ─► write
+
+A composite id (R19) is in the engine's working form inside every plan (``catalog.ids``: DuckDB's ``UHUGEINT`` of one
+or two parts, the stored text elsewhere): each plan puts the marks in it once per producer and spells the text where
+an id leaves it (the write, the dropped entries, the outcome's highest id).
 
 Positions (R7 position: unique, increasing in commit order, not dense). The window plan numbers rows in parallel:
 row ``r`` of partition ``i`` of ``n`` gets ``base + r * n + i + 1``, with no global sort. The exceptions plan gives
