@@ -113,6 +113,20 @@ def no_mark(id_parts: int | None) -> exp.Expression:
     return ids.from_stored(exp.cast(exp.null(), ids.id_type(id_parts)), id_parts)
 
 
+def working_marks(marks: exp.Expression, id_parts: int | None) -> exp.Expression:
+    """A relation of marks ``(producer, sequence_id)`` as a plan joins it: a composite mark (``id_parts``) put in
+    the statement's working form once per producer, below the join (``catalog.ids``); integer marks as they are.
+
+    Example:
+        >>> working_marks(exp.table_("m"), None).sql()
+        'm'
+    """
+    if id_parts is None:
+        return marks
+    return exp.select("producer", exp.alias_(ids.from_stored(exp.column("sequence_id"), id_parts),
+                                             "sequence_id")).from_(source(marks, "k"))
+
+
 def insert_rows(topic: exp.Table, user_columns: list[str], value_columns: list[str], rows: exp.Query,
                 publish_time: exp.Expression, commit: int, position: exp.Expression | None = None,
                 highest: exp.Expression | None = None, keyed: bool = False, id_parts: int | None = None

@@ -10,7 +10,8 @@ from sqlglot import exp
 from seqdedup.catalog import ids
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
-from .common import ACCEPTED, MARK, POSITION, TOP, WRITTEN, above, insert_rows, invalid, no_mark, refusal, source
+from .common import (ACCEPTED, MARK, POSITION, TOP, WRITTEN, above, insert_rows, invalid, no_mark, refusal, source,
+                     working_marks)
 from . import ledger
 from .rounds import first_round, round_steps
 from .steps import CARRIED, VALUES, Step, plan_of
@@ -55,11 +56,8 @@ def rows_once(values: exp.Select, marks: exp.Expression | None, id_parts: int | 
         if marks is not None and id_parts is None:
             mark = exp.cast(mark, ids.id_type(id_parts))
         return exp.select("v.*", exp.alias_(mark, MARK)).from_(source(values, "v")).where(check)
-    if id_parts is not None:
-        marks = exp.select("producer", exp.alias_(ids.from_stored(exp.column("sequence_id"), id_parts),
-                                                   "sequence_id")).from_(source(marks, "k"))
     return exp.select("v.*", exp.alias_(exp.column("sequence_id", table="m"), MARK)).from_(source(values, "v")).join(
-        source(marks, "m"), join_type="left",
+        source(working_marks(marks, id_parts), "m"), join_type="left",
         on=exp.column("producer", table="m").eq(exp.column(PRODUCER, table="v"))).where(check)
 
 

@@ -11,7 +11,7 @@ from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
 from .common import (ACCEPTED, COPIED, DROPPED_ENTRY, FIRST_COPY, FIRST_POSITION, IDS, INVALID, LAST, LAST_POSITION,
                      MARK, POSITION, SEEN, SENT, TOP, WRITTEN, WRITTEN_FINGERPRINT, above, insert_rows, invalid,
-                     no_mark, ordered, source)
+                     no_mark, ordered, source, working_marks)
 from .spread import FIRST_LOOK, LARGEST, OUTCOME_SUMS, RANGE, REACH, first_look, largest_producers, spread_rows
 from .steps import CARRIED, VALUES, Step, plan_of
 
@@ -116,11 +116,8 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
         raise ValueError("an entry's written copy precedes it only in id order (no ORDER BY)")
     p, s, h, mark, accepted = (exp.column(c) for c in (PRODUCER, SEQUENCE_ID, HIGHEST, MARK, ACCEPTED))
     if isinstance(marks, exp.Table):
-        if id_parts is not None:    # (each composite mark put in the statement's form once: ``catalog.ids``)
-            marks = exp.select("producer", exp.alias_(ids.from_stored(exp.column("sequence_id"), id_parts),
-                                                       "sequence_id")).from_(marks.as_("k"))
         joined = exp.select("v.*", exp.alias_(exp.column("sequence_id", table="m"), MARK)).from_(
-            source(values, "v")).join(source(marks, "m"), join_type="left",
+            source(values, "v")).join(source(working_marks(marks, id_parts), "m"), join_type="left",
                                        on=exp.column("producer", table="m").eq(exp.column(PRODUCER, table="v")))
         known = exp.not_(exp.column("producer", table="m").is_(exp.null()))
     elif marks is not None:
