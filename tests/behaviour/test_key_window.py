@@ -129,6 +129,29 @@ def test_a_key_window_behaves_as_r20_says(dedup):
     assert [tuple(r) for r in rows] == [(5, 0)]
 
 
+def test_a_key_dropped_in_the_window_conflicts_with_the_payload_it_was_last_written_with(dedup):
+    # R18 for keys: the topic's entry of a key in the window is the one at the key's mark (the position it was last
+    # written at), found by position; a copy with another payload conflicts with it, a copy with the same does not
+    topic(dedup, dropped_entries="keys")
+
+    def put(pairs: list[tuple[str, str]], ordered: bool = False):
+        dedup.session.register("inbox", pa.table({"k": [k for k, _ in pairs], "payload": [p for _, p in pairs],
+                                                  "arrival": range(len(pairs))}))
+        order = " ORDER BY arrival" if ordered else ""
+        return dedup.session.sql(f"INSERT INTO events SELECT k, payload FROM inbox WHERE is_new(k){order}")
+
+    assert put([("a", "x"), ("b", "y")]).written == 2
+    result = put([("a", "x"), ("a", "z"), ("b", "w"), ("c", "v"), ("c", "v")])
+    assert (result.written, result.payload_conflicts) == (1, 2)
+    assert sorted(result.dropped["reason"]) == ["conflict", "conflict", "repeat", "retry"]
+    dedup.clock.advance(minutes=MINUTES + 1)
+    assert put([("e", "e")]).written == 1       # (the topic's time moves on: a left the window)
+    assert put([("a", "q")]).written == 1       # a written again, at a later position
+    dedup.restart()                             # (its mark recovered by snapshot and replay)
+    result = put([("a", "x"), ("a", "q")], ordered=True)
+    assert (result.written, result.payload_conflicts) == (0, 1)     # against q, its last payload, not x
+
+
 def test_a_null_key_is_refused_and_the_statement_writes_nothing(dedup):
     topic(dedup)
     with pytest.raises(InvalidEntryError, match="1 entry has a NULL key at line 1"):
