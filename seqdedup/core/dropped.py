@@ -181,8 +181,8 @@ def judge(run, state: TopicState, outcome: Outcome, targets: list[str], values: 
                 dropped = run.scratch.table("__sd_judged", plan.conflicts.judged(
                     dropped, None if outcome.held else written, ref.table, topic_fingerprint, since, late,
                     hinted=adapter.JOIN_HINTS, whole=whole,
-                    # (a key's mark is its position: not where the write staged the entries, whose marks stand in)
-                    keys=run.statement.keyed and not outcome.apart))
+                    # (a key's mark is its position; where the write staged fingerprints, its marks stand in)
+                    keys=run.statement.keyed and not outcome.held))
         if rows is None:
             rows = _in_files(run, state, outcome, dropped, judged, late)
         if judged:
