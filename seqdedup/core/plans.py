@@ -263,8 +263,7 @@ def marks_relation(run, state: TopicState, scratch: Scratch, given: plan.Inputs,
     seen = checked and above is not None and state.marks.num_rows > above
     if not seen and not (checked and state.marks.num_rows):
         return None, False
-    many = seen and run.statement.keyed and more_entries(run, carried_limit(adapter, state))
-    table = carried_marks(run, state, given) if seen and not many else None
+    table = carried_marks(run, state, given) if seen and not joins_whole_state(run, state) else None
     if table is None:       # (a small state, or a statement that carries a large part of it)
         table, seen = state.marks.table, False
     return given_marks(run, table, scratch, inline=inline), seen
@@ -288,6 +287,12 @@ def carried_limit(adapter, state: TopicState) -> int | None:
     whole = adapter.WHOLE_STATE_FROM
     # (a power of two, so that few trees are kept; at least CARRIED_NAMES, which cost little to read)
     return None if whole is None else max(1 << (state.marks.num_rows // whole).bit_length(), CARRIED_NAMES)
+
+
+def joins_whole_state(run, state: TopicState) -> bool:
+    """Whether a statement on a large state joins all of it: a statement of keys (R20) with more entries than a
+    semi-join of the state takes (``more_entries``), learned without counting its keys."""
+    return run.statement.keyed and more_entries(run, carried_limit(run.adapter, state))
 
 
 def more_entries(run, limit: int | None) -> bool:
@@ -387,7 +392,7 @@ def rows(run, state: TopicState, commit: Commit, targets: list[str], values: lis
     adapter, kept, steps = run.adapter, run.kept, plan.PLANS["rows"]
     marked = state.marks.num_rows if state.enabled else 0
     large = adapter.SEMI_JOIN_ABOVE is not None and marked > adapter.SEMI_JOIN_ABOVE
-    if large and run.statement.keyed and more_entries(run, carried_limit(adapter, state)):
+    if large and joins_whole_state(run, state):
         large = False       # (it joins the whole state, so its rows are read once by the step that joins them)
     judged = payloads.judged(state)       # R16, R18: the dropped entries set apart, for the ledger and conflicts
     i = inputs(run, targets, values, read_once=large, checked=state.enabled, dropped=judged,

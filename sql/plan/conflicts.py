@@ -164,13 +164,12 @@ def held_at_marks(dropped: exp.Expression, topic: exp.Expression, fingerprint: e
         [('k', 0, 'b')]
     """
     t = lambda name: exp.column(name, table="t")        # noqa: E731
-    d = lambda name: exp.column(name, table="d")        # noqa: E731
-    at_marks = exp.select(*map(exp.column, (*KEYS, "mark"))).from_(source(dropped, "d")).where(
-        exp.not_(above_mark())).subquery("d")
+    # (a key without a mark, NULL, is at no position)
     held = (exp.select(exp.alias_(t("_producer"), "producer"), exp.alias_(t("_sequence_id"), "sequence_id"),
                        exp.alias_(fingerprint, "fingerprint"))
             .from_(source(topic, "t"))
-            .join(at_marks, join_type="semi", on=exp.and_(d("mark").eq(t("_position")), keyed("t"))))
+            .join(source(dropped, "d"), join_type="semi",
+                  on=exp.and_(exp.column("mark", table="d").eq(t("_position")), keyed("t"))))
     if since is not None:
         held = held.where(t("_publish_time") >= since)
     return _broadcast(held, "d", hinted)
