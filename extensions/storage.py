@@ -138,6 +138,11 @@ class TransactionalStorage:
         return exp.select("*").from_(topic.table.copy()).where(
             exp.column("_commit").eq(exp.Placeholder(this="__sd_commit"))).subquery()
 
+    def staged_files(self, topic, columns: list[str]):
+        """``columns`` of the rows ``staged_rows`` gives, read as a ``pyarrow.Table`` from files this process
+        reaches, with no query; None where it cannot (the engine reads them)."""
+        return None
+
     def staged_keys(self, topic) -> pa.Table:
         """(producer, sequence_id) of each topic row the open commit wrote, its highest id as the mark (a statement of
         keys, R20: the keys it wrote, each at its position)."""

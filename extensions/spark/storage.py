@@ -31,6 +31,7 @@ class SparkStorage:
     discard_commit_rows = by("adapter.commits", Commits.discard)
     staged_rows = by("adapter.commits", Commits.staged_rows)
     staged_keys = by("adapter.commits", Commits.staged_keys)
+    staged_files = by("adapter.commits", Commits.staged_files)
     stages_apart = by("adapter.commits", Commits.stages_apart)
     dropped_rows = by("adapter.commits", Commits.dropped_rows)
     dropped_files = by("adapter.commits", Commits.dropped_files)

@@ -165,6 +165,8 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
     producers = outcome_table(written.outcome)
     if given.ranges is not None:        # (a row per range of each producer)
         producers = outcome_table(spread.summed(producers))
+    if checked and run.statement.ordered and not plan.window.counts_late(given):
+        producers = with_late(producers, late_staged(run))
     keys = None
     if together:
         producers = producers.filter(pc.greater(producers.column("sent"), 0))     # (none sent: no row)
@@ -172,6 +174,37 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
     end = max(state.end, metrics["end"] or 0)
     return Outcome(producers, end, 1, values=given.tables.get("values"), apart=split, keys=keys,
                    held=given.held is not None)
+
+
+def late_staged(run) -> pa.Table:
+    """(producer, out_of_order) of an ordered statement whose window plan left them to be counted after its write,
+    from the entries it staged (``sql.plan.window.late_staged``): by Arrow where the staged files are on the local
+    disk (5M entries, 750,000 dropped: about 0.4 s, against a job), else by the engine."""
+    storage, ref = run.adapter.storage, run.ref
+    keys = ["_producer", "_sequence_id"]
+    dropped = storage.dropped_files(ref, [*keys, "_highest_sequence_id"])
+    written = storage.staged_files(ref, keys) if dropped is not None else None
+    if written is None:
+        relation = storage.dropped_rows(ref)
+        if relation is None:
+            return pa.table({"producer": pa.array([], pa.string()), "out_of_order": pa.array([], pa.int64())})
+        try:
+            return run.adapter.fetch_arrow(plan.window.late_staged(relation, storage.staged_rows(ref)))
+        except EngineError as error:
+            raise Unsettled(error) from error
+    mark = dropped.column("_highest_sequence_id")
+    above = dropped.filter(pc.or_kleene(pc.is_null(mark), pc.greater(dropped.column("_sequence_id"), mark)))
+    # (each id once; those the statement wrote, found by the written rows' probe of the few dropped, are not late)
+    ids = above.select(keys).group_by(keys).aggregate([])
+    late = ids.join(written.join(ids, keys=keys, join_type="left semi"), keys=keys, join_type="left anti")
+    return late.group_by("_producer").aggregate([("_producer", "count")])
+
+
+def with_late(producers: pa.Table, late: pa.Table) -> pa.Table:
+    """``producers`` (an outcome) with ``late``'s counts (producer, count) as their ``out_of_order`` (0 where none)."""
+    counts = dict(zip(late.column(0).to_pylist(), late.column(1).to_pylist()))
+    column = pa.array([counts.get(p, 0) for p in producers.column("producer").to_pylist()], pa.int64())
+    return producers.set_column(producers.schema.get_field_index("out_of_order"), "out_of_order", column)
 
 
 def keyed_together(run, given: plan.Inputs, after: bool, split: bool) -> bool:

@@ -77,7 +77,7 @@ from .rows import (CANDIDATE, FIRST, FIRST_ROW, LATE, ROW, drop_rejected, drop_r
                    dropped_repeats, late_ids, rejected_only, row_candidates, row_outcome, row_repeats, rows_fetched,
                    rows_once, rows_summary, rows_written)
 from .window import marks_lookup, window_decisions, window_metrics, window_outcome
-from . import conflicts, gaps, ledger, spread
+from . import conflicts, gaps, ledger, spread, window
 
 __all__ = ["ACCEPTED", "CANDIDATE", "CARRIED", "DROPPED_ENTRY", "FIRST", "FIRST_ROW", "INVALID", "Inputs", "LAST",
            "LATE", "MAX_ID", "OUTCOME", "PLANS", "POSITION", "REFUSED", "ROW", "Step", "UNSEEN", "candidates",
@@ -86,4 +86,5 @@ __all__ = ["ACCEPTED", "CANDIDATE", "CARRIED", "DROPPED_ENTRY", "FIRST", "FIRST_
            "insert_rows", "invalid", "kept_once", "late_ids", "ledger", "marks_lookup", "outcome", "producer_sums",
            "producers", "refusal", "rejected_only", "repeat_counts", "repeats", "round_steps", "row_candidates",
            "row_outcome", "row_repeats", "rows_fetched", "rows_of", "rows_once", "rows_summary", "rows_written",
-           "spread", "undecided_producers", "window_decisions", "window_metrics", "window_outcome", "write_rows"]
+           "spread", "undecided_producers", "window", "window_decisions", "window_metrics", "window_outcome",
+           "write_rows"]

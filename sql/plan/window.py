@@ -82,7 +82,8 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
     carries its producer's set: cheap for BIGINT ids, not for composite ids' text (5M entries of 10,000 producers
     on Spark ``local[2]``: 32 s against 5 s, and 30 s for a STRUCT of the parts). Those count each id's first
     copy above the mark instead (``FIRST_COPY``: a row number over the producer's entries of the id, one more
-    sort), summed over the producer's entries.
+    sort), summed over the producer's entries; where the plan stages its dropped entries apart, the runner counts
+    them after the write from those instead (``counts_late``, ``late_staged``), and ``late`` is not asked for.
 
     ``held`` (payload conflicts judged, R18, in a statement without ORDER BY or batch entries): an entry's
     fingerprint over the rows' columns. Each entry then carries ``WRITTEN_FINGERPRINT``: that of the last entry
@@ -318,7 +319,7 @@ STEPS = plan_of(
     Step("decide", "decide, number and count, in one pass (where the ledger reads them: with each entry's fate)",
          lambda i: _fated(i, window_decisions(
              i.read.values, i.marks, i.statement.order, base=i.base, partitions=i.partitions, number=i.number,
-             checked=i.checked, late=i.checked and i.statement.ordered, seen=i.seen, gather=i.gather,
+             checked=i.checked, late=counts_late(i), seen=i.seen, gather=i.gather,
              refuse=i.refuse, ranges=i.ranges, id_parts=i.statement.id_parts, held=i.held))),
     Step("metrics", "metrics, checked before publishing", lambda i: exp.select(
         *[exp.alias_(e, k) for k, e in window_metrics(i.seen).items()]).from_(i.table("decided"))),
@@ -330,8 +331,41 @@ STEPS = plan_of(
 )
 
 
+def counts_late(i) -> bool:
+    """Whether the decision's pass counts ``out_of_order`` (an ordered statement's). Not where the ids are composite
+    and the dropped entries are staged apart: the runner counts them after the write, from the staged entries
+    (``late_staged``), where the pass would sort the rows a second time (``FIRST_COPY``)."""
+    return i.checked and i.statement.ordered and not (i.split and i.statement.id_parts is not None)
+
+
+def late_staged(dropped: exp.Expression, written: exp.Expression) -> exp.Select:
+    """Per producer, ``out_of_order`` of an ordered statement whose split write staged its dropped entries apart
+    (``split_write``: each carries its producer's mark as its highest id, composite ids): the distinct ids above
+    the mark of its dropped entries that none of the rows it wrote has. The dropped entries are few, so this costs
+    less than counting the distinct ids of every entry as the rows are decided (composite ids: ``FIRST_COPY``, a
+    second sort).
+
+    Example:
+        >>> import duckdb
+        >>> con = duckdb.connect()
+        >>> _ = con.execute("CREATE TABLE d AS SELECT * FROM (VALUES ('p', 'a5', 'a2'), ('p', 'a5', 'a2'), "
+        ...                 "('p', 'a4', 'a2'), ('p', 'a3', 'a2'), ('p', 'a1', 'a2'), ('q', 'a7', NULL)) "
+        ...                 "AS v(_producer, _sequence_id, _highest_sequence_id)")
+        >>> _ = con.execute("CREATE TABLE w AS SELECT * FROM (VALUES ('p', 'a4'), ('p', 'a6')) AS v(_producer, "
+        ...                 "_sequence_id)")
+        >>> sorted(con.sql(late_staged(exp.table_("d"), exp.table_("w")).sql("duckdb")).fetchall())
+        [('p', 2), ('q', 1)]
+    """
+    d, w = (lambda c: exp.column(c, table="d")), (lambda c: exp.column(c, table="w"))
+    same = exp.and_(*[w(c).eq(d(c)) for c in ("_producer", "_sequence_id")])
+    return (exp.select(d("_producer"), exp.alias_(exp.Count(this=exp.Distinct(expressions=[d("_sequence_id")])),
+                                                  "out_of_order"))
+            .from_(source(dropped, "d")).join(source(written, "w"), join_type="anti", on=same)
+            .where(above(d("_sequence_id"), d("_highest_sequence_id"))).group_by(d("_producer")))
+
+
 def _outcome(i) -> exp.Select:
-    late = i.checked and i.statement.ordered
+    late = counts_late(i)
     if i.together:
         return exp.select(*outcome_together(late)).from_(i.table("decided"))
     return exp.select(*window_outcome(late, i.statement.id_parts)).from_(i.table("decided")).where(exp.column(LAST))
