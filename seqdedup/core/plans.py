@@ -122,7 +122,9 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
                            lambda: steps["decide"].build(dataclasses.replace(i, number=adapter.row_number())))
         # (the engine reads the metrics and the outcome off its own table of the decided rows: their columns only)
         metrics = run.kept(f"metrics {seen}", lambda: steps["metrics"].build(i)).expressions
-        outcome = run.kept(f"outcome {checked} {together}", lambda: steps["outcome"].build(i)).expressions
+        # (split: an ordered statement of composite ids counts its late ids in the pass only where nothing is staged
+        # apart, ``counts_late``; a policy changed between two statements of one shape changes that)
+        outcome = run.kept(f"outcome {checked} {together} {split}", lambda: steps["outcome"].build(i)).expressions
         write = steps["split write" if split else "write"]
         return adapter.storage.write_decided(run.ref, decided, plan.ACCEPTED,
                                              lambda rows: write.build(i.having(accepted=rows)),
