@@ -138,9 +138,9 @@ class TransactionalStorage:
         return exp.select("*").from_(topic.table.copy()).where(
             exp.column("_commit").eq(exp.Placeholder(this="__sd_commit"))).subquery()
 
-    def staged_files(self, topic, columns: list[str]):
-        """``columns`` of the rows ``staged_rows`` gives, read as a ``pyarrow.Table`` from files this process
-        reaches, with no query; None where it cannot (the engine reads them)."""
+    def staged_files(self, topic):
+        """The rows ``staged_rows`` gives, as a ``pyarrow.dataset.Dataset`` of files this process reaches, read with
+        no query; None where it cannot (the engine reads them)."""
         return None
 
     def staged_keys(self, topic) -> pa.Table:

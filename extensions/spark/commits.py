@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable, TypeVar
 
 import pyarrow as pa
+import pyarrow.dataset as ds
 import pyarrow.json as pj
 import pyarrow.parquet as pq
 from sqlglot import exp
@@ -295,17 +296,19 @@ class Commits(Collaborator):
         by Arrow where they are on the local disk (a statement of millions of keys would gather them in the driver's
         heap through a job), else by one (a Spark Connect client's too: the server's disk need not be the client's,
         and the server streams the rows)."""
-        staged = self.staged_files(topic, ["_producer", "_highest_sequence_id"])
-        return keys_of(self.adapter, self.staged_rows(topic)) if staged is None else key_marks(staged)
+        staged = self.staged_files(topic)
+        if staged is None:
+            return keys_of(self.adapter, self.staged_rows(topic))
+        return key_marks(staged.to_table(columns=["_producer", "_highest_sequence_id"]))
 
-    def staged_files(self, topic, columns: list[str]) -> pa.Table | None:
-        """``columns`` of the rows the open commit staged, read by Arrow where they are on the local disk; None
-        where they are not, or none were staged (the engine reads them: ``staged_rows``)."""
+    def staged_files(self, topic) -> ds.Dataset | None:
+        """The rows the open commit staged, as an Arrow dataset of their files where they are on the local disk;
+        None where they are not, or none were staged (the engine reads them: ``staged_rows``)."""
         directory = self._open[topic.key].directory
         local = local_path(directory) if directory else None
         if local is None or self.adapter.remote:
             return None
-        return pq.read_table(local, columns=columns)
+        return ds.dataset(local, format="parquet", partitioning="hive")
 
     def discard(self, topic) -> None:
         current = self._open[topic.key]

@@ -181,11 +181,12 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
 def late_staged(run) -> pa.Table:
     """(producer, out_of_order) of an ordered statement whose window plan left them to be counted after its write,
     from the entries it staged (``sql.plan.window.late_staged``): by Arrow where the staged files are on the local
-    disk (5M entries, 750,000 dropped: about 0.4 s, against a job), else by the engine."""
+    disk (5M entries, 750,000 dropped: about 0.4 s, against a job), else by the engine. The written rows are read a
+    batch at a time, so the driver holds the dropped entries' keys, not the statement's."""
     storage, ref = run.adapter.storage, run.ref
     keys = ["_producer", "_sequence_id"]
     dropped = storage.dropped_files(ref, [*keys, "_highest_sequence_id"])
-    written = storage.staged_files(ref, keys) if dropped is not None else None
+    written = storage.staged_files(ref) if dropped is not None else None
     if written is None:
         relation = storage.dropped_rows(ref)
         if relation is None:
@@ -198,7 +199,9 @@ def late_staged(run) -> pa.Table:
     above = dropped.filter(pc.or_kleene(pc.is_null(mark), pc.greater(dropped.column("_sequence_id"), mark)))
     # (each id once; those the statement wrote, found by the written rows' probe of the few dropped, are not late)
     ids = above.select(keys).group_by(keys).aggregate([])
-    late = ids.join(written.join(ids, keys=keys, join_type="left semi"), keys=keys, join_type="left anti")
+    found = [pa.Table.from_batches([batch]).join(ids, keys=keys, join_type="left semi")
+             for batch in written.to_batches(columns=keys)]
+    late = ids.join(pa.concat_tables(found), keys=keys, join_type="left anti") if found else ids
     return late.group_by("_producer").aggregate([("_producer", "count")])
 
 
