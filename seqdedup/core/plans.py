@@ -207,8 +207,8 @@ def late_staged(run) -> pa.Table:
 
 def with_late(producers: pa.Table, late: pa.Table) -> pa.Table:
     """``producers`` (an outcome) with ``late``'s counts (producer, count) as their ``out_of_order`` (0 where none)."""
-    counts = dict(zip(late.column(0).to_pylist(), late.column(1).to_pylist()))
-    column = pa.array([counts.get(p, 0) for p in producers.column("producer").to_pylist()], pa.int64())
+    at = pc.index_in(producers.column("producer"), value_set=late.column(0).cast(pa.string()))
+    column = pc.fill_null(pc.take(late.column(1).cast(pa.int64()), at), 0)
     return producers.set_column(producers.schema.get_field_index("out_of_order"), "out_of_order", column)
 
 

@@ -86,7 +86,7 @@ def test_composite_ids_match_the_reference_model(engine, tmp_path_factory):
                     harness.restart()
                     model = model.recover()
                 else:
-                    sent_as_the_model_says(harness, model, *arg)
+                    sent_and_checked(harness, model, *arg)
 
     check()
 
@@ -104,10 +104,10 @@ def test_out_of_order_counts_each_late_composite_id_once(dedup, conflicts):
     for n, (_, (rows, ordered)) in enumerate(LATE):
         if n == len(LATE) - 1:
             dedup.session.alter_topic("cdc", payload_conflicts=then)
-        sent_as_the_model_says(dedup, model, rows, ordered)
+        sent_and_checked(dedup, model, rows, ordered)
 
 
-def sent_as_the_model_says(harness, model: SequenceTracker, rows: list[tuple], ordered: bool) -> None:
+def sent_and_checked(harness, model: SequenceTracker, rows: list[tuple], ordered: bool) -> None:
     """One statement sent to the engine and to the reference model: they agree on its counts (out of order: the
     distinct ids above the mark the statement began with that none was written with; the model's mark of a
     producer it has not seen is -1, Pulsar's), the topic's entries, its positions and the marks."""
