@@ -123,7 +123,7 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
         # (the engine reads the metrics and the outcome off its own table of the decided rows: their columns only)
         metrics = run.kept(f"metrics {seen}", lambda: steps["metrics"].build(i)).expressions
         # (split: an ordered statement of composite ids counts its late ids in the pass only where nothing is staged
-        # apart, ``counts_late``; a policy changed between two statements of one shape changes that)
+        # apart, ``late_after_write``; a policy changed between two statements of one shape changes that)
         outcome = run.kept(f"outcome {checked} {together} {split}", lambda: steps["outcome"].build(i)).expressions
         write = steps["split write" if split else "write"]
         return adapter.storage.write_decided(run.ref, decided, plan.ACCEPTED,
@@ -167,7 +167,7 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
     producers = outcome_table(written.outcome)
     if given.ranges is not None:        # (a row per range of each producer)
         producers = outcome_table(spread.summed(producers))
-    if checked and run.statement.ordered and not plan.window.counts_late(given):
+    if plan.window.late_after_write(given):
         producers = with_late(producers, late_staged(run))
     keys = None
     if together:

@@ -70,6 +70,23 @@ def source(query: exp.Expression, alias: str) -> exp.Expression:
     return query.subquery(alias) if isinstance(query, exp.Query) else query.as_(alias)
 
 
+def unwritten_ids(rows: exp.Expression, written: exp.Expression, where: exp.Expression, alias: str,
+                  producer: str = PRODUCER, sequence_id: str = SEQUENCE_ID) -> exp.Select:
+    """Per producer, the distinct ids of ``rows`` (alias ``x``) where ``where`` holds that no row of ``written``
+    (alias ``w``) has: ids no entry was written with (an ordered statement's ``out_of_order``). ``rows`` are the
+    few dropped or rejected entries, so this costs less than counting every entry's distinct ids.
+
+    Example:
+        >>> unwritten_ids(exp.table_("d"), exp.table_("r"), exp.true(), "n").sql("duckdb")
+        'SELECT x.__sd_producer, COUNT(DISTINCT x.__sd_sequence_id) AS n FROM d AS x ANTI JOIN r AS w ON w.__sd_producer = x.__sd_producer AND w.__sd_sequence_id = x.__sd_sequence_id WHERE TRUE GROUP BY x.__sd_producer'
+    """
+    x, w = (lambda c: exp.column(c, table="x")), (lambda c: exp.column(c, table="w"))
+    same = exp.and_(*[w(c).eq(x(c)) for c in (producer, sequence_id)])
+    return (exp.select(x(producer), exp.alias_(exp.Count(this=exp.Distinct(expressions=[x(sequence_id)])), alias))
+            .from_(source(rows, "x")).join(source(written, "w"), join_type="anti", on=same)
+            .where(where).group_by(x(producer)))
+
+
 def ordered(order: list[exp.Ordered], table: str | None = None) -> list[exp.Ordered]:
     out = []
     for o in order:

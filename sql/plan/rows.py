@@ -11,7 +11,7 @@ from seqdedup.catalog import ids
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
 from .common import (ACCEPTED, MARK, POSITION, TOP, WRITTEN, above, insert_rows, invalid, no_mark, refusal, source,
-                     working_marks)
+                     unwritten_ids, working_marks)
 from . import ledger
 from .rounds import first_round, round_steps
 from .steps import CARRIED, VALUES, Step, plan_of
@@ -242,12 +242,7 @@ def late_ids(decisions: exp.Table, rows: exp.Table) -> exp.Select:
         >>> late_ids(exp.table_("d"), exp.table_("r")).sql("duckdb")
         'SELECT x.__sd_producer, COUNT(DISTINCT x.__sd_sequence_id) AS __sd_late FROM d AS x ANTI JOIN r AS w ON w.__sd_producer = x.__sd_producer AND w.__sd_sequence_id = x.__sd_sequence_id WHERE NOT x.__sd_accepted GROUP BY x.__sd_producer'
     """
-    x, w = "x", "w"
-    same = exp.and_(*[exp.column(c, table=w).eq(exp.column(c, table=x)) for c in (PRODUCER, SEQUENCE_ID)])
-    return (exp.select(exp.column(PRODUCER, table=x),
-                       exp.alias_(exp.Count(this=exp.Distinct(expressions=[exp.column(SEQUENCE_ID, table=x)])), LATE))
-            .from_(decisions.as_(x)).join(rows.as_(w), join_type="anti", on=same)
-            .where(exp.not_(exp.column(ACCEPTED, table=x))).group_by(exp.column(PRODUCER, table=x)))
+    return unwritten_ids(decisions, rows, exp.not_(exp.column(ACCEPTED, table="x")), LATE)
 
 
 def rejected_only(decisions: exp.Query) -> exp.Select:

@@ -11,7 +11,7 @@ from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
 from .common import (ACCEPTED, COPIED, DROPPED_ENTRY, FIRST_COPY, FIRST_POSITION, IDS, INVALID, LAST, LAST_POSITION,
                      MARK, POSITION, SEEN, SENT, TOP, WRITTEN, WRITTEN_FINGERPRINT, above, insert_rows, invalid,
-                     no_mark, ordered, source, working_marks)
+                     no_mark, ordered, source, unwritten_ids, working_marks)
 from .spread import FIRST_LOOK, LARGEST, OUTCOME_SUMS, RANGE, REACH, first_look, largest_producers, spread_rows
 from .steps import CARRIED, VALUES, Step, plan_of
 
@@ -331,11 +331,16 @@ STEPS = plan_of(
 )
 
 
+def late_after_write(i) -> bool:
+    """Whether an ordered statement's ``out_of_order`` is counted after the write, from the entries it staged
+    (``late_staged``): where its ids are composite and its dropped entries are staged apart. The pass would sort
+    the rows a second time to count them (``FIRST_COPY``)."""
+    return i.checked and i.statement.ordered and i.split and i.statement.id_parts is not None
+
+
 def counts_late(i) -> bool:
-    """Whether the decision's pass counts ``out_of_order`` (an ordered statement's). Not where the ids are composite
-    and the dropped entries are staged apart: the runner counts them after the write, from the staged entries
-    (``late_staged``), where the pass would sort the rows a second time (``FIRST_COPY``)."""
-    return i.checked and i.statement.ordered and not (i.split and i.statement.id_parts is not None)
+    """Whether the decision's pass counts an ordered statement's ``out_of_order`` (not ``late_after_write``)."""
+    return i.checked and i.statement.ordered and not late_after_write(i)
 
 
 def late_staged(dropped: exp.Expression, written: exp.Expression) -> exp.Select:
@@ -356,12 +361,9 @@ def late_staged(dropped: exp.Expression, written: exp.Expression) -> exp.Select:
         >>> sorted(con.sql(late_staged(exp.table_("d"), exp.table_("w")).sql("duckdb")).fetchall())
         [('p', 2), ('q', 1)]
     """
-    d, w = (lambda c: exp.column(c, table="d")), (lambda c: exp.column(c, table="w"))
-    same = exp.and_(*[w(c).eq(d(c)) for c in ("_producer", "_sequence_id")])
-    return (exp.select(d("_producer"), exp.alias_(exp.Count(this=exp.Distinct(expressions=[d("_sequence_id")])),
-                                                  "out_of_order"))
-            .from_(source(dropped, "d")).join(source(written, "w"), join_type="anti", on=same)
-            .where(above(d("_sequence_id"), d("_highest_sequence_id"))).group_by(d("_producer")))
+    x = (lambda c: exp.column(c, table="x"))
+    return unwritten_ids(dropped, written, above(x("_sequence_id"), x("_highest_sequence_id")), "out_of_order",
+                         producer="_producer", sequence_id="_sequence_id")
 
 
 def _outcome(i) -> exp.Select:
