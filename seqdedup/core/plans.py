@@ -5,6 +5,7 @@ producer, the only thing that crosses to Python."""
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass
 
 import numpy as np
@@ -143,7 +144,10 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
             # Spark 4.3 fails to run some plans whole (a window over a cross join with a UNION ALL: "cannot
             # assign instance of DefaultSerializationProxy"): the statement's rows are read once into a scratch
             # table and decided from there; an error of the user's own expressions fails again, here, and is
-            # reported.
+            # reported. (Logged: a plan that fails where it should not, a kept step's SQL out of step with the
+            # statement, is otherwise rescued unseen.)
+            logging.getLogger("seqdedup").info("the window plan failed whole (%s); deciding from its rows read once",
+                                               (str(error).strip().splitlines() or [""])[0])
             try:
                 rows = scratch.table("__sd_values", steps["values"].build(given))
                 with adapter.parameters(run.bound), adapter.sized(small):

@@ -89,7 +89,11 @@ class Run:
                     self.scratch = scratch
                     before = state
                     state = follow_policies(self.broker, state, commit, now, reading=reading)
-                    self.shape += (scratch.depth, state.enabled, state.marks.num_rows > 0)
+                    # (and the topic's policies: a step whose SQL depends on one, the ledger, payload conflicts,
+                    # the key window, is kept per value; a change of policy between two statements of one shape
+                    # once reused the other policy's SQL, 3af6488)
+                    self.shape += (scratch.depth, state.enabled, state.marks.num_rows > 0,
+                                   tuple(vars(state.topic.applied).values()))
                     outcome, conflicts = None, {}
                     self.stamp = {"__sd_base": state.end, "__sd_commit": commit.number, "__sd_now": now,
                                   "__sd_topic": ref.key, "__sd_statement_id": statement_id}

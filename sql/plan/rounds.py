@@ -9,7 +9,7 @@ from sqlglot import exp
 
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
-from .common import ACCEPTED, MARK, above, ordered, source
+from .common import ACCEPTED, MARK, above_all, at_or_below_any, ordered, source
 from .steps import Inputs, Step
 
 
@@ -44,18 +44,15 @@ def decision_round(previous: exp.Expression, key_columns: list[str], order: list
             expressions=ordered(order) + [o.copy() for o in settled]), spec=exp.WindowSpec(
             kind="ROWS", start="UNBOUNDED", start_side="PRECEDING", end="1", end_side="PRECEDING"))
 
-    def greatest(*values):
-        return exp.Greatest(this=values[0], expressions=list(values[1:]), ignore_nulls=True)
-
     if batches:
         possible = exp.Max(this=exp.Case(ifs=[exp.If(this=exp.or_(accepted.is_(exp.null()), accepted.copy()),
                                                      true=h.copy())]))
     else:
         possible = exp.Max(this=h.copy())
-    new = above(s, greatest(mark, over(possible)))
+    new = above_all(s, mark, over(possible))
     if batches:
-        below = s.copy() <= greatest(mark.copy(), over(exp.Max(this=s.copy())),
-                                     over(exp.Max(this=exp.Case(ifs=[exp.If(this=accepted.copy(), true=h.copy())]))))
+        below = at_or_below_any(s, mark, over(exp.Max(this=s.copy())),
+                                over(exp.Max(this=exp.Case(ifs=[exp.If(this=accepted.copy(), true=h.copy())]))))
         decide = exp.Case(ifs=[exp.If(this=new, true=exp.true()), exp.If(this=below, true=exp.false())])
     else:
         decide = exp.Case(ifs=[exp.If(this=new, true=exp.true())], default=exp.false())

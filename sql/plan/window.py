@@ -10,8 +10,8 @@ from seqdedup.catalog import ids
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
 from .common import (ACCEPTED, COPIED, DROPPED_ENTRY, FIRST_COPY, FIRST_POSITION, IDS, INVALID, LAST, LAST_POSITION,
-                     MARK, POSITION, SEEN, SENT, TOP, WRITTEN, WRITTEN_FINGERPRINT, above, insert_rows, invalid,
-                     no_mark, ordered, source, unwritten_ids, working_marks)
+                     MARK, POSITION, SEEN, SENT, TOP, WRITTEN, WRITTEN_FINGERPRINT, above, above_all, at_or_below_any,
+                     insert_rows, invalid, no_mark, ordered, source, unwritten_ids, working_marks)
 from .spread import FIRST_LOOK, LARGEST, OUTCOME_SUMS, RANGE, REACH, first_look, largest_producers, spread_rows
 from .steps import CARRIED, VALUES, Step, plan_of
 
@@ -151,11 +151,9 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
             kind="ROWS", start=start, start_side="PRECEDING", end=end,
             end_side="PRECEDING" if end == "1" else None))
 
-    if checked:     # (GREATEST skips NULLs on both engines: NULL only where neither is known)
-        new = above(s, exp.Greatest(this=mark.copy(), expressions=[over(exp.Max(this=h.copy()), "earlier")],
-                                    ignore_nulls=True))
-        old = s.copy() <= exp.Greatest(this=mark.copy(), expressions=[over(exp.Max(this=s.copy()), "earlier")],
-                                       ignore_nulls=True)
+    if checked:     # (a bound not known is skipped, as GREATEST skips NULLs: ``above_all``)
+        new = above_all(s, mark, over(exp.Max(this=h.copy()), "earlier"))
+        old = at_or_below_any(s, mark, over(exp.Max(this=s.copy()), "earlier"))
         decide = exp.Case(ifs=[exp.If(this=bad.copy(), true=exp.false()), exp.If(this=new, true=exp.true()),
                                exp.If(this=old, true=exp.false())])
     else:

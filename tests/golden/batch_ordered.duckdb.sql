@@ -159,21 +159,18 @@ FROM (
       __sd_accepted,
       CASE
         WHEN (
-          GREATEST(
-            __sd_mark,
-            MAX(__sd_highest) OVER (
-              PARTITION BY __sd_producer
-              ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
-              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-            )
+          __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+        )
+        AND (
+          MAX(__sd_highest) OVER (
+            PARTITION BY __sd_producer
+            ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           ) IS NULL
-          OR __sd_sequence_id > GREATEST(
-            __sd_mark,
-            MAX(__sd_highest) OVER (
-              PARTITION BY __sd_producer
-              ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
-              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-            )
+          OR __sd_sequence_id > MAX(__sd_highest) OVER (
+            PARTITION BY __sd_producer
+            ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           )
         )
         THEN TRUE
@@ -207,32 +204,29 @@ SELECT
     __sd_accepted,
     CASE
       WHEN (
-        GREATEST(
-          __sd_mark,
-          MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
-            PARTITION BY __sd_producer
-            ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
-            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-          )
-        ) IS NULL
-        OR __sd_sequence_id > GREATEST(
-          __sd_mark,
-          MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
-            PARTITION BY __sd_producer
-            ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
-            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-          )
-        )
+        __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
       )
-      THEN TRUE
-      WHEN __sd_sequence_id <= GREATEST(
-        __sd_mark,
-        MAX(__sd_sequence_id) OVER (
+      AND (
+        MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
           PARTITION BY __sd_producer
           ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-        ),
-        MAX(CASE WHEN __sd_accepted THEN __sd_highest END) OVER (
+        ) IS NULL
+        OR __sd_sequence_id > MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
+          PARTITION BY __sd_producer
+          ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
+          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+        )
+      )
+      THEN TRUE
+      WHEN (
+        __sd_sequence_id <= __sd_mark
+        OR __sd_sequence_id <= MAX(__sd_sequence_id) OVER (
+          PARTITION BY __sd_producer
+          ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
+          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+        )
+        OR __sd_sequence_id <= MAX(CASE WHEN __sd_accepted THEN __sd_highest END) OVER (
           PARTITION BY __sd_producer
           ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST
           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
@@ -291,32 +285,29 @@ SELECT
     __sd_accepted,
     CASE
       WHEN (
-        GREATEST(
-          __sd_mark,
-          MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
-            PARTITION BY __sd_producer
-            ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST, COALESCE(__sd_accepted, TRUE) DESC NULLS LAST
-            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-          )
-        ) IS NULL
-        OR __sd_sequence_id > GREATEST(
-          __sd_mark,
-          MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
-            PARTITION BY __sd_producer
-            ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST, COALESCE(__sd_accepted, TRUE) DESC NULLS LAST
-            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-          )
-        )
+        __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
       )
-      THEN TRUE
-      WHEN __sd_sequence_id <= GREATEST(
-        __sd_mark,
-        MAX(__sd_sequence_id) OVER (
+      AND (
+        MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
           PARTITION BY __sd_producer
           ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST, COALESCE(__sd_accepted, TRUE) DESC NULLS LAST
           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-        ),
-        MAX(CASE WHEN __sd_accepted THEN __sd_highest END) OVER (
+        ) IS NULL
+        OR __sd_sequence_id > MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
+          PARTITION BY __sd_producer
+          ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST, COALESCE(__sd_accepted, TRUE) DESC NULLS LAST
+          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+        )
+      )
+      THEN TRUE
+      WHEN (
+        __sd_sequence_id <= __sd_mark
+        OR __sd_sequence_id <= MAX(__sd_sequence_id) OVER (
+          PARTITION BY __sd_producer
+          ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST, COALESCE(__sd_accepted, TRUE) DESC NULLS LAST
+          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+        )
+        OR __sd_sequence_id <= MAX(CASE WHEN __sd_accepted THEN __sd_highest END) OVER (
           PARTITION BY __sd_producer
           ORDER BY __sd_o0 ASC NULLS FIRST, __sd_sequence_id ASC NULLS FIRST, __sd_highest ASC NULLS FIRST, COALESCE(__sd_accepted, TRUE) DESC NULLS LAST
           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING

@@ -125,27 +125,24 @@ FROM (
         WHEN __sd_invalid
         THEN FALSE
         WHEN (
-          GREATEST(
-            __sd_mark,
-            MAX(__sd_highest) OVER (
-              PARTITION BY __sd_producer
-              ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
-              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-            )
+          __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+        )
+        AND (
+          MAX(__sd_highest) OVER (
+            PARTITION BY __sd_producer
+            ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           ) IS NULL
-          OR __sd_sequence_id > GREATEST(
-            __sd_mark,
-            MAX(__sd_highest) OVER (
-              PARTITION BY __sd_producer
-              ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
-              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-            )
+          OR __sd_sequence_id > MAX(__sd_highest) OVER (
+            PARTITION BY __sd_producer
+            ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           )
         )
         THEN TRUE
-        WHEN __sd_sequence_id <= GREATEST(
-          __sd_mark,
-          MAX(__sd_sequence_id) OVER (
+        WHEN (
+          __sd_sequence_id <= __sd_mark
+          OR __sd_sequence_id <= MAX(__sd_sequence_id) OVER (
             PARTITION BY __sd_producer
             ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
@@ -312,27 +309,24 @@ FROM (
         WHEN __sd_invalid
         THEN FALSE
         WHEN (
-          GREATEST(
-            __sd_mark,
-            MAX(__sd_highest) OVER (
-              PARTITION BY __sd_producer
-              ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
-              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-            )
+          __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
+        )
+        AND (
+          MAX(__sd_highest) OVER (
+            PARTITION BY __sd_producer
+            ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           ) IS NULL
-          OR __sd_sequence_id > GREATEST(
-            __sd_mark,
-            MAX(__sd_highest) OVER (
-              PARTITION BY __sd_producer
-              ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
-              ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-            )
+          OR __sd_sequence_id > MAX(__sd_highest) OVER (
+            PARTITION BY __sd_producer
+            ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
           )
         )
         THEN TRUE
-        WHEN __sd_sequence_id <= GREATEST(
-          __sd_mark,
-          MAX(__sd_sequence_id) OVER (
+        WHEN (
+          __sd_sequence_id <= __sd_mark
+          OR __sd_sequence_id <= MAX(__sd_sequence_id) OVER (
             PARTITION BY __sd_producer
             ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
@@ -569,32 +563,29 @@ SELECT
     __sd_accepted,
     CASE
       WHEN (
-        GREATEST(
-          __sd_mark,
-          MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
-            PARTITION BY __sd_producer
-            ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
-            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-          )
-        ) IS NULL
-        OR __sd_sequence_id > GREATEST(
-          __sd_mark,
-          MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
-            PARTITION BY __sd_producer
-            ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
-            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-          )
-        )
+        __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
       )
-      THEN TRUE
-      WHEN __sd_sequence_id <= GREATEST(
-        __sd_mark,
-        MAX(__sd_sequence_id) OVER (
+      AND (
+        MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
           PARTITION BY __sd_producer
           ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-        ),
-        MAX(CASE WHEN __sd_accepted THEN __sd_highest END) OVER (
+        ) IS NULL
+        OR __sd_sequence_id > MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
+          PARTITION BY __sd_producer
+          ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+        )
+      )
+      THEN TRUE
+      WHEN (
+        __sd_sequence_id <= __sd_mark
+        OR __sd_sequence_id <= MAX(__sd_sequence_id) OVER (
+          PARTITION BY __sd_producer
+          ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
+          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+        )
+        OR __sd_sequence_id <= MAX(CASE WHEN __sd_accepted THEN __sd_highest END) OVER (
           PARTITION BY __sd_producer
           ORDER BY __sd_o0, __sd_sequence_id, __sd_highest
           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
@@ -651,32 +642,29 @@ SELECT
     __sd_accepted,
     CASE
       WHEN (
-        GREATEST(
-          __sd_mark,
-          MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
-            PARTITION BY __sd_producer
-            ORDER BY __sd_o0, __sd_sequence_id, __sd_highest, COALESCE(__sd_accepted, TRUE) DESC
-            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-          )
-        ) IS NULL
-        OR __sd_sequence_id > GREATEST(
-          __sd_mark,
-          MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
-            PARTITION BY __sd_producer
-            ORDER BY __sd_o0, __sd_sequence_id, __sd_highest, COALESCE(__sd_accepted, TRUE) DESC
-            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-          )
-        )
+        __sd_mark IS NULL OR __sd_sequence_id > __sd_mark
       )
-      THEN TRUE
-      WHEN __sd_sequence_id <= GREATEST(
-        __sd_mark,
-        MAX(__sd_sequence_id) OVER (
+      AND (
+        MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
           PARTITION BY __sd_producer
           ORDER BY __sd_o0, __sd_sequence_id, __sd_highest, COALESCE(__sd_accepted, TRUE) DESC
           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-        ),
-        MAX(CASE WHEN __sd_accepted THEN __sd_highest END) OVER (
+        ) IS NULL
+        OR __sd_sequence_id > MAX(CASE WHEN __sd_accepted IS NULL OR __sd_accepted THEN __sd_highest END) OVER (
+          PARTITION BY __sd_producer
+          ORDER BY __sd_o0, __sd_sequence_id, __sd_highest, COALESCE(__sd_accepted, TRUE) DESC
+          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+        )
+      )
+      THEN TRUE
+      WHEN (
+        __sd_sequence_id <= __sd_mark
+        OR __sd_sequence_id <= MAX(__sd_sequence_id) OVER (
+          PARTITION BY __sd_producer
+          ORDER BY __sd_o0, __sd_sequence_id, __sd_highest, COALESCE(__sd_accepted, TRUE) DESC
+          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+        )
+        OR __sd_sequence_id <= MAX(CASE WHEN __sd_accepted THEN __sd_highest END) OVER (
           PARTITION BY __sd_producer
           ORDER BY __sd_o0, __sd_sequence_id, __sd_highest, COALESCE(__sd_accepted, TRUE) DESC
           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
