@@ -40,6 +40,19 @@ def _relation(run, state: TopicState, outcome: Outcome, targets: list[str], valu
         payloads.fingerprint(run, state, written), payloads.entry(state, targets, written), run.statement.id_parts))
 
 
+def _marks_range(run, outcome: Outcome) -> tuple[int, int] | None:
+    """The least and greatest mark of a statement of keys' dropped entries (a key's mark is a position), read by
+    Arrow from the files its write staged them in; None where it cannot (not staged apart, not on this disk: DuckDB,
+    a Spark Connect client) or none has a mark."""
+    if not outcome.apart:
+        return None
+    staged = run.adapter.storage.dropped_files(run.ref, [plan.ledger.staged_columns()[3]])
+    if staged is None:
+        return None
+    least, greatest = (value.as_py() for value in pc.min_max(staged.column(0)).values())
+    return None if least is None else (least, greatest)
+
+
 def _in_files(run, state: TopicState, outcome: Outcome, dropped: exp.Expression, judged: bool,
               late: bool) -> pa.Table | None:
     """The dropped entries (``DROPPED_COLUMNS``; judged: with ``conflict``) read by Arrow from files, with no query,
@@ -182,7 +195,8 @@ def judge(run, state: TopicState, outcome: Outcome, targets: list[str], values: 
                     dropped, None if outcome.held else written, ref.table, topic_fingerprint, since, late,
                     hinted=adapter.JOIN_HINTS, whole=whole,
                     # (a key's mark is its position; where the write staged fingerprints, its marks stand in)
-                    keys=run.statement.keyed and not outcome.held))
+                    keys=run.statement.keyed and not outcome.held,
+                    positions=_marks_range(run, outcome) if run.statement.keyed and not outcome.held else None))
         if rows is None:
             rows = _in_files(run, state, outcome, dropped, judged, late)
         if judged:

@@ -144,13 +144,16 @@ def held_by_topic(dropped: exp.Expression, topic: exp.Expression, fingerprint: e
 
 
 def held_at_marks(dropped: exp.Expression, topic: exp.Expression, fingerprint: exp.Expression,
-                  since: exp.Expression | None, hinted: bool = False) -> exp.Select:
+                  since: exp.Expression | None, hinted: bool = False,
+                  positions: tuple[int, int] | None = None) -> exp.Select:
     """``held_by_topic`` for a statement of keys (R20), found by position. A key's mark is the position its entry was
     last written at (its highest id: ``common.insert_rows``), so what the topic holds for a key dropped at its mark
     is the row at that position: the topic's rows are matched on ``_position``, which the engine can skip by (a
     join of 15M rows on their keys' 36-character names took most of DuckDB's judgement of a statement of 5M keys).
     A keyed entry above its mark (a key without one) is dropped only as a repeat of the statement's own entry, which
-    ``judged`` takes from what the statement wrote.
+    ``judged`` takes from what the statement wrote. ``positions``: the least and greatest of the marks, where the
+    caller knows them; the topic's rows outside are not read (Spark skips a file by its Parquet statistics: a
+    statement of 5M keys judged in 5.2 s where it took 7.7, its marks among the first 1M of 15M positions).
 
     Example (k written at 7, then again at 9 once it had left the window; dropped at its mark, 9):
         >>> import duckdb
@@ -162,6 +165,9 @@ def held_at_marks(dropped: exp.Expression, topic: exp.Expression, fingerprint: e
         >>> con.sql(held_at_marks(exp.table_("d"), exp.table_("topic"), exp.column("payload", table="t"),
         ...                       None).sql("duckdb")).fetchall()
         [('k', 0, 'b')]
+        >>> [con.sql(held_at_marks(exp.table_("d"), exp.table_("topic"), exp.column("payload", table="t"), None,
+        ...                        positions=positions).sql("duckdb")).fetchall() for positions in [(9, 9), (1, 8)]]
+        [[('k', 0, 'b')], []]
     """
     t = lambda name: exp.column(name, table="t")        # noqa: E731
     # (a key without a mark, NULL, is at no position)
@@ -172,18 +178,21 @@ def held_at_marks(dropped: exp.Expression, topic: exp.Expression, fingerprint: e
                   on=exp.and_(exp.column("mark", table="d").eq(t("_position")), keyed("t"))))
     if since is not None:
         held = held.where(t("_publish_time") >= since)
+    if positions is not None:
+        held = held.where(t("_position").between(*map(exp.convert, positions)))
     return _broadcast(held, "d", hinted)
 
 
 def judged(dropped: exp.Expression, written: exp.Expression | None, topic: exp.Expression,
            fingerprint: exp.Expression, since: exp.Expression | None, late: bool, hinted: bool = False,
-           whole: bool = False, keys: bool = False) -> exp.Select:
+           whole: bool = False, keys: bool = False, positions: tuple[int, int] | None = None) -> exp.Select:
     """The ``dropped`` entries (``DROPPED_COLUMNS``), each with ``held``: the fingerprint of the payload the topic
     holds for its id (NULL: none within the window). That is the entry the statement ``written`` with it (None: the
     dropped entries carry its fingerprint, ``WRITTEN``), else the ``topic``'s last published at ``since`` or later
     (None: no bound). ``fingerprint`` is over the columns of a topic row aliased ``t``; ``hinted``: the engine takes
     join hints (``_broadcast``); ``whole``: the topic is read in one pass (``_latest``); ``keys``: the dropped
-    entries are a statement of keys' (R20), whose topic entries are found by position (``held_at_marks``).
+    entries are a statement of keys' (R20), whose topic entries are found by position (``held_at_marks``, with its
+    ``positions``).
 
     Each side is asked only for the ids it can hold. The statement writes only ids above its producer's mark, and
     the topic holds none above it; an entry above its mark is dropped, without ORDER BY or batch entries, only for
@@ -205,7 +214,7 @@ def judged(dropped: exp.Expression, written: exp.Expression | None, topic: exp.E
         >>> sorted(con.sql(query.sql("duckdb")).fetchall())
         [('p', 1, 1, 1, 'a', 'a'), ('p', 2, 2, 1, 'c', 'b')]
     """
-    there = held_at_marks(dropped, topic, fingerprint, since, hinted) if keys else \
+    there = held_at_marks(dropped, topic, fingerprint, since, hinted, positions) if keys else \
         held_by_topic(dropped, topic, fingerprint, since, late, hinted, whole)
     query = exp.select("d.*").from_(source(dropped, "d"))
     if written is None:
