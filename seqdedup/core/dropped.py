@@ -190,13 +190,13 @@ def judge(run, state: TopicState, outcome: Outcome, targets: list[str], values: 
             since, whole = window_start(applied.conflict_window_minutes), adapter.reads_whole(ref.table)
             rows = _judged_in_files(run, state, outcome, dropped, topic_fingerprint, since, whole)
             if rows is None:
+                # (a key's mark is its position; where the write staged fingerprints, its marks stand in)
+                by_position = run.statement.keyed and not outcome.held
                 # (where the write carried the fingerprints of what it wrote, ``Outcome.held``, it is not read again)
                 dropped = run.scratch.table("__sd_judged", plan.conflicts.judged(
                     dropped, None if outcome.held else written, ref.table, topic_fingerprint, since, late,
-                    hinted=adapter.JOIN_HINTS, whole=whole,
-                    # (a key's mark is its position; where the write staged fingerprints, its marks stand in)
-                    keys=run.statement.keyed and not outcome.held,
-                    positions=_marks_range(run, outcome) if run.statement.keyed and not outcome.held else None))
+                    hinted=adapter.JOIN_HINTS, whole=whole, keys=by_position,
+                    positions=_marks_range(run, outcome) if by_position else None))
         if rows is None:
             rows = _in_files(run, state, outcome, dropped, judged, late)
         if judged:
