@@ -46,7 +46,8 @@ def _marks_range(run, outcome: Outcome) -> tuple[int, int] | None:
     a Spark Connect client) or none has a mark."""
     if not outcome.apart:
         return None
-    staged = run.adapter.storage.dropped_files(run.ref, [plan.ledger.staged_columns()[3]])
+    *_, mark = plan.ledger.staged_columns()      # (a key's id is an integer, 0: never a composite id)
+    staged = run.adapter.storage.dropped_files(run.ref, [mark])
     if staged is None:
         return None
     least, greatest = (value.as_py() for value in pc.min_max(staged.column(0)).values())

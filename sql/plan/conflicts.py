@@ -153,7 +153,7 @@ def held_at_marks(dropped: exp.Expression, topic: exp.Expression, fingerprint: e
     A keyed entry above its mark (a key without one) is dropped only as a repeat of the statement's own entry, which
     ``judged`` takes from what the statement wrote. ``positions``: the least and greatest of the marks, where the
     caller knows them; the topic's rows outside are not read (Spark skips a file by its Parquet statistics: a
-    statement of 5M keys judged in 5.2 s where it took 7.7, its marks among the first 1M of 15M positions).
+    statement of 5M keys judged in 5.6 to 6.0 s where it took 7.7, its marks among the first 1M of 15M positions).
 
     Example (k written at 7, then again at 9 once it had left the window; dropped at its mark, 9):
         >>> import duckdb
