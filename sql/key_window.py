@@ -26,26 +26,28 @@ KEY_PREFIX = "key:"
 def digest(parts: list[exp.Expression]) -> exp.Expression:
     """The producer name of a key of one to three ``parts``: NULL where a key of one part is NULL.
 
+    The spelled text is one ``CONCAT`` of every piece, each part's guarded by a CASE: DuckDB joins ``a || b || c``
+    a pair at a time, a new string each, where ``CONCAT`` makes one (5M two-part keys spelled: 1.3 to 1.4 CPU s
+    against 1.9 to 2.2 s). No piece is NULL where ``CONCAT`` sees it, so the engines' two meanings of a NULL
+    argument (Spark: the whole is NULL; DuckDB: the piece is empty) never differ.
+
     Example:
         >>> print(digest([exp.column("k")]).sql("spark"))
-        'key:' || MD5('v' || CAST(LENGTH(CAST(k AS STRING)) AS STRING) || ':' || CAST(k AS STRING))
+        'key:' || MD5(CASE WHEN k IS NULL THEN NULL ELSE CONCAT('v', CAST(LENGTH(CAST(k AS STRING)) AS STRING), ':', \
+CAST(k AS STRING)) END)
     """
-    spelled = []
+    pieces: list[exp.Expression] = []
     for part in parts:
         text = exp.cast(part.copy(), "text")
-        value = _joined(exp.Literal.string("v"), exp.cast(exp.Length(this=text.copy()), "text"),
-                        exp.Literal.string(":"), text)
+        spelled = exp.Anonymous(this="CONCAT", expressions=[
+            exp.Literal.string("v"), exp.cast(exp.Length(this=text.copy()), "text"), exp.Literal.string(":"), text])
         # (a tuple's NULL part is a value of its own, so that (NULL, 1) is one key wherever it comes from)
-        spelled.append(value if len(parts) == 1 else exp.func("coalesce", value, exp.Literal.string("n")))
-    joined = _joined(*[x for i, s in enumerate(spelled) for x in ((exp.Literal.string(","),) if i else ()) + (s,)])
+        null = exp.null() if len(parts) == 1 else exp.Literal.string("n")
+        if pieces:
+            pieces.append(exp.Literal.string(","))
+        pieces.append(exp.case().when(part.copy().is_(exp.null()), null).else_(spelled))
+    joined = pieces[0] if len(pieces) == 1 else exp.Anonymous(this="CONCAT", expressions=pieces)
     return exp.DPipe(this=exp.Literal.string(KEY_PREFIX), expression=exp.MD5(this=joined))
-
-
-def _joined(*texts: exp.Expression) -> exp.Expression:
-    joined = texts[0]
-    for text in texts[1:]:
-        joined = exp.DPipe(this=joined, expression=text)
-    return joined
 
 
 def expand_is_new(tree: exp.Expression) -> exp.Expression:

@@ -107,10 +107,13 @@ def test_is_new_writes_what_the_window_model_writes(engine, tmp_path_factory):
 def test_a_key_window_behaves_as_r20_says(dedup):
     topic(dedup, dropped_entries="keys", payload_conflicts="ignore")     # (every copy has a payload of its own)
     pair = "is_new(k, part)"
-    first = send(dedup, ["a", "b", "a", ("a", 1), ("c", None), ("a", None)], key=pair)
+    first = send(dedup, ["a", "b", "a", ("a", 1), ("c", None), ("a", None), ("é", 12)], key=pair)
     # keys of two parts: (a, NULL) three times is one key, (a, 1) another; the run log and the result count the keys
     # together, in one row whose producer is NULL
-    assert (first.written, first.duplicates, [p.producer for p in first.producers]) == (4, 2, [None])
+    assert (first.written, first.duplicates, [p.producer for p in first.producers]) == (5, 2, [None])
+    # each key's producer name is the digest the reference model spells (a NULL part, a length in characters)
+    assert {r[0] for r in dedup.session.sql("SELECT _producer FROM events").rows} == {
+        producer_of(k) for k in [("a", None), ("b", None), ("a", 1), ("c", None), ("é", 12)]}
     assert sorted(first.dropped["reason"]) == ["repeat", "repeat"]
     # (the keys' positions together: the first and last the statement wrote)
     positions = tuple(dedup.session.sql("SELECT min(_position), max(_position) FROM events").rows[0])
