@@ -16,6 +16,7 @@ from sqlglot import exp
 from seqdedup.extensions.base import EngineAdapter
 from seqdedup.sql import plan, rewrite
 from seqdedup.sql.dialects import DuckDBExplicit, SparkAnsi
+from seqdedup.sql.key_window import expand_is_new
 from seqdedup.sql.plan import spread
 
 GOLDEN = pathlib.Path(__file__).resolve().parent / "golden"
@@ -23,6 +24,7 @@ STATEMENTS = {
     "single_unordered": "INSERT INTO events SELECT payload FROM staging WHERE is_not_dup(producer, seq)",
     "batch_ordered": "INSERT INTO events SELECT payload FROM staging WHERE is_not_dup(producer, seq, highest) "
                      "AND payload IS NOT NULL ORDER BY arrival",
+    "keys": "INSERT INTO events SELECT payload FROM staging WHERE is_new(request_id)",
 }
 #: dialect -> the plans its engine runs, with what the engine gives them (the Spark adapter's numbering needs a
 #: session, so it is written out here as the adapter builds it for 2 partitions)
@@ -41,18 +43,23 @@ ENGINES = {
               dict(kind="window", partitions=2, number=SPARK_NUMBER, refuse=plan.refusal("raise_error"),
                    only=["decide"], label="a producer spread over ranges of its ids", unordered=True,
                    ranges=spread.ranges_of({"p": ([250, 500, 750], [0, 1, 4, 5])}, "hash")),
+              dict(kind="window", partitions=2, number=SPARK_NUMBER, refuse=plan.refusal("raise_error"),
+                   only=["decide", "outcome"], label="a statement of keys, its outcome reported together",
+                   together=True),
               dict(kind="exceptions", partitions=2, number=SPARK_NUMBER, read_once=True)],
 }
 DIALECT = {"duckdb": DuckDBExplicit, "spark": SparkAnsi}
 
 
 def plan_sql(statement: str, engine: str) -> str:
-    insert = rewrite.expand_is_not_dup(sqlglot.parse_one(statement, read="spark"))
+    insert = rewrite.expand_is_not_dup(expand_is_new(sqlglot.parse_one(statement, read="spark")))
     parts = []
     for options in ENGINES[engine]:
         options = dict(options)
         kind, only, label = options.pop("kind"), options.pop("only", None), options.pop("label", None)
         if options.pop("unordered", False) and insert.ordered:     # (an ordered statement is not spread)
+            continue
+        if options.get("together") and not insert.keyed:      # (only a statement of keys is reported together)
             continue
         inputs = plan.Inputs(insert, **{**dict(commit=exp.convert(7), publish_time=exp.Literal.string("2026-01-01"),
                                                topic=exp.table_("events", db="main"), targets=["payload"],

@@ -119,7 +119,7 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
 
     def decide_and_write(i: plan.Inputs):
         decided = run.kept(f"window {not i.read_once} {gather} {marks is MARKS} {spread_key} {split} "
-                           f"{i.held is not None}",
+                           f"{i.held is not None} {i.together}",
                            lambda: steps["decide"].build(dataclasses.replace(i, number=adapter.row_number())))
         # (the engine reads the metrics and the outcome off its own table of the decided rows: their columns only)
         metrics = run.kept(f"metrics {seen}", lambda: steps["metrics"].build(i)).expressions

@@ -23,6 +23,14 @@ summed over its ranges by the runner::
 
     values ⋈ marks ─► ranges (a copy where a batch entry reaches on) ─► distribute by range ─► window: decide, … ─► …
 
+A statement of keys (R20, ``is_new``), whose outcome is reported as one row (``together``), is decided the other way
+round (``key_decisions``): a key's entries all have the id 0, so which copy is first does not depend on the mark.
+Its copies are numbered and positioned in the window's sort, and the marks are joined after, to rows already in that
+order, so Spark sorts the rows once where joining first sorted them for the join and again for the window. Each row
+counts itself; the outcome sums them::
+
+    values ─► distribute by key ─► window: number each key's copies ─► position ─► ⋈ marks ─► decide ─► write …
+
 A batch entry that straddles the mark is left undecided by one pass (``ACCEPTED`` NULL); the statement then runs
 the exceptions plan, where only the producers that straddle pay for more rounds.
 

@@ -22,6 +22,7 @@ UNSEEN = "__sd_unseen"          # entries of a producer that is not among the ma
 SEEN = "__sd_seen"              # the entry's producer is among the marks' (when they are the carried producers')
 IDS = "__sd_ids"                # the producer's distinct lowest ids above its mark, in the whole statement
 FIRST_COPY = "__sd_first_copy"  # 1 for the first copy (in arrival order) of an id above its mark, else 0
+COPY = "__sd_copy"              # a key's entry's place among the key's entries in arrival order, from 1 (R20)
 SENT, WRITTEN = "__sd_sent", "__sd_written"
 #: The window plan's split write (``sql.plan.window.fates``): TRUE for an entry it dropped, staged apart from the
 #: written ones in the same job for the ledger (R16) to read, where the engine's storage can (``stages_apart``).

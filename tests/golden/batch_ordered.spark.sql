@@ -83,7 +83,7 @@ ORDER BY
   entries DESC
 LIMIT 16;
 
--- window plan: decide, number and count, in one pass (where the ledger reads them: with each entry's fate)
+-- window plan: decide, number and count, in one pass (where the ledger reads them: with each entry's fate; a statement of keys: its copies numbered before the marks are joined)
 SELECT
   *,
   LEAD(1) OVER (PARTITION BY __sd_producer ORDER BY __sd_o0, __sd_sequence_id, __sd_highest) IS NULL AS __sd_last,
@@ -267,7 +267,7 @@ FROM (
     __sd_accepted OR __sd_dropped
 ) AS w;
 
--- window plan, a small statement: decide, number and count, in one pass (where the ledger reads them: with each entry's fate)
+-- window plan, a small statement: decide, number and count, in one pass (where the ledger reads them: with each entry's fate; a statement of keys: its copies numbered before the marks are joined)
 SELECT
   *,
   LEAD(1) OVER (PARTITION BY __sd_producer ORDER BY __sd_o0, __sd_sequence_id, __sd_highest) IS NULL AS __sd_last,

@@ -71,7 +71,7 @@ ORDER BY
   entries DESC
 LIMIT 16;
 
--- window plan: decide, number and count, in one pass (where the ledger reads them: with each entry's fate)
+-- window plan: decide, number and count, in one pass (where the ledger reads them: with each entry's fate; a statement of keys: its copies numbered before the marks are joined)
 SELECT
   *,
   LEAD(1) OVER (PARTITION BY __sd_producer ORDER BY __sd_sequence_id, __sd_highest) IS NULL AS __sd_last,
@@ -242,7 +242,7 @@ FROM (
     __sd_accepted OR __sd_dropped
 ) AS w;
 
--- window plan, a small statement: decide, number and count, in one pass (where the ledger reads them: with each entry's fate)
+-- window plan, a small statement: decide, number and count, in one pass (where the ledger reads them: with each entry's fate; a statement of keys: its copies numbered before the marks are joined)
 SELECT
   *,
   LEAD(1) OVER (PARTITION BY __sd_producer ORDER BY __sd_sequence_id, __sd_highest) IS NULL AS __sd_last,
@@ -335,7 +335,7 @@ FROM (
   ) AS d
 ) AS n;
 
--- window plan, a producer spread over ranges of its ids: decide, number and count, in one pass (where the ledger reads them: with each entry's fate)
+-- window plan, a producer spread over ranges of its ids: decide, number and count, in one pass (where the ledger reads them: with each entry's fate; a statement of keys: its copies numbered before the marks are joined)
 SELECT
   *,
   LEAD(1) OVER (PARTITION BY __sd_producer, __sd_range ORDER BY __sd_sequence_id, __sd_highest) IS NULL AS __sd_last,
