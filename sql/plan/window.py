@@ -238,8 +238,9 @@ def key_decisions(values: exp.Select, marks: exp.Expression | None, order: list[
     every other entry is dropped: which copy is first does not depend on the mark. The copies are therefore
     numbered by a window over each key's entries before the join to the marks, and the join takes the rows in the
     window's order: Spark sorts the statement's rows once, where joining first sorts them for the join and again
-    for the window (5M keys against a window of 10M, ``local[2]``: 20.9 s against 24.5 s for that step alone,
-    docs/performance.md). The positions are numbered below the join too, over the partitions ``number`` counts on.
+    for the window, and the running counts' window over the joined rows goes (5M keys against a window of 10M,
+    ``local[2]``: the statement 51.3 s and 51.8 s against 63.9 s and 70.1 s, docs/performance.md). The positions are
+    numbered below the join too, in the window's stage, over the partitions ``number`` counts on.
 
     No running count is kept: each row counts itself (``LAST`` true, ``SENT`` 1, ``WRITTEN`` 1 where written), and
     the outcome's sums over the ``LAST`` rows are the statement's totals, all that a statement of keys reports.
