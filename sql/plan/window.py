@@ -164,11 +164,7 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
         counted = exp.Case(ifs=[exp.If(this=exp.and_(above(s, mark), first_copy.eq(1)), true=exp.convert(1))],
                            default=exp.convert(0))
         first = first.select(exp.alias_(counted, FIRST_COPY))
-    numbered = exp.select("*", exp.alias_(exp.cast(exp.Add(this=exp.convert(base), expression=number), "bigint"),
-                                          POSITION)).from_(
-        first.subquery("d"))
-    def when_new(value: exp.Expression) -> exp.Case:
-        return exp.Case(ifs=[exp.If(this=accepted.copy(), true=value)])
+    numbered = positioned(first.subquery("d"), base, number)
 
     # (the last row and the running counts in one SELECT, so in one sort: entries equal in their order, copies of one
     # entry without ORDER BY, may come in another order in a second sort, DuckDB's, and the row a first sort called
@@ -177,9 +173,9 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
         "*",
         exp.alias_(last, LAST), exp.alias_(over(sent, "running"), SENT),
         exp.alias_(over(exp.func("count_if", accepted.copy()), "running"), WRITTEN),
-        exp.alias_(over(exp.Min(this=when_new(exp.column(POSITION))), "running"), FIRST_POSITION),
-        exp.alias_(over(exp.Max(this=when_new(exp.column(POSITION))), "running"), LAST_POSITION),
-        exp.alias_(over(exp.Max(this=when_new(h.copy())), "running"), TOP),
+        exp.alias_(over(exp.Min(this=when_accepted(exp.column(POSITION))), "running"), FIRST_POSITION),
+        exp.alias_(over(exp.Max(this=when_accepted(exp.column(POSITION))), "running"), LAST_POSITION),
+        exp.alias_(over(exp.Max(this=when_accepted(h.copy())), "running"), TOP),
     ).from_(numbered.subquery("n"))
     if late and id_parts is not None:
         running.select(exp.alias_(exp.Window(this=exp.Sum(this=exp.column(FIRST_COPY)), partition_by=[p.copy()]), IDS),
@@ -189,6 +185,18 @@ def window_decisions(values: exp.Select, marks: exp.Expression | None, order: li
         running.select(exp.alias_(over(exp.IgnoreNulls(this=exp.LastValue(this=copied)), "running"),
                                   WRITTEN_FINGERPRINT), copy=False)
     return running
+
+
+def positioned(rows: exp.Expression, base, number: exp.Expression) -> exp.Select:
+    """``rows`` with each entry's position (``POSITION``): ``base`` plus the engine's ``number`` of its row, as a
+    BIGINT (``base`` may be of another numeric type: ``EngineAdapter.constant``)."""
+    return exp.select("*", exp.alias_(exp.cast(exp.Add(this=exp.convert(base), expression=number), "bigint"),
+                                      POSITION)).from_(rows)
+
+
+def when_accepted(value: exp.Expression) -> exp.Case:
+    """``value`` where the entry is written (``ACCEPTED``), else NULL."""
+    return exp.Case(ifs=[exp.If(this=exp.column(ACCEPTED), true=value)])
 
 
 def with_marks(rows: exp.Expression, marks: exp.Expression | None, seen: bool,
@@ -265,24 +273,17 @@ def key_decisions(values: exp.Select, marks: exp.Expression | None, order: list[
     copy = exp.Window(this=exp.RowNumber(), partition_by=[exp.column(PRODUCER)],
                       order=exp.Order(expressions=ordered(order)))
     copies = exp.select("*", exp.alias_(copy, COPY)).from_(read.subquery("c"))
-    numbered = exp.select("*", exp.alias_(exp.cast(exp.Add(this=exp.convert(base), expression=number), "bigint"),
-                                          POSITION)).from_(copies.subquery("n"))
-    joined = with_marks(numbered.subquery("v"), marks, seen, None)
+    joined = with_marks(positioned(copies.subquery("n"), base, number).subquery("v"), marks, seen, None)
     bad, mark = exp.column(INVALID), exp.column(MARK)
     new = exp.and_(exp.column(COPY).eq(1), above(exp.column(SEQUENCE_ID), mark)) if checked else exp.true()
     decide = exp.and_(exp.not_(bad), new)
-    accepted = exp.column(ACCEPTED)
-
-    def when_new(value: exp.Expression) -> exp.Case:
-        return exp.Case(ifs=[exp.If(this=accepted.copy(), true=value)])
-
     return exp.select(
         "*", exp.alias_(exp.true(), LAST), exp.alias_(exp.convert(1), SENT),
-        exp.alias_(exp.Case(ifs=[exp.If(this=accepted.copy(), true=exp.convert(1))], default=exp.convert(0)),
+        exp.alias_(exp.Case(ifs=[exp.If(this=exp.column(ACCEPTED), true=exp.convert(1))], default=exp.convert(0)),
                    WRITTEN),
-        exp.alias_(when_new(exp.column(POSITION)), FIRST_POSITION),
-        exp.alias_(when_new(exp.column(POSITION)), LAST_POSITION),
-        exp.alias_(when_new(exp.column(HIGHEST)), TOP),
+        exp.alias_(when_accepted(exp.column(POSITION)), FIRST_POSITION),
+        exp.alias_(when_accepted(exp.column(POSITION)), LAST_POSITION),
+        exp.alias_(when_accepted(exp.column(HIGHEST)), TOP),
     ).from_(exp.select("*", exp.alias_(decide, ACCEPTED)).from_(joined.subquery("d")).subquery("k"))
 
 
@@ -300,10 +301,10 @@ def window_outcome(late: bool = False, id_parts: int | None = None) -> list[exp.
                        "out_of_order")]
 
 
-def outcome_together(late: bool = False) -> list[exp.Expression]:
+def outcome_together() -> list[exp.Expression]:
     """Every producer's outcome at once: ``window_outcome`` less the producer, aggregated over the ``LAST`` rows as
     ``OUTCOME_SUMS`` combines them. For a statement of keys (R20), whose counts are reported together: a row per
-    producer would be a row per entry, gathered by the driver.
+    producer would be a row per entry, gathered by the driver. (No late ids: a key has one, ``key_decisions``.)
 
     Example:
         >>> outcome_together()[0].sql("spark")
@@ -311,7 +312,7 @@ def outcome_together(late: bool = False) -> list[exp.Expression]:
     """
     how = {"sum": exp.Sum, "min": exp.Min, "max": exp.Max}
     return [exp.alias_(how[OUTCOME_SUMS[e.alias]](this=exp.Case(ifs=[exp.If(this=exp.column(LAST), true=e.unalias())])),
-                       e.alias) for e in window_outcome(late)[1:]]
+                       e.alias) for e in window_outcome()[1:]]
 
 
 def window_metrics(seen: bool = False) -> dict[str, exp.Expression]:
@@ -448,10 +449,10 @@ def _decided(i) -> exp.Select:
 
 
 def _outcome(i) -> exp.Select:
-    late = counts_late(i) and not i.together       # (a key has one id: ``key_decisions``)
     if i.together:
-        return exp.select(*outcome_together(late)).from_(i.table("decided"))
-    return exp.select(*window_outcome(late, i.statement.id_parts)).from_(i.table("decided")).where(exp.column(LAST))
+        return exp.select(*outcome_together()).from_(i.table("decided"))
+    return exp.select(*window_outcome(counts_late(i), i.statement.id_parts)).from_(i.table("decided")).where(
+        exp.column(LAST))
 
 
 def _fated(i, decided: exp.Select) -> exp.Select:
