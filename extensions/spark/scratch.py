@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 from sqlglot import exp
 
@@ -42,16 +43,27 @@ class Scratch(Collaborator):
         return self.adapter.temp_table(name)
 
     def _file_relation(self, name: str, table):
-        """An Arrow table as a frame read from a Parquet file in the scratch folder (dropped with the name). Its
+        """An Arrow table as a frame read from Parquet files in the scratch folder (dropped with the name). Its
         naive timestamps read back as TIMESTAMP_NTZ: cast to TIMESTAMP, the type ``createDataFrame`` gives them
-        (both read the wall-clock time in the session's time zone)."""
+        (both read the wall-clock time in the session's time zone).
+
+        The files are written a piece a core, in threads (Arrow lets go of the GIL): 10M marks of a statement of keys
+        in 1.5 s where one file took 2.6 s. (Uncompressed, they took 0.65 s, but the statement that read them was no
+        faster: 3.4 times the bytes to read.)"""
         import pyarrow.parquet as pq
         F = self.F
         from pyspark.sql.types import TimestampNTZType
 
         directory = f"{self.adapter.warehouse()}/{SCRATCH}/{name}-{uuid.uuid4().hex[:8]}"
         os.makedirs(local_path(directory))
-        pq.write_table(table, f"{local_path(directory)}/part-0.parquet")
+        pieces = max(1, min(os.cpu_count() or 1, table.num_rows // self.adapter.FILE_ROWS))
+        step = -(-table.num_rows // pieces)
+
+        def write(piece: int) -> None:
+            pq.write_table(table.slice(piece * step, step), f"{local_path(directory)}/part-{piece}.parquet")
+
+        with ThreadPoolExecutor(pieces) as pool:
+            list(pool.map(write, range(pieces)))
         self._scratch[name] = directory
         frame = self.spark.read.parquet(directory)
         return frame.select(*[F.col(f.name).cast("timestamp") if isinstance(f.dataType, TimestampNTZType)

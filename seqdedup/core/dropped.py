@@ -28,11 +28,11 @@ def _relation(run, state: TopicState, outcome: Outcome, targets: list[str], valu
         staged = adapter.storage.dropped_rows(ref)
         if staged is None:
             return None
-        columns = payloads.stored(run, state, "t")
-        # (where ``held``, the write staged the entries' fingerprints: their columns are not read)
-        return plan.ledger.dropped_staged(staged, None if outcome.held else payloads.fingerprint(run, state, columns),
-                                          payloads.entry(state, targets, columns), run.statement.id_parts,
-                                          held=outcome.held)
+        columns, keyed = payloads.stored(run, state, "t"), run.statement.keyed
+        # (where ``held``, the write staged the entries' fingerprints, but a key's own: their columns are not read)
+        own = None if outcome.held and not keyed else payloads.fingerprint(run, state, columns)
+        return plan.ledger.dropped_staged(staged, own, payloads.entry(state, targets, columns),
+                                          run.statement.id_parts, held=outcome.held, keyed=keyed)
     sent, written = payloads.sent(run, state, targets, values, "v"), payloads.stored(run, state, "w")
     return scratch.table("__sd_dropped", plan.ledger.dropped_by_difference(
         outcome.values, adapter.storage.staged_rows(ref), marks,
@@ -92,8 +92,8 @@ def _judged_in_files(run, state: TopicState, outcome: Outcome, dropped: exp.Expr
     it holds for the ids at or below their marks (``conflicts.held_by_topic``); the entries are joined to that by
     Arrow, so no judged table of every dropped entry is written and read back (at 5M rows on Spark the step took
     about 0.2 s less, medians of seven runs each way: the topic's query is most of what is left). None
-    elsewhere."""
-    if not outcome.held or state.topic.applied.ledger == "rows":
+    elsewhere, and for a statement of keys, whose own fingerprints are not staged (``window.split_write``)."""
+    if not outcome.held or state.topic.applied.ledger == "rows" or run.statement.keyed:
         return None
     staged = run.adapter.storage.dropped_files(run.ref, ["_producer", "_sequence_id", "_position",
                                                          "_highest_sequence_id"])
@@ -191,8 +191,8 @@ def judge(run, state: TopicState, outcome: Outcome, targets: list[str], values: 
             since, whole = window_start(applied.conflict_window_minutes), adapter.reads_whole(ref.table)
             rows = _judged_in_files(run, state, outcome, dropped, topic_fingerprint, since, whole)
             if rows is None:
-                # (a key's mark is its position; where the write staged fingerprints, its marks stand in)
-                by_position = run.statement.keyed and not outcome.held
+                # (a key's mark is its position: its topic entry is found there)
+                by_position = run.statement.keyed
                 # (where the write carried the fingerprints of what it wrote, ``Outcome.held``, it is not read again)
                 dropped = run.scratch.table("__sd_judged", plan.conflicts.judged(
                     dropped, None if outcome.held else written, ref.table, topic_fingerprint, since, late,

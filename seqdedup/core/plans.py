@@ -68,10 +68,10 @@ class Outcome:
 def written_fingerprint(run, state: TopicState, targets: list[str], values: list[str]) -> exp.Expression | None:
     """The fingerprint of an entry of the window plan's rows, where its split write carries that of each dropped
     entry's written copy (``sql.plan.window.window_decisions``' ``held``): payload conflicts judged (R18) in a
-    statement in id order (no ORDER BY) with no batch entries (composite ids have none). None elsewhere: the
-    judgement reads the written entries back."""
+    statement in id order (no ORDER BY) with no batch entries (composite ids have none), or of keys (R20:
+    ``window.key_decisions``' ``held``). None elsewhere: the judgement reads the written entries back."""
     statement = run.statement
-    if statement.ordered or statement.batched or statement.keyed:
+    if statement.ordered or statement.batched:
         return None
     return payloads.fingerprint(run, state, payloads.sent(run, state, targets, values, None))
 
@@ -104,8 +104,10 @@ def window(run, state: TopicState, commit: Commit, targets: list[str], values: l
     after = dropped_after_plan(run, state)
     split = after and adapter.storage.stages_apart(run.ref)
     held = written_fingerprint(run, state, targets, values) if split else None
-    # (what the ledger and the conflicts read of a dropped entry: its keys, and its fingerprints where ``held``)
-    bare = payloads.keys_only(state) or (held is not None and state.topic.applied.ledger != "rows")
+    # (what the ledger and the conflicts read of a dropped entry: its keys, and its fingerprints where ``held``; a
+    # dropped key's own fingerprint is not staged, ``window.split_write``, so its columns are)
+    bare = payloads.keys_only(state) or (held is not None and not run.statement.keyed
+                                         and state.topic.applied.ledger != "rows")
     given = dataclasses.replace(given, split=split, bare=split and bare, held=held)
     if after and not split:
         try:

@@ -170,11 +170,15 @@ def held_at_marks(dropped: exp.Expression, topic: exp.Expression, fingerprint: e
         [[('k', 0, 'b')], []]
     """
     t = lambda name: exp.column(name, table="t")        # noqa: E731
-    # (a key without a mark, NULL, is at no position)
+    # (each mark once, for the join's side that is held in memory: a statement's retries are many copies of fewer
+    # keys, 720,000 dropped entries at 10,000 marks in the key window's benchmark; a key without a mark, NULL, is at
+    # no position)
+    marks = exp.select("producer", "sequence_id", "mark").distinct().from_(source(dropped, "d")).where(
+        exp.column("mark", table="d").is_(exp.not_(exp.null())))
     held = (exp.select(exp.alias_(t("_producer"), "producer"), exp.alias_(t("_sequence_id"), "sequence_id"),
                        exp.alias_(fingerprint, "fingerprint"))
             .from_(source(topic, "t"))
-            .join(source(dropped, "d"), join_type="semi",
+            .join(marks.subquery("d"), join_type="semi",
                   on=exp.and_(exp.column("mark", table="d").eq(t("_position")), keyed("t"))))
     if since is not None:
         held = held.where(t("_publish_time") >= since)

@@ -111,7 +111,8 @@ def staged_columns(id_parts: int | None = None) -> tuple[str, str, str, str]:
 
 
 def dropped_staged(staged: exp.Expression, fingerprint: exp.Expression | None,
-                   entry: exp.Expression | None, id_parts: int | None = None, held: bool = False) -> exp.Select:
+                   entry: exp.Expression | None, id_parts: int | None = None, held: bool = False,
+                   keyed: bool = False) -> exp.Select:
     """The entries a write staged apart, in the topic's columns (``staged_columns``). ``fingerprint`` and
     ``entry``: over a topic row aliased ``t`` (``fingerprint`` None where ``held``).
 
@@ -119,8 +120,24 @@ def dropped_staged(staged: exp.Expression, fingerprint: exp.Expression | None,
     (``window.split_write``: no batch entries): each entry's fingerprint in ``_position``, and, for one above its
     mark, that of the entry written with its id (``conflicts.WRITTEN``) in ``_highest_sequence_id`` (its text, for
     composite ids). Its mark then stands in as what its reason reads: its id where it is at or below it (nothing
-    written with it), NULL above."""
+    written with it), NULL above. Where the entries are a statement of keys' (``keyed``, R20), only the written
+    entry's fingerprint is carried, in ``_highest_sequence_id`` of a key without a mark, and the mark stays in
+    ``_position``: ``fingerprint`` is then given.
+
+    Example (keys k1, at its mark 7, and k2, a repeat of the entry the statement wrote with fingerprint 42):
+        >>> import duckdb
+        >>> con = duckdb.connect()
+        >>> _ = con.execute("CREATE TABLE s AS SELECT * FROM (VALUES ('k1', 0, 0, 7, 'a'), ('k2', 0, 42, NULL, 'b')) "
+        ...                 "t(_producer, _sequence_id, _highest_sequence_id, _position, payload)")
+        >>> query = dropped_staged(exp.table_("s"), exp.column("payload", table="t"), None, held=True, keyed=True)
+        >>> con.sql(query.sql("duckdb")).fetchall()
+        [('k1', 0, 0, 7, 'a', None, None), ('k2', 0, 0, None, 'b', None, 42)]
+    """
     t = lambda name: exp.column(name, table="t")        # noqa: E731
+    if held and keyed:
+        written = exp.Case(ifs=[exp.If(this=t("_position").is_(exp.null()), true=t("_highest_sequence_id"))])
+        return exp.select(*_relation(t("_producer"), t("_sequence_id"), t("_sequence_id"), t("_position"),
+                                     fingerprint, entry), exp.alias_(written, WRITTEN)).from_(source(staged, "t"))
     if not held:
         producer, sequence_id, highest, mark = (t(c) for c in staged_columns(id_parts))
         return exp.select(*_relation(producer, sequence_id, highest, mark, fingerprint, entry)).from_(

@@ -238,7 +238,8 @@ def distributed(rows: exp.Select, gather: bool, partitions: int | None, by: str)
 
 def key_decisions(values: exp.Select, marks: exp.Expression | None, order: list[exp.Ordered], *, base: int,
                   partitions: int | None, number: exp.Expression, checked: bool = True, seen: bool = False,
-                  gather: bool = False, refuse: exp.Expression | None = None) -> exp.Select:
+                  gather: bool = False, refuse: exp.Expression | None = None,
+                  held: exp.Expression | None = None) -> exp.Select:
     """``window_decisions`` for a statement of keys (R20) whose outcome is reported together (``outcome_together``),
     with the same columns.
 
@@ -253,6 +254,11 @@ def key_decisions(values: exp.Select, marks: exp.Expression | None, order: list[
     No running count is kept: each row counts itself (``LAST`` true, ``SENT`` 1, ``WRITTEN`` 1 where written), and
     the outcome's sums over the ``LAST`` rows are the statement's totals, all that a statement of keys reports.
     Its ``out_of_order`` is 0: a key has one id.
+
+    ``held`` (payload conflicts judged, R18): an entry's fingerprint over the rows' columns. Each entry then carries
+    ``WRITTEN_FINGERPRINT``, that of its key's first copy, in the same window as the copies' numbers (so in the
+    same sort): for a copy dropped as a repeat of a new key, the entry the statement wrote, which its judgement then
+    does not read again (``split_write``).
 
     Example (a key written before, and a new key sent twice, on DuckDB):
         >>> import duckdb
@@ -270,9 +276,13 @@ def key_decisions(values: exp.Select, marks: exp.Expression | None, order: list[
     """
     read = exp.select("v.*", checked_entry(refuse, None)).from_(source(values, "v"))
     distributed(read, gather, partitions, PRODUCER)
-    copy = exp.Window(this=exp.RowNumber(), partition_by=[exp.column(PRODUCER)],
-                      order=exp.Order(expressions=ordered(order)))
-    copies = exp.select("*", exp.alias_(copy, COPY)).from_(read.subquery("c"))
+    def over(function: exp.Expression) -> exp.Window:
+        return exp.Window(this=function, partition_by=[exp.column(PRODUCER)],
+                          order=exp.Order(expressions=ordered(order)))
+
+    copies = exp.select("*", exp.alias_(over(exp.RowNumber()), COPY)).from_(read.subquery("c"))
+    if held is not None:
+        copies.select(exp.alias_(over(exp.FirstValue(this=held.copy())), WRITTEN_FINGERPRINT), copy=False)
     joined = with_marks(positioned(copies.subquery("n"), base, number).subquery("v"), marks, seen, None)
     bad, mark = exp.column(INVALID), exp.column(MARK)
     new = exp.and_(exp.column(COPY).eq(1), above(exp.column(SEQUENCE_ID), mark)) if checked else exp.true()
@@ -359,7 +369,14 @@ def split_write(i) -> exp.Insert:
     rows = i.tables["accepted"] if "accepted" in i.tables else exp.select("*").from_(i.table("decided")).where(
         exp.or_(exp.column(ACCEPTED), exp.column(DROPPED_ENTRY)))
     carried = {"highest" if parts is not None else "position": marked}
-    if i.held is not None:
+    if i.statement.keyed:     # (a key's written entry carries its position as its highest id: ``insert_rows``)
+        # (where ``held``, a key's copy dropped with no mark, a repeat, carries its written copy's fingerprint in
+        # ``_highest_sequence_id``, which a dropped key's does not need: its highest id is its id, 0. Its own
+        # fingerprint is not staged: the judgement reads its columns, and the keys at their marks by position)
+        copied = [exp.If(this=above(exp.column(SEQUENCE_ID), exp.column(MARK)), true=exp.column(WRITTEN_FINGERPRINT))]
+        carried["highest"] = exp.Case(ifs=[exp.If(this=exp.column(ACCEPTED), true=exp.column(POSITION)),
+                                           *(copied if i.held is not None else [])], default=exp.column(HIGHEST))
+    elif i.held is not None:
         carried["position"] = exp.Case(ifs=[exp.If(this=exp.column(ACCEPTED), true=exp.column(POSITION))],
                                        default=i.held.copy())
         written = exp.column(WRITTEN_FINGERPRINT)
@@ -367,9 +384,6 @@ def split_write(i) -> exp.Insert:
             exp.If(this=exp.column(ACCEPTED), true=ids.stored(exp.column(HIGHEST), parts)),
             exp.If(this=above(exp.column(SEQUENCE_ID), exp.column(MARK)),
                    true=written if parts is None else exp.cast(written, "text"))])
-    if i.statement.keyed:     # (a key's written entry carries its position as its highest id: ``insert_rows``)
-        carried["highest"] = exp.Case(ifs=[exp.If(this=exp.column(ACCEPTED), true=exp.column(POSITION))],
-                                      default=exp.column(HIGHEST))
     values = i.values
     if i.bare:      # (a dropped entry's columns, no part of its ledger row nor judged, are not written: R16's keys)
         values = [exp.alias_(exp.Case(ifs=[exp.If(this=exp.column(DROPPED_ENTRY), true=exp.null())],
@@ -442,7 +456,8 @@ def late_staged(dropped: exp.Expression, written: exp.Expression) -> exp.Select:
 def _decided(i) -> exp.Select:
     if i.together:
         return key_decisions(i.read.values, i.marks, i.statement.order, base=i.base, partitions=i.partitions,
-                             number=i.number, checked=i.checked, seen=i.seen, gather=i.gather, refuse=i.refuse)
+                             number=i.number, checked=i.checked, seen=i.seen, gather=i.gather, refuse=i.refuse,
+                             held=i.held)
     return window_decisions(i.read.values, i.marks, i.statement.order, base=i.base, partitions=i.partitions,
                             number=i.number, checked=i.checked, late=counts_late(i), seen=i.seen, gather=i.gather,
                             refuse=i.refuse, ranges=i.ranges, id_parts=i.statement.id_parts, held=i.held)
