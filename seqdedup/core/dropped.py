@@ -29,7 +29,8 @@ def _relation(run, state: TopicState, outcome: Outcome, targets: list[str], valu
         if staged is None:
             return None
         columns, keyed = payloads.stored(run, state, "t"), run.statement.keyed
-        # (where ``held``, the write staged the entries' fingerprints, but a key's own: their columns are not read)
+        # (where ``held``, the write staged the entries' own fingerprints and their columns are not read; not a
+        # key's own, ``window.split_write``: a statement of keys' columns are read for it)
         own = None if outcome.held and not keyed else payloads.fingerprint(run, state, columns)
         return plan.ledger.dropped_staged(staged, own, payloads.entry(state, targets, columns),
                                           run.statement.id_parts, held=outcome.held, keyed=keyed)
