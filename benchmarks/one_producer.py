@@ -10,9 +10,12 @@
 
 The rows are generated (``range``) before the clock starts: one view with the invalid entry, one without, and one of
 as many entries over --producers producers (producer ``id % producers``, ids ``id / producers``: each producer's ids
-dense and increasing, as the lone producer's are); medians of --runs. Prints the machine's cores.
+dense and increasing, as the lone producer's are); medians of --runs. Prints the machine's cores. With
+``--id-parts 2`` the topics take composite ids (R19), a CDC slot's (lsn, event index): each id ``n`` sent as
+``(n DIV 4, n % 4)``, four events to an LSN.
 
     python benchmarks/one_producer.py [--engine duckdb|spark] [--rows 10000000] [--runs 3] [--producers 10000] [--one-task]
+        [--id-parts 2]
 """
 from __future__ import annotations
 
@@ -30,7 +33,9 @@ VIEW = ("CREATE OR REPLACE TEMPORARY VIEW {name} AS SELECT 'p' AS producer, {seq
         "FROM range({rows}) AS r(id)")
 MANY = ("CREATE OR REPLACE TEMPORARY VIEW many AS SELECT CAST(id % {producers} AS STRING) AS producer, "
         "id DIV {producers} AS seq, 'payload' AS payload FROM range({rows}) AS r(id)")
-DEDUP = "INSERT INTO events SELECT payload FROM {name} WHERE is_not_dup(producer, seq)"
+DEDUP = "INSERT INTO events SELECT payload FROM {name} WHERE is_not_dup(producer, {id})"
+#: The id each entry is sent with: its integer, or (--id-parts 2) a two-part id of the same order.
+IDS = {None: "seq", 2: "(seq DIV 4, seq % 4)"}
 PLAIN = "INSERT INTO plain SELECT payload, producer, seq FROM good"
 
 
@@ -43,7 +48,10 @@ def main() -> None:
     ap.add_argument("--one-task", action="store_true",
                     help="Spark: decide a producer that holds most of a statement in one task, as before its entries "
                          "were spread over ranges of its ids (sql/plan/spread.py; the default spreads them)")
+    ap.add_argument("--id-parts", type=int, choices=[2], default=None,
+                    help="composite ids (R19) of two parts, (lsn, event index), in place of integer ids")
     args = ap.parse_args()
+    dedup = DEDUP.replace("{id}", IDS[args.id_parts])
     if args.one_task:
         from seqdedup.extensions.spark import SparkAdapter
 
@@ -55,23 +63,23 @@ def main() -> None:
         plain, valid, failing, many = [], [], [], []
         for run in range(args.runs):
             session = engines.fresh()
-            session.create_topic("events", {"payload": "STRING"})
+            session.create_topic("events", {"payload": "STRING"}, id_parts=args.id_parts)
             using = " USING parquet" if engines.spark is not None else ""
             engines.raw(session, f"CREATE TABLE plain (payload STRING, producer STRING, seq BIGINT){using}")
             engines.raw(session, VIEW.format(name="good", seq="id", rows=args.rows))
             engines.raw(session, VIEW.format(name="bad", seq=f"IF(id = {args.rows - 1}, NULL, id)", rows=args.rows))
             engines.raw(session, MANY.format(producers=args.producers, rows=args.rows))
             plain.append(timed(engines.raw, session, PLAIN)[0])
-            seconds, error = timed(_error, session, DEDUP.format(name="bad"))
+            seconds, error = timed(_error, session, dedup.format(name="bad"))
             if not isinstance(error, InvalidEntryError):
                 sys.exit(f"the statement with a NULL id was not refused as invalid: {error!r}")
             failing.append(seconds)
-            seconds, result = timed(session.sql, DEDUP.format(name="good"))
+            seconds, result = timed(session.sql, dedup.format(name="good"))
             if result.written != args.rows:
                 sys.exit(f"wrote {result.written} entries of {args.rows}")
             valid.append(seconds)
-            session.create_topic("spread", {"payload": "STRING"})
-            seconds, result = timed(session.sql, DEDUP.format(name="many").replace("events", "spread"))
+            session.create_topic("spread", {"payload": "STRING"}, id_parts=args.id_parts)
+            seconds, result = timed(session.sql, dedup.format(name="many").replace("events", "spread"))
             if result.written != args.rows:
                 sys.exit(f"wrote {result.written} entries of {args.rows} over {args.producers} producers")
             many.append(seconds)
@@ -80,8 +88,9 @@ def main() -> None:
                   f"the statement {valid[-1]:.2f} s, over {args.producers:,} producers {many[-1]:.2f} s", flush=True)
     base = median(plain)
     ratio = median(failing) / base
+    shape = "two-part ids" if args.id_parts else "integer ids"
     print(f"{args.engine} ({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}), {args.rows:,} entries of one "
-          f"producer, medians of {args.runs}: plain INSERT {base:.2f} s")
+          f"producer, {shape}, medians of {args.runs}: plain INSERT {base:.2f} s")
     print(f"  a statement with an invalid last entry fails in {median(failing):.2f} s: {ratio:.2f}x the plain "
           f"INSERT (target 2x: {'met' if ratio <= 2 else 'not met'})")
     one, spread = median(valid) / base, median(many) / base

@@ -46,6 +46,7 @@ TINY = [
     ("state_size.py", ["--many", "2000", "--touched", "100", "--rows", "500", "--runs", "1", "--producers", "100",
                        "--batch", "10", "--statements", "120"]),
     ("one_producer.py", ["--rows", "20000", "--runs", "1", "--producers", "100"]),
+    ("one_producer.py", ["--rows", "20000", "--runs", "1", "--producers", "100", "--id-parts", "2"]),
     ("producers_sweep.py", ["--rows", "20000", "--producers", "1,100", "--runs", "1"]),
     ("statement_path.py", ["--statements", "2"]),
 ]

@@ -22,12 +22,12 @@ _TASKS: dict[tuple[str, int], list[int]] = {}     # (hash, partitions) -> the ta
 
 def ranges(run, given: plan.Inputs) -> exp.Expression | None:
     """The ranges of the statement's entries (``window_decisions``' ``ranges``), None where it is not spread: a
-    small or ordered statement, deduplication off, an engine that takes no partition hint, composite ids (R19: the
-    ranges are of integers), or no producer holding more than its share of the tasks (``partitions``: a producer
-    with more entries than the statement's share per task would leave the other tasks idle)."""
+    small or ordered statement, deduplication off, an engine that takes no partition hint, or no producer holding
+    more than its share of the tasks (``partitions``: a producer with more entries than the statement's share per
+    task would leave the other tasks idle). Composite ids (R19) are spread by their text (``composite_bounds``)."""
     adapter, partitions, steps = run.adapter, given.partitions, plan.PLANS["window"]
     if (not adapter.SPREADS or given.gather or not given.checked or run.statement.ordered
-            or run.statement.id_parts is not None or not partitions or partitions < 2):
+            or not partitions or partitions < 2):
         return None
     entries, largest = adapter.fetchall(run.kept("first look", lambda: steps["first look"].build(given)))[0]
     if not entries or largest * partitions <= entries:
@@ -37,15 +37,17 @@ def ranges(run, given: plan.Inputs) -> exp.Expression | None:
         refuse_invalid(run)     # (the pass read every entry: the window plan's query would fail on one)
     tasks = _tasks(run, partitions)
     count = min(RANGES_PER_TASK * partitions, MOST_RANGES)
-    spread_over: dict[str, tuple[list[int], list[int]]] = {}
+    integers = run.statement.id_parts is None
+    bounded = spread.range_bounds if integers else spread.composite_bounds
+    spread_over: dict[str, tuple[list, list[int]]] = {}
     for producer, produced, lowest, highest, total, _ in found:
         if producer is None or lowest is None or produced * partitions <= total:    # (NULLs: R4 refuses them)
             continue
-        bounds = spread.range_bounds(lowest, highest, count)
+        bounds = bounded(lowest, highest, count)
         labels = spread.labels_in_turn(tasks, partitions, len(bounds) + 1)
         if bounds and labels:
             spread_over[producer] = (bounds, labels)
-    return spread.ranges_of(spread_over, adapter.PARTITION_HASH) if spread_over else None
+    return spread.ranges_of(spread_over, adapter.PARTITION_HASH, batches=integers) if spread_over else None
 
 
 def _tasks(run, partitions: int) -> list[int]:

@@ -12,6 +12,10 @@ before.
 Only an unordered statement is spread: its arrival order is the ids' order, so a range of ids is a range of arrival,
 and ``out_of_order`` (counted for ordered statements only) stays one set per producer.
 
+Composite ids (R19: a CDC slot's (lsn, event index), one producer for the whole stream) are spread too: their ranges
+are bounds of the ids' text, whose order is the tuples' (``composite_bounds``), and an entry reaches no range but its
+own (a composite id has no highest id past itself: no batch entries).
+
 The decision is exact whatever the ranges are, as long as a producer's ranges follow its arrival order (the range of
 an entry is a function of its producer and lowest id, increasing with the id): the first look only balances the
 work. A producer's counts come one row per range (its ``LAST`` rows), summed by the runner (``OUTCOME_SUMS``).
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from seqdedup.catalog import ids
 from seqdedup.catalog.names import HIGHEST, PRODUCER, SEQUENCE_ID
 
 from .common import invalid, source
@@ -49,13 +54,14 @@ def first_look(keys: exp.Query, rows: int) -> exp.Select:
                       exp.alias_(exp.Max(this=exp.column("entries")), "largest")).from_(per.subquery("g"))
 
 
-def largest_producers(keys: exp.Query, limit: int) -> exp.Select:
+def largest_producers(keys: exp.Query, limit: int, id_parts: int | None = None) -> exp.Select:
     """The ``limit`` producers with the most entries: each one's entries, lowest and highest lowest id, the
     statement's entries in all, and how many of them are invalid (R4: the runner refuses the statement then, as the
     window plan's query would after a read of its rows; this pass read them already). A pass over the keys, one row
-    per producer kept."""
+    per producer kept. (Composite ids, ``id_parts``: the lowest and highest as the statement works on them, text on
+    the engines that spread.)"""
     entries = exp.Count(this=exp.Star())
-    bad = exp.func("count_if", invalid(*(exp.column(c) for c in (PRODUCER, SEQUENCE_ID, HIGHEST))))
+    bad = exp.func("count_if", invalid(*(exp.column(c) for c in (PRODUCER, SEQUENCE_ID, HIGHEST)), id_parts))
     return exp.select(
         PRODUCER, exp.alias_(entries, "entries"), exp.alias_(exp.Min(this=exp.column(SEQUENCE_ID)), "lowest"),
         exp.alias_(exp.Max(this=exp.column(SEQUENCE_ID)), "highest"),
@@ -111,11 +117,29 @@ def range_bounds(lowest: int, highest: int, ranges: int) -> list[int]:
     return sorted({lowest + width * j // ranges for j in range(1, ranges)} - {lowest})
 
 
-def ranges_of(spread: dict[str, tuple[list[int], list[int]]], producer_hash: str) -> exp.Expression:
+def composite_bounds(lowest: str, highest: str, ranges: int) -> list[str]:
+    """``range_bounds`` for composite ids (R19), given and returned as their text: ``ranges`` ranges of equal width
+    over the tuples read as one number, the first part the most significant (the text orders as the tuple does, so
+    the statement compares an id's text with a bound's).
+
+    Example:
+        >>> composite_bounds(ids.encoded((100, 0)), ids.encoded((500, 7)), 4)
+        ['c200a2', 'c300a4', 'c400a6']
+        >>> composite_bounds("a5a0", "a5a0", 4)
+        []
+    """
+    low, high = ids.decoded(lowest), ids.decoded(highest)
+    number = (lambda parts: sum(part * ids.PART_LIMIT ** (len(parts) - 1 - i) for i, part in enumerate(parts)))
+    tupled = (lambda n: tuple(n // ids.PART_LIMIT ** (len(low) - 1 - i) % ids.PART_LIMIT for i in range(len(low))))
+    return [ids.encoded(tupled(bound)) for bound in range_bounds(number(low), number(high), ranges)]
+
+
+def ranges_of(spread: dict[str, tuple[list, list[int]]], producer_hash: str, batches: bool = True) -> exp.Expression:
     """The ranges each entry reaches, its own first: for a producer in ``spread`` (name -> the ids where its ranges
     begin after the first, and a label per range, increasing), the labels of the ranges from the one its lowest id
-    falls in to the one its highest id falls in (a batch entry may reach past its range's end); for any other
-    producer, its hash (one range: the producer's entries stay together, distributed as by producer).
+    falls in to the one its highest id falls in (a batch entry may reach past its range's end; without ``batches``,
+    composite ids, only its own); for any other producer, its hash (one range: the producer's entries stay together,
+    distributed as by producer).
 
     Example:
         >>> ranges_of({"p": ([10, 20], [0, 3, 5])}, "hash").sql("spark")
@@ -129,7 +153,8 @@ def ranges_of(spread: dict[str, tuple[list[int], list[int]]], producer_hash: str
     for producer, (bounds, labels) in spread.items():
         first, last = index(SEQUENCE_ID, bounds), index(HIGHEST, bounds)
         reach = exp.Add(this=exp.Greatest(this=exp.Sub(this=last, expression=first.copy()),
-                                          expressions=[exp.convert(0)]), expression=exp.convert(1))
+                                          expressions=[exp.convert(0)]), expression=exp.convert(1)) if batches \
+            else exp.convert(1)
         whens.append(exp.If(this=exp.column(PRODUCER).eq(exp.Literal.string(producer)), true=exp.ArraySlice(
             this=exp.Array(expressions=[exp.convert(label) for label in labels]), start=first, end=reach)))
     return exp.Case(ifs=whens, default=exp.Array(expressions=[

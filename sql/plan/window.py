@@ -404,7 +404,8 @@ STEPS = plan_of(
     Step("first look", "a large unordered statement: its first entries' producers (one may hold most of it)",
          lambda i: first_look(i.read.keys, FIRST_LOOK)),
     Step("largest producers", "where one may: the largest producers' ids (such a producer's entries are spread "
-                              "over ranges of its ids)", lambda i: largest_producers(i.read.keys, LARGEST)),
+                              "over ranges of its ids)",
+         lambda i: largest_producers(i.read.keys, LARGEST, i.statement.id_parts)),
     Step("decide", "decide, number and count, in one pass (where the ledger reads them: with each entry's fate; "
                    "a statement of keys: its copies numbered before the marks are joined)",
          lambda i: _fated(i, _decided(i))),

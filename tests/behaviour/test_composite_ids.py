@@ -20,6 +20,7 @@ from seqdedup.udfs import Entry, Policies, SequenceTracker
 
 from ..engines import DISTRIBUTED
 from .test_matches_reference import fresh
+from .test_one_producer_matches_reference import SPREAD, two_partitions
 from .test_payload_conflicts import scratch_tables
 
 U64_MAX = 2**64 - 1
@@ -61,6 +62,10 @@ steps = st.lists(st.one_of(st.tuples(st.lists(event, min_size=1, max_size=8), st
     lambda s: ("send", s)), st.just(("restart", None))), min_size=1, max_size=5).filter(
     lambda ss: any(kind == "send" for kind, _ in ss))
 EXAMPLES = {"duckdb": 40, "spark": 5, "connect": 4}
+#: How a statement is decided: as a small one is; as a large one (marks joined, not looked up in a map, and the rows
+#: distributed); and with a producer that holds most of an unordered statement spread over ranges of its ids' text
+#: (Spark, in two tasks).
+PLANS = {"small": {}, "distributed": DISTRIBUTED, "spread": SPREAD}
 #: Repeats and late entries in arrival order (out of order counts each late id once, none that was written), of two
 #: producers, one new in the second statement.
 LATE = [("send", ([("slot", 5, 0), ("slot", 5, 0), ("slot", 2, 0), ("slot", 2, 0), ("slot", 7, 1)], True)),
@@ -69,15 +74,23 @@ LATE = [("send", ([("slot", 5, 0), ("slot", 5, 0), ("slot", 2, 0), ("slot", 2, 0
         ("send", ([("slot", 12, 0), ("slot", 11, 0), ("slot", 11, 0), ("slot", 10, 5), ("other", 3, 0), ("other", 2, 0),
                    ("slot", 12, 0), ("slot", 13, 0)], True))]
 
+#: Unordered statements one slot dominates, its LSNs far apart (Spark spreads them over ranges), with a replay across
+#: a restart.
+SPREAD_SLOT = [("send", ([("slot", 0, 0), ("slot", 2**63, 1), ("slot", U64_MAX, 2), ("slot", 2**63, 1),
+                          ("other", 1, 0), ("slot", 1, 0), ("slot", 2, 2), ("slot", 2**63, 0)], False)),
+               ("restart", None),
+               ("send", ([("slot", 2, 2), ("slot", U64_MAX, 2), ("slot", U64_MAX, 3), ("slot", 0, 1),
+                          ("slot", U64_MAX, 3), ("other", 0, 0)], False))]
+
 
 def test_composite_ids_match_the_reference_model(engine, tmp_path_factory):
     @settings(max_examples=EXAMPLES[engine.name], deadline=None, suppress_health_check=[HealthCheck.too_slow],
               derandomize=engine.family == "spark")
-    @given(steps=steps, interval=st.sampled_from([1, 2, 1000]), distributed=st.booleans())
-    @example(steps=LATE, interval=1000, distributed=True)
-    def check(steps, interval, distributed):
-        # (distributed: marks joined, not looked up in a map, and the rows distributed, as a large statement's are)
-        with fresh(engine, tmp_path_factory, adapter=DISTRIBUTED if distributed else {}) as harness:
+    @given(steps=steps, interval=st.sampled_from([1, 2, 1000]), plan=st.sampled_from(list(PLANS)))
+    @example(steps=LATE, interval=1000, plan="distributed")
+    @example(steps=SPREAD_SLOT, interval=2, plan="spread")
+    def check(steps, interval, plan):
+        with fresh(engine, tmp_path_factory, adapter=PLANS[plan]) as harness, two_partitions(harness):
             harness.session.create_topic("cdc", {"payload": "STRING"}, id_parts=2,
                                          snapshot_interval_entries=interval)
             model = SequenceTracker(Policies(snapshot_interval_entries=interval), now=0.0)

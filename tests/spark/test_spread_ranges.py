@@ -10,6 +10,7 @@ from seqdedup import InvalidEntryError
 from seqdedup.core import plans
 from seqdedup.core import ranges as spread
 
+from ..behaviour.test_composite_ids import entries, send
 from ..behaviour.test_one_producer_matches_reference import SPREAD, two_partitions
 from ..engines import ENGINES, Harness
 
@@ -73,5 +74,43 @@ def test_an_invalid_entry_of_a_spread_producer_fails_the_statement_and_writes_no
             with pytest.raises(InvalidEntryError, match="Nothing was written"):     # (only NULL ids: no range)
                 harness.send([("a", None, None)] * 5 + [("b", 1, None)], ordered=False)
             assert harness.entries() == []
+            harness.session.create_topic("cdc", {"payload": "STRING"}, id_parts=2)
+            for bad in [("slot", -1, 0), ("slot", 2**64, 0), ("slot", 3, None)]:     # (R19: a part out of range)
+                with pytest.raises(InvalidEntryError, match="Nothing was written"):
+                    send(harness, [("slot", lsn, 0) for lsn in range(30)] + [bad], ordered=False)
+            assert entries(harness) == []
+    finally:
+        harness.close()
+
+
+def test_a_cdc_slots_composite_ids_are_decided_over_ranges_of_their_text(tmp_path_factory, monkeypatch):
+    # one slot's (lsn, index) ids, LSNs past signed 64-bit among them: spread over ranges whose bounds are ids' text
+    # (R19: text order is tuple order), each repeat, retry and payload conflict as one window over the slot decides
+    engine = next(e for e in ENGINES if e.name == "spark")
+    harness = Harness(engine, str(tmp_path_factory.getbasetemp() / "spark-home"), adapter=SPREAD)
+    seen, real = [], spread.ranges
+    monkeypatch.setattr(spread, "ranges", lambda run, given: seen.append(real(run, given)) or seen[-1])
+    top = 2**64 - 40
+    try:
+        with two_partitions(harness):
+            harness.session.create_topic("cdc", {"payload": "STRING"}, id_parts=2, dropped_entries="keys")
+            first = [("slot", lsn, i, "x") for lsn in (7, 2**63, top) for i in range(8)]
+            result = send(harness, first + [("slot", 7, 3, "x"), ("slot", top, 7, "y"), ("other", 1, 0, "x")],
+                          ordered=False)
+            assert seen[-1] is not None and "c200a" not in seen[-1].sql()     # (text bounds, not integers)
+            assert [(p.producer, p.written, p.duplicates, p.payload_conflicts) for p in result.producers] == [
+                ("other", 1, 0, 0), ("slot", 24, 2, 1)]
+            assert harness.session.last_sequence_id("cdc", "slot") == (top, 7)
+            # a replay from an earlier LSN and new events after it, spread again from the marks
+            again = send(harness, [("slot", 2**63, i, "x") for i in range(8)] + [
+                ("slot", top + 1, i, "x") for i in range(20)] + [("slot", top + 1, 4, "x")], ordered=False)
+            assert seen[-1] is not None
+            assert [(p.producer, p.written, p.duplicates) for p in again.producers] == [("slot", 20, 9)]
+            assert harness.session.last_sequence_id("cdc", "slot") == (top + 1, 19)
+            assert harness.position_problem("cdc") is None
+            assert sorted(s for p, s in entries(harness) if p == "slot") == sorted(
+                [(lsn, i) for lsn in (7, 2**63, top) for i in range(8)] + [(top + 1, i) for i in range(20)])
+            reasons = harness.session.sql("SELECT reason, COUNT(*) FROM seqdedup_dropped GROUP BY reason").rows
+            assert sorted(reasons) == [("conflict", 1), ("repeat", 2), ("retry", 8)]
     finally:
         harness.close()
