@@ -57,6 +57,7 @@ def main() -> None:
 
         SparkAdapter.SPREADS = False
     from seqdedup import InvalidEntryError
+    from seqdedup.catalog import ids
 
     with tempfile.TemporaryDirectory() as tmp:
         engines = Engines(args.engine, pathlib.Path(tmp))
@@ -88,9 +89,8 @@ def main() -> None:
                   f"the statement {valid[-1]:.2f} s, over {args.producers:,} producers {many[-1]:.2f} s", flush=True)
     base = median(plain)
     ratio = median(failing) / base
-    shape = "two-part ids" if args.id_parts else "integer ids"
     print(f"{args.engine} ({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}), {args.rows:,} entries of one "
-          f"producer, {shape}, medians of {args.runs}: plain INSERT {base:.2f} s")
+          f"producer, {ids.shape(args.id_parts)}, medians of {args.runs}: plain INSERT {base:.2f} s")
     print(f"  a statement with an invalid last entry fails in {median(failing):.2f} s: {ratio:.2f}x the plain "
           f"INSERT (target 2x: {'met' if ratio <= 2 else 'not met'})")
     one, spread = median(valid) / base, median(many) / base

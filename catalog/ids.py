@@ -223,7 +223,8 @@ def as_uhugeint(node: exp.Func) -> exp.Expression:
 
 
 def packed(value: tuple[int, ...]) -> int:
-    """Python: a composite id of one or two parts as the integer ``as_uhugeint`` makes of it.
+    """Python: a composite id of one or two parts as the integer ``as_uhugeint`` makes of it (of three, the same
+    reading past 128 bits: ``sql.plan.spread.composite_bounds``).
 
     Example:
         >>> packed((1, 2)) == 2**64 + 2, packed((7,))

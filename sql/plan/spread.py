@@ -129,9 +129,8 @@ def composite_bounds(lowest: str, highest: str, ranges: int) -> list[str]:
         []
     """
     low, high = ids.decoded(lowest), ids.decoded(highest)
-    number = (lambda parts: sum(part * ids.PART_LIMIT ** (len(parts) - 1 - i) for i, part in enumerate(parts)))
     tupled = (lambda n: tuple(n // ids.PART_LIMIT ** (len(low) - 1 - i) % ids.PART_LIMIT for i in range(len(low))))
-    return [ids.encoded(tupled(bound)) for bound in range_bounds(number(low), number(high), ranges)]
+    return [ids.encoded(tupled(bound)) for bound in range_bounds(ids.packed(low), ids.packed(high), ranges)]
 
 
 def ranges_of(spread: dict[str, tuple[list, list[int]]], producer_hash: str, batches: bool = True) -> exp.Expression:
